@@ -1,0 +1,43 @@
+# Handoff Desk. `make run` and `make test` are the two commands; the rest serve them.
+SHELL := /bin/bash
+GO ?= go
+TEST_FLAGS ?= -timeout 12m
+
+.PHONY: run build test generate check-generated bench-intake bench-desk db-stop clean
+
+build:
+	$(GO) build -o bin/web ./cmd/web
+
+## run: build, find or start a local PostgreSQL, seed the demo, and serve on :8080.
+run: build
+	@url="$${DATABASE_URL:-$$(scripts/localdb handoffdesk)}" && \
+		DATABASE_URL="$$url" bin/web seed-demo && \
+		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
+		DATABASE_URL="$$url" exec bin/web serve
+
+## test: every test, against real PostgreSQL and headless Chromium.
+test:
+	@scripts/chromium
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) test $(TEST_FLAGS) ./...
+
+## generate: rebuild the committed templ code and CSS.
+generate:
+	$(GO) tool templ generate
+	npm ci --no-audit --no-fund --loglevel=error
+	npm run --silent build:css
+
+## check-generated: fail when the committed generated files differ from a fresh `make generate`.
+check-generated: generate
+	@git diff --exit-code -- '*_templ.go' static/css/app.css || \
+		{ echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
+	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || \
+		{ echo "new generated files are not committed" >&2; exit 1; }
+
+## db-stop: stop the private PostgreSQL that `make run` may have started under .data/.
+db-stop:
+	@if [ -f .data/postgres/postmaster.pid ]; then \
+		if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- pg_ctl -D .data/postgres stop; else pg_ctl -D .data/postgres stop; fi; fi
+
+clean:
+	rm -rf bin

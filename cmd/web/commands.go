@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// splitList turns "a, b,,c" into [a b c].
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func required(command string, flags map[string]string) error {
+	for name, value := range flags {
+		if strings.TrimSpace(value) == "" {
+			return fmt.Errorf("%s: --%s is required", command, name)
+		}
+	}
+	return nil
+}
+
+func userAdd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
+	var email, name, role, password, queues string
+	var capacity int
+	err := parseFlags("user add", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "login email")
+		fs.StringVar(&name, "name", "", "display name")
+		fs.StringVar(&role, "role", "", "agent, supervisor or admin")
+		fs.StringVar(&password, "password", "", "initial password")
+		fs.StringVar(&queues, "queues", "", "comma-separated queues the user works")
+		fs.IntVar(&capacity, "capacity", auth.DefaultCapacity, "packages held at once")
+	})
+	if err != nil {
+		return err
+	}
+	if err := required("user add", map[string]string{"email": email, "name": name, "role": role, "password": password}); err != nil {
+		return err
+	}
+	parsedRole, err := auth.ParseRole(role)
+	if err != nil {
+		return fmt.Errorf("user add: %w", err)
+	}
+	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
+		queueService := queue.NewService(db)
+		// Unknown queues are refused before the user exists, so a typo leaves nothing half-made.
+		if _, err := queueService.IDsByName(ctx, splitList(queues)); err != nil {
+			return fmt.Errorf("user add: %w", err)
+		}
+		user, err := auth.NewService(db).CreateUser(ctx, auth.NewUser{
+			Email: email, DisplayName: name, Role: parsedRole, Password: password, Capacity: capacity,
+		})
+		if err != nil {
+			return fmt.Errorf("user add: %w", err)
+		}
+		if err := queueService.AddMembers(ctx, user.ID, splitList(queues)); err != nil {
+			return fmt.Errorf("user add: %w", err)
+		}
+		_, err = fmt.Fprintf(stdout, "user %s (%s) added with id %d\n", user.Email, user.Role, user.ID)
+		return err
+	})
+}
+
+func queueAdd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
+	var n queue.NewQueue
+	err := parseFlags("queue add", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&n.Name, "name", "", "queue name")
+		fs.StringVar(&n.Parent, "parent", "", "parent queue")
+		fs.DurationVar(&n.TTL, "ttl", queue.DefaultTTL, "how long an unclaimed package waits before it expires")
+		fs.DurationVar(&n.ReservationTimeout, "reservation-timeout", queue.DefaultReservationTimeout, "how long a reservation waits for acknowledgement")
+		fs.StringVar(&n.RefundThreshold, "refund-threshold", queue.DefaultRefundThreshold, "refunds above this need a supervisor")
+	})
+	if err != nil {
+		return err
+	}
+	if err := required("queue add", map[string]string{"name": n.Name}); err != nil {
+		return err
+	}
+	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
+		q, err := queue.NewService(db).Create(ctx, n)
+		if err != nil {
+			return fmt.Errorf("queue add: %w", err)
+		}
+		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s)\n",
+			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold)
+		return err
+	})
+}
+
+func apikeyAdd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
+	var name, queues, webhookURL string
+	err := parseFlags("apikey add", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&name, "name", "", "key name (the bot it belongs to)")
+		fs.StringVar(&queues, "queues", "", "comma-separated queues the bot may send to")
+		fs.StringVar(&webhookURL, "webhook-url", "", "where status webhooks are POSTed")
+	})
+	if err != nil {
+		return err
+	}
+	if err := required("apikey add", map[string]string{"name": name, "queues": queues}); err != nil {
+		return err
+	}
+	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
+		queueIDs, err := queue.NewService(db).IDsByName(ctx, splitList(queues))
+		if err != nil {
+			return fmt.Errorf("apikey add: %w", err)
+		}
+		key, err := auth.NewService(db).CreateAPIKey(ctx, auth.NewAPIKey{Name: name, QueueIDs: queueIDs, WebhookURL: webhookURL})
+		if err != nil {
+			return fmt.Errorf("apikey add: %w", err)
+		}
+		_, err = fmt.Fprintf(stdout, "API key %q for queues %s (shown once, store it now):\n  key:            %s\n  webhook secret: %s\n",
+			key.Name, queues, key.Key, key.WebhookSecret)
+		return err
+	})
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/postgres"
+)
+
+const usage = `usage: web [command] [flags]
+
+commands:
+  serve        run the desk (the default)
+  migrate      apply database migrations and exit
+  user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N]
+  queue add    --name N [--parent P] [--ttl 24h] [--reservation-timeout 2m] [--refund-threshold 50.00]
+  apikey add   --name N --queues a,b [--webhook-url URL]
+  seed-demo    create demo queues, users and a bot key, and print them
+
+environment: DATABASE_URL, ADDR, BASE_URL, FRAME_ANCESTORS, LOG_FORMAT (text|json)
+`
+
+// run is the whole program; main only wires it to the process. Tests call it directly.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	command := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		command, args = args[0], args[1:]
+	}
+	if command == "user" || command == "queue" || command == "apikey" {
+		if len(args) == 0 || args[0] != "add" {
+			return fmt.Errorf("%s: want \"%s add\"", command, command)
+		}
+		command, args = command+" add", args[1:]
+	}
+	logger := newLogger(getenv("LOG_FORMAT"), stdout)
+	switch command {
+	case "serve":
+		return serve(ctx, args, getenv, stdout, logger)
+	case "migrate":
+		if err := parseFlags("migrate", args, stdout); err != nil {
+			return err
+		}
+		return withDB(ctx, getenv, logger, func(*pgxpool.Pool) error { return nil })
+	case "user add":
+		return userAdd(ctx, args, getenv, stdout, logger)
+	case "queue add":
+		return queueAdd(ctx, args, getenv, stdout, logger)
+	case "apikey add":
+		return apikeyAdd(ctx, args, getenv, stdout, logger)
+	case "seed-demo":
+		return seedDemo(ctx, args, getenv, stdout, logger)
+	case "help", "-h", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	default:
+		return fmt.Errorf("unknown command %q (want serve, migrate, user add, queue add, apikey add or seed-demo)", command)
+	}
+}
+
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// parseFlags parses a flag set quietly and turns its complaints into one-line errors.
+func parseFlags(name string, args []string, stdout io.Writer, define ...func(*flag.FlagSet)) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, d := range define {
+		d(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, _ = io.WriteString(stdout, usage)
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	return nil
+}
+
+func databaseURL(getenv func(string) string) string {
+	if url := getenv("DATABASE_URL"); url != "" {
+		return url
+	}
+	return postgres.DefaultURL
+}
+
+// withDB opens the database, brings its schema up to date, and runs f.
+func withDB(ctx context.Context, getenv func(string) string, logger *slog.Logger, f func(*pgxpool.Pool) error) error {
+	pool, err := postgres.Open(ctx, databaseURL(getenv))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := postgres.Migrate(ctx, pool, logger); err != nil {
+		return err
+	}
+	return f(pool)
+}

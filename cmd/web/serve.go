@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/server"
+)
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
+	addr := getenv("ADDR")
+	if addr == "" {
+		addr = ":8080"
+	}
+	if err := parseFlags("serve", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&addr, "addr", addr, "listen address")
+	}); err != nil {
+		return err
+	}
+	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		cfg := server.Config{
+			Addr:           ln.Addr().String(),
+			BaseURL:        getenv("BASE_URL"),
+			FrameAncestors: strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " ")),
+		}
+		if cfg.BaseURL == "" {
+			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())
+		}
+		srv, err := server.New(cfg, logger, db, auth.NewService(db), queue.NewService(db))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL)
+		return srv.Serve(ctx, ln)
+	})
+}
+
+func portOf(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return fmt.Sprint(tcp.Port)
+	}
+	return "8080"
+}

@@ -1,0 +1,168 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/handoffdesk/desk/internal/desk"
+)
+
+// APIKey is a bot's credential: which queues it may send to and where its webhooks go.
+type APIKey struct {
+	ID            int64
+	Name          string
+	Prefix        string
+	QueueIDs      []int64
+	WebhookURL    string
+	WebhookSecret string
+}
+
+// NewAPIKey is what `web apikey add` and the admin form supply.
+type NewAPIKey struct {
+	Name       string
+	QueueIDs   []int64
+	WebhookURL string
+}
+
+// IssuedAPIKey is a new key with the two secrets shown once and never again.
+type IssuedAPIKey struct {
+	APIKey
+	Key string
+}
+
+const (
+	keyPrefix    = "hdk_"
+	prefixLength = len(keyPrefix) + 8 // the part stored in clear to find the row
+)
+
+func randomToken(n int) (string, error) {
+	raw := make([]byte, n)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// Keys are 32 random bytes, far beyond guessing, so a fast hash is enough to keep a leaked table
+// from being replayed; a slow password hash would cost every bot request for nothing.
+func hashKey(key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
+}
+
+func (n *NewAPIKey) validate() error {
+	n.Name = strings.TrimSpace(n.Name)
+	if n.Name == "" || len(n.Name) > 100 {
+		return desk.Errorf(desk.Invalid, "key name must be 1-100 characters")
+	}
+	if len(n.QueueIDs) == 0 {
+		return desk.Errorf(desk.Invalid, "a key needs at least one queue")
+	}
+	if n.WebhookURL != "" {
+		u, err := url.Parse(n.WebhookURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return desk.Errorf(desk.Invalid, "webhook url %q must be an absolute http(s) URL", n.WebhookURL)
+		}
+	}
+	return nil
+}
+
+// CreateAPIKey issues a key. The key itself is stored only as a hash.
+func (s *Service) CreateAPIKey(ctx context.Context, n NewAPIKey) (IssuedAPIKey, error) {
+	if err := n.validate(); err != nil {
+		return IssuedAPIKey{}, err
+	}
+	body, err := randomToken(32)
+	if err != nil {
+		return IssuedAPIKey{}, err
+	}
+	secret, err := randomToken(32)
+	if err != nil {
+		return IssuedAPIKey{}, err
+	}
+	return s.insertAPIKey(ctx, n, keyPrefix+body, "whsec_"+secret)
+}
+
+// InsertAPIKeyWithSecrets stores a key whose secrets the caller chose. Only the demo seed uses it,
+// so that the printed demo key stays the same across `make run`s.
+func (s *Service) InsertAPIKeyWithSecrets(ctx context.Context, n NewAPIKey, key, webhookSecret string) (IssuedAPIKey, error) {
+	if err := n.validate(); err != nil {
+		return IssuedAPIKey{}, err
+	}
+	if !strings.HasPrefix(key, keyPrefix) || len(key) < prefixLength+16 {
+		return IssuedAPIKey{}, desk.Errorf(desk.Invalid, "key must start with %s and be at least %d characters", keyPrefix, prefixLength+16)
+	}
+	return s.insertAPIKey(ctx, n, key, webhookSecret)
+}
+
+func (s *Service) insertAPIKey(ctx context.Context, n NewAPIKey, key, webhookSecret string) (IssuedAPIKey, error) {
+	issued := IssuedAPIKey{Key: key, APIKey: APIKey{
+		Name: n.Name, Prefix: key[:prefixLength], QueueIDs: n.QueueIDs, WebhookURL: n.WebhookURL, WebhookSecret: webhookSecret,
+	}}
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO api_keys (name, key_prefix, key_hash, webhook_url, webhook_secret)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5) RETURNING id`,
+			n.Name, issued.Prefix, hashKey(key), n.WebhookURL, webhookSecret).Scan(&issued.ID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO api_key_queues (api_key_id, queue_id) SELECT $1, unnest($2::bigint[])`,
+			issued.ID, n.QueueIDs)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return IssuedAPIKey{}, desk.Errorf(desk.Conflict, "an API key named %q already exists", n.Name)
+	}
+	return issued, err
+}
+
+// Bot authenticates a bearer key. Unknown, malformed and revoked keys all answer Unauthorized.
+func (s *Service) Bot(ctx context.Context, key string) (APIKey, error) {
+	unauthorized := desk.Errorf(desk.Unauthorized, "the API key is missing, unknown or revoked")
+	if !strings.HasPrefix(key, keyPrefix) || len(key) <= prefixLength {
+		return APIKey{}, unauthorized
+	}
+	var k APIKey
+	var storedHash []byte
+	var webhookURL *string
+	err := s.db.QueryRow(ctx, `
+		SELECT k.id, k.name, k.key_prefix, k.key_hash, k.webhook_url, k.webhook_secret,
+			coalesce(array_agg(q.queue_id) FILTER (WHERE q.queue_id IS NOT NULL), '{}')
+		FROM api_keys k LEFT JOIN api_key_queues q ON q.api_key_id = k.id
+		WHERE k.key_prefix = $1 AND k.revoked_at IS NULL
+		GROUP BY k.id`, key[:prefixLength]).
+		Scan(&k.ID, &k.Name, &k.Prefix, &storedHash, &webhookURL, &k.WebhookSecret, &k.QueueIDs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return APIKey{}, unauthorized
+	}
+	if err != nil {
+		return APIKey{}, err
+	}
+	if subtle.ConstantTimeCompare(storedHash, hashKey(key)) != 1 {
+		return APIKey{}, unauthorized
+	}
+	if webhookURL != nil {
+		k.WebhookURL = *webhookURL
+	}
+	return k, nil
+}
+
+// AllowsQueue reports whether the key may send to the queue.
+func (k APIKey) AllowsQueue(queueID int64) bool {
+	for _, id := range k.QueueIDs {
+		if id == queueID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,184 @@
+// Package auth holds the desk's people: users and their roles, password checks and the sessions
+// that keep them logged in.
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/mail"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/desk"
+)
+
+// Role is what a user may do. Roles are ordered: each one may do everything the ones below it may.
+type Role string
+
+const (
+	RoleAgent      Role = "agent"
+	RoleSupervisor Role = "supervisor"
+	RoleAdmin      Role = "admin"
+)
+
+// Roles lists the valid roles from least to most privileged.
+var Roles = []Role{RoleAgent, RoleSupervisor, RoleAdmin}
+
+func (r Role) rank() int {
+	for i, known := range Roles {
+		if r == known {
+			return i
+		}
+	}
+	return -1
+}
+
+// Valid reports whether r is one of Roles.
+func (r Role) Valid() bool { return r.rank() >= 0 }
+
+// AtLeast reports whether r carries the privileges of min.
+func (r Role) AtLeast(min Role) bool { return r.Valid() && r.rank() >= min.rank() }
+
+// ParseRole turns user input into a Role.
+func ParseRole(s string) (Role, error) {
+	r := Role(strings.ToLower(strings.TrimSpace(s)))
+	if !r.Valid() {
+		return "", desk.Errorf(desk.Invalid, "role %q is not one of agent, supervisor, admin", s)
+	}
+	return r, nil
+}
+
+// User is a person who logs in to the desk.
+type User struct {
+	ID          int64
+	Email       string
+	DisplayName string
+	Role        Role
+	Capacity    int
+}
+
+// NewUser is what it takes to create a user.
+type NewUser struct {
+	Email       string
+	DisplayName string
+	Role        Role
+	Password    string
+	Capacity    int // packages held at once; 0 means the default
+}
+
+// MinPasswordLen follows NIST SP 800-63B: length matters, composition rules do not.
+const MinPasswordLen = 8
+
+// DefaultCapacity is how many packages an agent holds at once unless told otherwise.
+const DefaultCapacity = 3
+
+func (n *NewUser) validate() error {
+	n.Email = strings.TrimSpace(n.Email)
+	n.DisplayName = strings.TrimSpace(n.DisplayName)
+	if addr, err := mail.ParseAddress(n.Email); err != nil || addr.Address != n.Email {
+		return desk.Errorf(desk.Invalid, "email %q is not a valid address", n.Email)
+	}
+	if n.DisplayName == "" {
+		return desk.Errorf(desk.Invalid, "name is required")
+	}
+	if !n.Role.Valid() {
+		return desk.Errorf(desk.Invalid, "role %q is not one of agent, supervisor, admin", n.Role)
+	}
+	if len(n.Password) < MinPasswordLen {
+		return desk.Errorf(desk.Invalid, "password must be at least %d characters", MinPasswordLen)
+	}
+	if n.Capacity == 0 {
+		n.Capacity = DefaultCapacity
+	}
+	if n.Capacity < 0 {
+		return desk.Errorf(desk.Invalid, "capacity must be positive")
+	}
+	return nil
+}
+
+// Service stores users and sessions in PostgreSQL.
+type Service struct {
+	db         *pgxpool.Pool
+	sessionTTL time.Duration
+	now        func() time.Time
+
+	// dummyHash is verified against when an email is unknown, so that a login answers in the
+	// same time whether or not the account exists.
+	dummyOnce sync.Once
+	dummyHash string
+}
+
+// DefaultSessionTTL is how long a login lasts: a working day and some.
+const DefaultSessionTTL = 12 * time.Hour
+
+// NewService returns a Service over db.
+func NewService(db *pgxpool.Pool) *Service {
+	return &Service{db: db, sessionTTL: DefaultSessionTTL, now: time.Now}
+}
+
+// CreateUser adds a user. A second user with the same email (any case) is a Conflict.
+func (s *Service) CreateUser(ctx context.Context, n NewUser) (User, error) {
+	if err := n.validate(); err != nil {
+		return User{}, err
+	}
+	hash, err := HashPassword(n.Password)
+	if err != nil {
+		return User{}, err
+	}
+	u := User{Email: n.Email, DisplayName: n.DisplayName, Role: n.Role, Capacity: n.Capacity}
+	err = s.db.QueryRow(ctx, `
+		INSERT INTO users (email, display_name, role, password_hash, capacity)
+		VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		n.Email, n.DisplayName, n.Role, hash, n.Capacity).Scan(&u.ID)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return User{}, desk.Errorf(desk.Conflict, "a user with email %s already exists", n.Email)
+	}
+	return u, err
+}
+
+const userColumns = `id, email, display_name, role, capacity`
+
+func scanUser(row pgx.Row) (User, error) {
+	var u User
+	err := row.Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, desk.Errorf(desk.NotFound, "no such user")
+	}
+	return u, err
+}
+
+// UserByEmail finds an enabled user by email, ignoring case.
+func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
+	return scanUser(s.db.QueryRow(ctx,
+		`SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1) AND NOT disabled`, strings.TrimSpace(email)))
+}
+
+// Authenticate checks an email and password. Both a wrong email and a wrong password give the
+// same Unauthorized error, in about the same time.
+func (s *Service) Authenticate(ctx context.Context, email, password string) (User, error) {
+	var u User
+	var hash string
+	err := s.db.QueryRow(ctx,
+		`SELECT `+userColumns+`, password_hash FROM users WHERE lower(email) = lower($1) AND NOT disabled`,
+		strings.TrimSpace(email)).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.dummyOnce.Do(func() { s.dummyHash, _ = HashPassword("not a real password") })
+		hash = s.dummyHash
+	} else if err != nil {
+		return User{}, err
+	}
+	ok, verr := VerifyPassword(password, hash)
+	if verr != nil {
+		return User{}, verr
+	}
+	if !ok || err != nil {
+		return User{}, desk.Errorf(desk.Unauthorized, "email or password is wrong")
+	}
+	return u, nil
+}

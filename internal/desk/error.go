@@ -1,0 +1,54 @@
+// Package desk holds what every part of Handoff Desk shares: the short vocabulary of errors that
+// the domain packages return and the HTTP layer maps to status codes in one place.
+package desk
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. Only Internal errors are logged; the message of the others is safe to show.
+const (
+	Conflict     = "conflict"     // the request clashes with current state (409)
+	Internal     = "internal"     // a bug or an outage; the text never reaches the client (500)
+	Invalid      = "invalid"      // the input breaks a rule (422 for the API, 400 for forms)
+	NotFound     = "not_found"    // nothing there, or nothing the caller may see (404)
+	Unauthorized = "unauthorized" // no valid credentials (401)
+	Forbidden    = "forbidden"    // credentials valid, action not allowed (403)
+	RateLimited  = "rate_limited" // a guard refuses for now; retry later (429)
+	Unavailable  = "unavailable"  // the desk cannot take it right now (503)
+	TooLarge     = "too_large"    // the body is over the limit (413)
+	BadRequest   = "bad_request"  // the request cannot be read at all (400)
+)
+
+// Error is an application error with a code the caller can act on and a message a person can read.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf builds an *Error with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of an application error, or Internal for anything else.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// ErrorMessage returns the message of an application error; other errors get a generic text so
+// that internal details never leak to clients.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "Internal error."
+}

@@ -1,0 +1,75 @@
+// Package postgres opens the desk's one store and keeps its schema current.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/handoffdesk/desk/migrations"
+)
+
+// DefaultURL is the local PostgreSQL that `make run` prepares when DATABASE_URL is unset.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/handoffdesk?sslmode=disable"
+
+// Open connects a pool and checks that the server answers, so that a wrong URL fails at start
+// rather than on the first request.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+	}
+	return pool, nil
+}
+
+// Migrate applies pending migrations. A session-level advisory lock lets several instances
+// start at once against one database without racing each other.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	provider, err := newProvider(db)
+	if err != nil {
+		return err
+	}
+	results, err := provider.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range results {
+		logger.Info("migration applied", "source", r.Source.Path, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Pending reports whether the database lacks migrations this binary carries; /readyz uses it.
+func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	provider, err := newProvider(db)
+	if err != nil {
+		return false, err
+	}
+	return provider.HasPending(ctx)
+}
+
+func newProvider(db *sql.DB) (*goose.Provider, error) {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, err
+	}
+	return goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
+}

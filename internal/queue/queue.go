@@ -1,0 +1,192 @@
+// Package queue holds the desk's queues: where handoff packages wait, who works them and the
+// rules each queue sets (TTL, reservation timeout, refund threshold, guards).
+package queue
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/desk"
+)
+
+// Queue is a queue and the settings intake and the desk read from it.
+type Queue struct {
+	ID                 int64
+	Name               string
+	ParentID           *int64
+	Enabled            bool
+	TTL                time.Duration
+	ReservationTimeout time.Duration
+	RefundThreshold    string
+	DefaultPriority    string
+	SLA                time.Duration
+	Skills             []string
+	RequiredEntityKeys []string
+}
+
+// NewQueue is what `web queue add` and the admin form supply.
+type NewQueue struct {
+	Name               string
+	Parent             string
+	TTL                time.Duration
+	ReservationTimeout time.Duration
+	RefundThreshold    string
+}
+
+// Defaults for a new queue, matching the column defaults.
+const (
+	DefaultTTL                = 24 * time.Hour
+	DefaultReservationTimeout = 2 * time.Minute
+	DefaultRefundThreshold    = "50.00"
+)
+
+var (
+	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	amountPattern = regexp.MustCompile(`^[0-9]{1,10}(\.[0-9]{1,4})?$`)
+)
+
+func (n *NewQueue) validate() error {
+	if !namePattern.MatchString(n.Name) {
+		return desk.Errorf(desk.Invalid, "queue name %q must be 1-63 of a-z, 0-9, _ and -, starting with a letter or digit", n.Name)
+	}
+	if n.TTL == 0 {
+		n.TTL = DefaultTTL
+	}
+	if n.ReservationTimeout == 0 {
+		n.ReservationTimeout = DefaultReservationTimeout
+	}
+	if n.RefundThreshold == "" {
+		n.RefundThreshold = DefaultRefundThreshold
+	}
+	if n.TTL < time.Minute {
+		return desk.Errorf(desk.Invalid, "ttl %s is shorter than a minute", n.TTL)
+	}
+	if n.ReservationTimeout < time.Second {
+		return desk.Errorf(desk.Invalid, "reservation timeout %s is shorter than a second", n.ReservationTimeout)
+	}
+	if !amountPattern.MatchString(n.RefundThreshold) {
+		return desk.Errorf(desk.Invalid, "refund threshold %q is not a decimal amount like 50.00", n.RefundThreshold)
+	}
+	return nil
+}
+
+// Service stores queues and their members.
+type Service struct {
+	db *pgxpool.Pool
+}
+
+// NewService returns a Service over db.
+func NewService(db *pgxpool.Pool) *Service { return &Service{db: db} }
+
+// Create adds a queue; its parent, if named, must exist.
+func (s *Service) Create(ctx context.Context, n NewQueue) (Queue, error) {
+	if err := n.validate(); err != nil {
+		return Queue{}, err
+	}
+	var parentID *int64
+	if n.Parent != "" {
+		parent, err := s.ByName(ctx, n.Parent)
+		if err != nil {
+			return Queue{}, desk.Errorf(desk.Invalid, "parent queue %q does not exist", n.Parent)
+		}
+		parentID = &parent.ID
+	}
+	row := s.db.QueryRow(ctx, `
+		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold)
+		VALUES ($1, $2, $3, $4, $5::numeric) RETURNING `+queueColumns,
+		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold)
+	q, err := scanQueue(row)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return Queue{}, desk.Errorf(desk.Conflict, "queue %q already exists", n.Name)
+	}
+	return q, err
+}
+
+const queueColumns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_threshold::text,
+	default_priority, sla, skills, required_entity_keys`
+
+func scanQueue(row pgx.Row) (Queue, error) {
+	var q Queue
+	err := row.Scan(&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
+		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Queue{}, desk.Errorf(desk.NotFound, "no such queue")
+	}
+	return q, err
+}
+
+// ByName finds a queue by its name.
+func (s *Service) ByName(ctx context.Context, name string) (Queue, error) {
+	q, err := scanQueue(s.db.QueryRow(ctx, `SELECT `+queueColumns+` FROM queues WHERE name = $1`, name))
+	if desk.ErrorCode(err) == desk.NotFound {
+		return Queue{}, desk.Errorf(desk.NotFound, "queue %q does not exist", name)
+	}
+	return q, err
+}
+
+// IDsByName resolves queue names, failing on the first one that does not exist.
+func (s *Service) IDsByName(ctx context.Context, names []string) ([]int64, error) {
+	ids := make([]int64, 0, len(names))
+	for _, name := range names {
+		q, err := s.ByName(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, q.ID)
+	}
+	return ids, nil
+}
+
+// AddMembers makes a user a member of the named queues; adding an existing membership is a no-op.
+func (s *Service) AddMembers(ctx context.Context, userID int64, queueNames []string) error {
+	ids, err := s.IDsByName(ctx, queueNames)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.Exec(ctx, `
+		INSERT INTO queue_members (queue_id, user_id) SELECT unnest($1::bigint[]), $2
+		ON CONFLICT DO NOTHING`, ids, userID)
+	return err
+}
+
+// Summary is one line of "my queues".
+type Summary struct {
+	Name       string
+	Open       int
+	Waiting    int
+	OldestWait *time.Time
+	SLA        time.Duration
+	Member     bool
+}
+
+// Summaries lists the queues a user works: agents see the queues they are members of;
+// supervisors and admins, who oversee every queue, see all of them, members' first.
+func (s *Service) Summaries(ctx context.Context, userID int64, allQueues bool) ([]Summary, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT q.name, q.sla, m.user_id IS NOT NULL AS member,
+			count(h.id) AS open,
+			count(h.id) FILTER (WHERE h.status = 'queued') AS waiting,
+			min(h.enqueued_at) FILTER (WHERE h.status = 'queued') AS oldest
+		FROM queues q
+		LEFT JOIN queue_members m ON m.queue_id = q.id AND m.user_id = $1
+		LEFT JOIN handoffs h ON h.queue_id = q.id
+			AND h.status IN ('queued', 'reserved', 'accepted', 'awaiting_approval')
+		WHERE q.enabled AND ($2 OR m.user_id IS NOT NULL)
+		GROUP BY q.id, m.user_id
+		ORDER BY member DESC, q.name`, userID, allQueues)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
+		var s Summary
+		err := row.Scan(&s.Name, &s.SLA, &s.Member, &s.Open, &s.Waiting, &s.OldestWait)
+		return s, err
+	})
+}

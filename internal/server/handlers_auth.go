@@ -1,0 +1,60 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/views"
+)
+
+func (s *Server) handleLoginForm(c echo.Context) error {
+	if viewer(c) != nil {
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	}
+	return s.render(c, http.StatusOK, views.LoginPage(views.LoginView{Next: c.QueryParam("next")}))
+}
+
+func (s *Server) handleLogin(c echo.Context) error {
+	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
+	user, err := s.auth.Authenticate(c.Request().Context(), email, password)
+	if desk.ErrorCode(err) == desk.Unauthorized {
+		s.logger.Info("login failed", "email", email, "remote", c.RealIP())
+		return s.render(c, http.StatusUnauthorized, views.LoginPage(views.LoginView{Email: email, Error: desk.ErrorMessage(err), Next: next}))
+	}
+	if err != nil {
+		return err
+	}
+	if old, err := c.Cookie(sessionCookie); err == nil {
+		if err := s.auth.EndSession(c.Request().Context(), old.Value); err != nil {
+			return err
+		}
+	}
+	sess, err := s.auth.StartSession(c.Request().Context(), user.ID)
+	if err != nil {
+		return err
+	}
+	s.setSessionCookie(c, sess)
+	s.logger.Info("login", "user_id", user.ID, "role", user.Role)
+	return c.Redirect(http.StatusSeeOther, safeNext(next))
+}
+
+func (s *Server) handleLogout(c echo.Context) error {
+	if cookie, err := c.Cookie(sessionCookie); err == nil {
+		if err := s.auth.EndSession(c.Request().Context(), cookie.Value); err != nil {
+			return err
+		}
+	}
+	s.clearSessionCookie(c)
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// safeNext keeps the post-login redirect on this site: a path, never "//evil.example" or a URL.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,29 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/views"
+)
+
+func (s *Server) handleHome(c echo.Context) error {
+	user := currentUser(c)
+	summaries, err := s.queues.Summaries(c.Request().Context(), user.ID, user.Role.AtLeast(auth.RoleSupervisor))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	rows := make([]views.QueueSummary, len(summaries))
+	for i, q := range summaries {
+		rows[i] = views.QueueSummary{Name: q.Name, Open: q.Open, Waiting: q.Waiting, Member: q.Member}
+		if q.OldestWait != nil {
+			rows[i].OldestWait = now.Sub(*q.OldestWait)
+			rows[i].OverSLA = rows[i].OldestWait > q.SLA
+		}
+	}
+	return s.render(c, http.StatusOK, views.HomePage(views.HomeView{Viewer: *viewer(c), Queues: rows}))
+}

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/views"
+)
+
+const sessionCookie = "desk_session"
+
+const userKey = "user"
+
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		req := c.Request()
+		level := slog.LevelInfo
+		if c.Response().Status >= 500 {
+			level = slog.LevelWarn
+		}
+		s.logger.LogAttrs(req.Context(), level, "request",
+			slog.String("method", req.Method), slog.String("path", req.URL.Path),
+			slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))
+		return nil
+	}
+}
+
+// securityHeaders sets what every response carries. Pages may not be framed except where a
+// handler says otherwise (the CRM sidebar).
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		return next(c)
+	}
+}
+
+// checkCrossOrigin is the CSRF defence for every state-changing request from a browser: it refuses
+// unsafe methods whose Sec-Fetch-Site or Origin shows another site. Bot API calls carry a bearer
+// key, not a cookie, so they cannot be forged by a page and are not checked.
+func (s *Server) checkCrossOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if isAPI(c.Request()) {
+			return next(c)
+		}
+		if err := s.csrf.Check(c.Request()); err != nil {
+			return desk.Errorf(desk.Forbidden, "cross-site request refused: %v", err)
+		}
+		return next(c)
+	}
+}
+
+func isAPI(r *http.Request) bool {
+	return len(r.URL.Path) >= 5 && r.URL.Path[:5] == "/api/"
+}
+
+// loadSession puts the logged-in user, if any, on the request.
+func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		cookie, err := c.Cookie(sessionCookie)
+		if err != nil || cookie.Value == "" || isAPI(c.Request()) {
+			return next(c)
+		}
+		user, err := s.auth.SessionUser(c.Request().Context(), cookie.Value)
+		switch desk.ErrorCode(err) {
+		case desk.NotFound:
+			s.clearSessionCookie(c)
+		case desk.Internal:
+			if err != nil {
+				return err
+			}
+			c.Set(userKey, user)
+		}
+		return next(c)
+	}
+}
+
+// requireRole lets through users whose role is at least min. A browser without a session is sent
+// to the login page and brought back afterwards.
+func (s *Server) requireRole(min auth.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			user, ok := c.Get(userKey).(auth.User)
+			if !ok {
+				if c.Request().Method == http.MethodGet && !wantsJSON(c) {
+					return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+				}
+				return desk.Errorf(desk.Unauthorized, "log in first")
+			}
+			if !user.Role.AtLeast(min) {
+				return desk.Errorf(desk.Forbidden, "this needs the %s role; you are %s", min, user.Role)
+			}
+			return next(c)
+		}
+	}
+}
+
+func currentUser(c echo.Context) auth.User {
+	user, _ := c.Get(userKey).(auth.User)
+	return user
+}
+
+// viewer is who a page is rendered for, or nil before login.
+func viewer(c echo.Context) *views.Viewer {
+	user, ok := c.Get(userKey).(auth.User)
+	if !ok {
+		return nil
+	}
+	return &views.Viewer{
+		Name:         user.DisplayName,
+		Email:        user.Email,
+		Role:         string(user.Role),
+		IsSupervisor: user.Role.AtLeast(auth.RoleSupervisor),
+		IsAdmin:      user.Role.AtLeast(auth.RoleAdmin),
+	}
+}
+
+func (s *Server) setSessionCookie(c echo.Context, sess auth.Session) {
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: sess.Token, Path: "/", Expires: sess.ExpiresAt,
+		HttpOnly: true, Secure: s.secureCookies, SameSite: http.SameSiteLaxMode,
+	})
+}
+
+func (s *Server) clearSessionCookie(c echo.Context) {
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: s.secureCookies, SameSite: http.SameSiteLaxMode,
+	})
+}

@@ -1,0 +1,29 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/static"
+)
+
+// routes lists every route of the desk in one place, each with the least role it needs.
+func (s *Server) routes() {
+	e := s.echo
+	e.Use(s.logRequests, s.recoverPanics, securityHeaders, s.checkCrossOrigin, s.loadSession)
+
+	e.GET("/healthz", s.handleHealthz)
+	e.GET("/readyz", s.handleReadyz)
+	e.StaticFS("/static", static.FS)
+
+	e.GET("/login", s.handleLoginForm)
+	e.POST("/login", s.handleLogin)
+	e.POST("/logout", s.handleLogout)
+
+	agent := s.requireRole(auth.RoleAgent)
+	e.GET("/", s.handleHome, agent)
+
+	e.RouteNotFound("/*", func(c echo.Context) error { return echo.NewHTTPError(http.StatusNotFound, "no such page") })
+}

@@ -1,0 +1,117 @@
+// Package server is the desk's HTTP layer: routes, sessions, CSRF, and the one place where
+// domain errors become status codes. Handlers decode, call the domain, and render.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// Config is what the server reads from the environment.
+type Config struct {
+	Addr    string // listen address, e.g. ":8080"
+	BaseURL string // the address people use, e.g. "https://desk.example.com"
+	// FrameAncestors are the origins allowed to embed the sidebar (CSP frame-ancestors).
+	FrameAncestors []string
+}
+
+// Server is the desk's HTTP server.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+	db     *pgxpool.Pool
+	auth   *auth.Service
+	queues *queue.Service
+
+	echo          *echo.Echo
+	secureCookies bool
+	csrf          *http.CrossOriginProtection
+}
+
+// New builds a server from its dependencies.
+func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service) (*Server, error) {
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
+	}
+	s := &Server{
+		cfg:    cfg,
+		logger: logger,
+		db:     db,
+		auth:   authService,
+		queues: queues,
+		echo:   echo.New(),
+		// Browsers keep Secure cookies on https and on loopback (a secure context), which
+		// covers production and `make run`; a plain-http LAN address would lose its login.
+		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),
+		csrf:          http.NewCrossOriginProtection(),
+	}
+	if err := s.csrf.AddTrustedOrigin(base.Scheme + "://" + base.Host); err != nil {
+		return nil, err
+	}
+	s.echo.HideBanner = true
+	s.echo.HidePort = true
+	s.echo.HTTPErrorHandler = s.handleError
+	s.routes()
+	return s, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ServeHTTP lets tests and other servers drive the desk directly.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Timeouts of the HTTP server. Reads are bounded to stop slow-loris clients; the write timeout
+// is left to handlers because websockets live for hours.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownTimeout   = 25 * time.Second
+)
+
+// Serve accepts connections on ln until ctx is done, then stops taking new requests and waits
+// for in-flight ones (up to shutdownTimeout) before returning.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.logger.Info("shutting down", "grace", shutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,7 @@
+// Package static holds the built CSS and the browser scripts, embedded in the binary.
+package static
+
+import "embed"
+
+//go:embed css/app.css
+var FS embed.FS

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/handoffdesk/desk/internal/auth"
+)
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func TestLoginLogout(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+
+	resp, _ := get(t, c, app.URL+"/")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login?next=%2F" {
+		t.Fatalf("anonymous GET / = %d to %q, want 303 to the login page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	resp, err := c.PostForm(app.URL+"/login", url.Values{"email": {"dana@example.com"}, "password": {"wrong-password"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "email or password is wrong") {
+		t.Fatalf("wrong password = %d, want 401 naming the problem\n%s", resp.StatusCode, body)
+	}
+
+	resp, err = c.PostForm(app.URL+"/login", url.Values{"email": {"DANA@example.com"}, "password": {testPassword}, "next": {"//evil.example/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("login = %d to %q, want 303 to / (never off-site)", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	var session *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == sessionCookie {
+			session = ck
+		}
+	}
+	if session == nil || !session.HttpOnly || !session.Secure || session.SameSite != http.SameSiteLaxMode {
+		t.Fatalf("session cookie %+v, want HttpOnly, Secure, SameSite=Lax", session)
+	}
+
+	resp, body2 := get(t, c, app.URL+"/")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body2, `data-queue="billing_t2"`) {
+		t.Fatalf("GET / after login = %d\n%s", resp.StatusCode, body2)
+	}
+
+	resp, err = c.PostForm(app.URL+"/logout", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// The old token is dead in the database, not just dropped from this browser.
+	replay := app.client(t)
+	req, _ := http.NewRequest(http.MethodGet, app.URL+"/", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: session.Value})
+	resp, err = replay.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("replayed session after logout = %d, want 303 to login", resp.StatusCode)
+	}
+}
+
+func TestCrossSiteRequestsRefused(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+	app.login(t, c, "dana@example.com")
+
+	for _, h := range []map[string]string{
+		{"Sec-Fetch-Site": "cross-site"},
+		{"Origin": "https://evil.example"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, app.URL+"/logout", nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "cross-site request refused") {
+			t.Errorf("POST /logout with %v = %d, want 403 naming the reason", h, resp.StatusCode)
+		}
+	}
+	// The session survived the forged logouts.
+	if resp, _ := get(t, c, app.URL+"/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET / = %d, want 200: a forged request must not log the user out", resp.StatusCode)
+	}
+}
+
+func TestQueuesShownByRole(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "agent@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "other@example.com", auth.RoleAgent, "tech_t2")
+	app.user(t, "sup@example.com", auth.RoleSupervisor)
+
+	agent := app.client(t)
+	app.login(t, agent, "agent@example.com")
+	_, page := get(t, agent, app.URL+"/")
+	if !strings.Contains(page, `data-queue="billing_t2"`) || strings.Contains(page, `data-queue="tech_t2"`) {
+		t.Errorf("agent sees other queues or misses their own:\n%s", page)
+	}
+	sup := app.client(t)
+	app.login(t, sup, "sup@example.com")
+	_, page = get(t, sup, app.URL+"/")
+	if !strings.Contains(page, `data-queue="billing_t2"`) || !strings.Contains(page, `data-queue="tech_t2"`) || !strings.Contains(page, "not a member") {
+		t.Errorf("supervisor should oversee every queue:\n%s", page)
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	c := app.client(t)
+	if resp, body := get(t, c, app.URL+"/healthz"); resp.StatusCode != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", resp.StatusCode, body)
+	}
+	if resp, body := get(t, c, app.URL+"/readyz"); resp.StatusCode != http.StatusOK || body != "ready\n" {
+		t.Errorf("/readyz = %d %q", resp.StatusCode, body)
+	}
+	// Without its migrations table the schema is not known to be current.
+	if _, err := app.DB.Exec(t.Context(), `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get(t, c, app.URL+"/readyz"); resp.StatusCode != http.StatusServiceUnavailable || body != "migrations pending\n" {
+		t.Errorf("/readyz with a migration missing = %d %q, want 503", resp.StatusCode, body)
+	}
+	if resp, body := get(t, c, app.URL+"/no/such/page"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no such page") {
+		t.Errorf("unknown page = %d", resp.StatusCode)
+	}
+}
+
+func TestBrowserLogsInAndSeesMyQueues(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2", "tech_t2")
+	ctx := browser(t)
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(app.URL+"/"),
+		chromedp.WaitVisible(`[data-testid="login-form"]`),
+		chromedp.SendKeys(`input[name="email"]`, "dana@example.com"),
+		chromedp.SendKeys(`input[name="password"]`, testPassword),
+		chromedp.Submit(`[data-testid="login-form"]`),
+		chromedp.WaitVisible(`[data-testid="my-queues"]`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, err := chromedp.Run(ctx, chromedp.Text(`[data-testid="viewer"]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="queue-row"]')].map(r => r.dataset.queue)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(viewer, "dana") || strings.Join(queues, ",") != "billing_t2,tech_t2" {
+		t.Fatalf("viewer %q queues %v, want dana with billing_t2,tech_t2", viewer, queues)
+	}
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// testApp is a desk served on 127.0.0.1 over its own fresh database, stopped with the test.
+type testApp struct {
+	URL    string
+	DB     *pgxpool.Pool
+	Auth   *auth.Service
+	Queues *queue.Service
+}
+
+const testPassword = "correct-horse"
+
+func setup(t *testing.T) *testApp {
+	t.Helper()
+	db := pgtest.New(t)
+	app := &testApp{DB: db, Auth: auth.NewService(db), Queues: queue.NewService(db)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.URL = "http://" + ln.Addr().String()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	srv, err := New(Config{Addr: ln.Addr().String(), BaseURL: app.URL}, logger, db, app.Auth, app.Queues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return app
+}
+
+// user creates a user with testPassword who works the named queues (created if missing).
+func (a *testApp) user(t *testing.T, email string, role auth.Role, queues ...string) auth.User {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range queues {
+		if _, err := a.Queues.ByName(ctx, name); err != nil {
+			if _, err := a.Queues.Create(ctx, queue.NewQueue{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	u, err := a.Auth.CreateUser(ctx, auth.NewUser{Email: email, DisplayName: strings.Split(email, "@")[0], Role: role, Password: testPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Queues.AddMembers(ctx, u.ID, queues); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// client is an HTTP client that keeps cookies and does not follow redirects, so tests see them.
+func (a *testApp) client(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// login logs a client in and fails the test if the desk does not answer with a redirect.
+func (a *testApp) login(t *testing.T, c *http.Client, email string) {
+	t.Helper()
+	resp, err := c.PostForm(a.URL+"/login", url.Values{"email": {email}, "password": {testPassword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login %s: status %d, want 303", email, resp.StatusCode)
+	}
+}
+
+// browser starts headless Chromium for one test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath("/usr/bin/chromium"),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelBrowser()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}

@@ -5,6 +5,7 @@ package desk
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. Only Internal errors are logged; the message of the others is safe to show.
@@ -19,12 +20,19 @@ const (
 	Unavailable  = "unavailable"  // the desk cannot take it right now (503)
 	TooLarge     = "too_large"    // the body is over the limit (413)
 	BadRequest   = "bad_request"  // the request cannot be read at all (400)
+	Unsupported  = "unsupported"  // the body's media type or encoding is not one we read (415)
 )
 
 // Error is an application error with a code the caller can act on and a message a person can read.
 type Error struct {
 	Code    string
 	Message string
+	// Reason names the cause within the code for machines, e.g. "contact_hourly_limit".
+	Reason string
+	// RetryAfter tells a refused caller when trying again can succeed (RateLimited, Unavailable).
+	RetryAfter time.Duration
+	// Details are extra facts for the caller, e.g. {"open_handoff_id": "ho_1"}.
+	Details map[string]string
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

@@ -28,6 +28,23 @@ type Queue struct {
 	SLA                time.Duration
 	Skills             []string
 	RequiredEntityKeys []string
+	PIIEntityKeys      []string
+	PIIMinRole         string
+	TransferPolicy     []string
+	MaxRejections      int
+	Guards             Guards
+	EscalationQueueID  *int64
+	OverflowPolicy     string
+	OverflowQueueID    *int64
+}
+
+// Guards keep bots from flooding a contact with handoffs or bouncing one between agents.
+type Guards struct {
+	ContactHourly int           // most handoffs per contact in an hour
+	ContactDaily  int           // most handoffs per contact in a day
+	PairCooldown  time.Duration // the same source→queue pair for a contact is refused this long
+	ChainLimit    int           // a handoff_chain this long goes to the escalation queue
+	OneOpen       bool          // a contact has at most one open handoff
 }
 
 // NewQueue is what `web queue add` and the admin form supply.
@@ -99,9 +116,9 @@ func (s *Service) Create(ctx context.Context, n NewQueue) (Queue, error) {
 	}
 	row := s.db.QueryRow(ctx, `
 		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold)
-		VALUES ($1, $2, $3, $4, $5::numeric) RETURNING `+queueColumns,
+		VALUES ($1, $2, $3, $4, $5::numeric) RETURNING `+Columns,
 		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold)
-	q, err := scanQueue(row)
+	q, err := ScanQueue(row)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return Queue{}, desk.Errorf(desk.Conflict, "queue %q already exists", n.Name)
@@ -109,13 +126,20 @@ func (s *Service) Create(ctx context.Context, n NewQueue) (Queue, error) {
 	return q, err
 }
 
-const queueColumns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_threshold::text,
-	default_priority, sla, skills, required_entity_keys`
+// Columns is the select list ScanQueue reads, for packages that read a queue inside their own
+// transaction.
+const Columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_threshold::text,
+	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
+	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
+	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id`
 
-func scanQueue(row pgx.Row) (Queue, error) {
+// ScanQueue reads a row selected with Columns.
+func ScanQueue(row pgx.Row) (Queue, error) {
 	var q Queue
 	err := row.Scan(&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
-		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys)
+		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
+		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
+		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Queue{}, desk.Errorf(desk.NotFound, "no such queue")
 	}
@@ -124,7 +148,7 @@ func scanQueue(row pgx.Row) (Queue, error) {
 
 // ByName finds a queue by its name.
 func (s *Service) ByName(ctx context.Context, name string) (Queue, error) {
-	q, err := scanQueue(s.db.QueryRow(ctx, `SELECT `+queueColumns+` FROM queues WHERE name = $1`, name))
+	q, err := ScanQueue(s.db.QueryRow(ctx, `SELECT `+Columns+` FROM queues WHERE name = $1`, name))
 	if desk.ErrorCode(err) == desk.NotFound {
 		return Queue{}, desk.Errorf(desk.NotFound, "queue %q does not exist", name)
 	}
@@ -189,4 +213,20 @@ func (s *Service) Summaries(ctx context.Context, userID int64, allQueues bool) (
 		err := row.Scan(&s.Name, &s.SLA, &s.Member, &s.Open, &s.Waiting, &s.OldestWait)
 		return s, err
 	})
+}
+
+// TransferAllowed reports whether from's transfer policy lets a package move to to. Top-level
+// queues count as peers of each other, as children of the desk itself.
+func TransferAllowed(from, to Queue) bool {
+	sameParent := (from.ParentID == nil && to.ParentID == nil) ||
+		(from.ParentID != nil && to.ParentID != nil && *from.ParentID == *to.ParentID)
+	for _, rule := range from.TransferPolicy {
+		switch {
+		case rule == "children" && to.ParentID != nil && *to.ParentID == from.ID,
+			rule == "parent" && from.ParentID != nil && *from.ParentID == to.ID,
+			rule == "peers" && sameParent && from.ID != to.ID:
+			return true
+		}
+	}
+	return false
 }

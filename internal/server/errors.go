@@ -2,13 +2,17 @@ package server
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -24,6 +28,7 @@ var statusOf = map[string]int{
 	desk.RateLimited:  http.StatusTooManyRequests,
 	desk.Internal:     http.StatusInternalServerError,
 	desk.Unavailable:  http.StatusServiceUnavailable,
+	desk.Unsupported:  http.StatusUnsupportedMediaType,
 }
 
 var titleOf = map[int]string{
@@ -39,8 +44,11 @@ var titleOf = map[int]string{
 
 // apiError is the JSON body of every error the API answers.
 type apiError struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
+	Error   string               `json:"error"`
+	Code    string               `json:"code"`
+	Reason  string               `json:"reason,omitempty"`
+	Fields  []handoff.FieldError `json:"fields,omitempty"`
+	Details map[string]string    `json:"details,omitempty"`
 }
 
 // handleError turns any error a handler returns into a response. Only internal errors are
@@ -49,23 +57,38 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	status, code, message := http.StatusInternalServerError, desk.Internal, desk.ErrorMessage(err)
+	body := apiError{Code: desk.ErrorCode(err), Error: desk.ErrorMessage(err)}
 	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		status = he.Code
-		code = strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+	var de *desk.Error
+	var syntax *handoff.SyntaxError
+	var invalid *handoff.ValidationError
+	switch {
+	case errors.As(err, &he):
+		body.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_"))
 		if m, ok := he.Message.(string); ok {
-			message = m
+			body.Error = m
 		}
-	} else {
-		code = desk.ErrorCode(err)
-		status = statusOf[code]
+	case errors.As(err, &syntax):
+		body.Code, body.Error = desk.BadRequest, "malformed JSON: "+syntax.Error()
+	case errors.As(err, &invalid):
+		body.Code, body.Fields = desk.Invalid, invalid.Fields
+		body.Error = fmt.Sprintf("the package is invalid: %d field(s) break the rules, listed in fields", len(invalid.Fields))
+	case errors.As(err, &de):
+		body.Reason, body.Details = de.Reason, de.Details
+		if de.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(de.RetryAfter.Seconds()))))
+		}
 	}
+	status := statusOf[body.Code]
+	if he != nil {
+		status = he.Code
+	}
+	message := body.Error
 	if status >= 500 {
 		s.logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
 	if wantsJSON(c) {
-		err = c.JSON(status, apiError{Error: message, Code: code})
+		err = c.JSON(status, body)
 	} else {
 		err = s.render(c, status, views.ErrorPage(views.ErrorView{Viewer: viewer(c), Status: status, Title: titleFor(status), Message: message}))
 	}

@@ -25,5 +25,13 @@ func (s *Server) routes() {
 	agent := s.requireRole(auth.RoleAgent)
 	e.GET("/", s.handleHome, agent)
 
+	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
+	e.GET("/api/openapi.yaml", s.handleOpenAPI)
+	bot := e.Group("/api/v1", s.requireBot)
+	bot.POST("/handoffs", s.handleSubmitHandoff)
+	bot.GET("/handoffs", s.handleListHandoffs)
+	bot.GET("/handoffs/:id", s.handleGetHandoff)
+	bot.POST("/handoffs/:id/cancel", s.handleCancelHandoff)
+
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.NewHTTPError(http.StatusNotFound, "no such page") })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
@@ -33,6 +34,7 @@ type Server struct {
 	db     *pgxpool.Pool
 	auth   *auth.Service
 	queues *queue.Service
+	intake *handoff.Intake
 
 	echo          *echo.Echo
 	secureCookies bool
@@ -40,7 +42,7 @@ type Server struct {
 }
 
 // New builds a server from its dependencies.
-func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service) (*Server, error) {
+func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service, intake *handoff.Intake) (*Server, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
@@ -51,6 +53,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		db:     db,
 		auth:   authService,
 		queues: queues,
+		intake: intake,
 		echo:   echo.New(),
 		// Browsers keep Secure cookies on https and on loopback (a secure context), which
 		// covers production and `make run`; a plain-http LAN address would lose its login.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -27,6 +28,7 @@ type testApp struct {
 	DB     *pgxpool.Pool
 	Auth   *auth.Service
 	Queues *queue.Service
+	Intake *handoff.Intake
 }
 
 const testPassword = "correct-horse"
@@ -34,7 +36,7 @@ const testPassword = "correct-horse"
 func setup(t *testing.T) *testApp {
 	t.Helper()
 	db := pgtest.New(t)
-	app := &testApp{DB: db, Auth: auth.NewService(db), Queues: queue.NewService(db)}
+	app := &testApp{DB: db, Auth: auth.NewService(db), Queues: queue.NewService(db), Intake: handoff.NewIntake(db, nil)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +46,7 @@ func setup(t *testing.T) *testApp {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	srv, err := New(Config{Addr: ln.Addr().String(), BaseURL: app.URL}, logger, db, app.Auth, app.Queues)
+	srv, err := New(Config{Addr: ln.Addr().String(), BaseURL: app.URL}, logger, db, app.Auth, app.Queues, app.Intake)
 	if err != nil {
 		t.Fatal(err)
 	}

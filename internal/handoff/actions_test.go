@@ -1,0 +1,386 @@
+package handoff
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// testDesk is a database with a queue, a bot key and the two services, for one test.
+type testDesk struct {
+	db      *pgxpool.Pool
+	auth    *auth.Service
+	queues  *queue.Service
+	intake  *Intake
+	actions *Actions
+	sender  Sender
+	clock   *testClock
+	n       atomic.Int64
+}
+
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newDesk(t *testing.T, queues ...string) *testDesk {
+	t.Helper()
+	db := pgtest.New(t)
+	d := &testDesk{db: db, auth: auth.NewService(db), queues: queue.NewService(db), clock: &testClock{now: time.Now()}}
+	d.intake, d.actions = NewIntake(db, nil), NewActions(db, nil)
+	d.intake.now, d.actions.now = d.clock.Now, d.clock.Now
+	var ids []int64
+	for _, name := range queues {
+		q, err := d.queues.Create(context.Background(), queue.NewQueue{Name: name, Parent: parentOf(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, q.ID)
+	}
+	key, err := d.auth.CreateAPIKey(context.Background(), auth.NewAPIKey{Name: "bot", QueueIDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sender = Sender{APIKeyID: key.ID, QueueIDs: ids}
+	return d
+}
+
+// parentOf puts a queue named "a-b" under "a", so tests can build a tree.
+func parentOf(name string) string {
+	for i := range name {
+		if name[i] == '-' {
+			return name[:i]
+		}
+	}
+	return ""
+}
+
+func (d *testDesk) agent(t *testing.T, name string, role auth.Role, capacity int, queues ...string) auth.User {
+	t.Helper()
+	u, err := d.auth.CreateUser(context.Background(), auth.NewUser{Email: name + "@example.com", DisplayName: name, Role: role, Password: "long-enough", Capacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.queues.AddMembers(context.Background(), u.ID, queues); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// submit queues a copy of the Harbor package for its own contact.
+func (d *testDesk) submit(t testing.TB, queueName string, edit func(*Package)) string {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/harbor-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := d.n.Add(1)
+	p.HandoffID = fmt.Sprintf("ho_%d", n)
+	p.Contact.ID = fmt.Sprintf("cust_%d", n)
+	p.TargetProfile = queueName
+	if edit != nil {
+		edit(&p)
+	}
+	if _, err := d.intake.Submit(context.Background(), d.sender, p); err != nil {
+		t.Fatal(err)
+	}
+	return p.HandoffID
+}
+
+func (d *testDesk) status(t *testing.T, id string) (Status, *int64) {
+	t.Helper()
+	var s Status
+	var assignee *int64
+	if err := d.db.QueryRow(context.Background(), `SELECT status, assignee_id FROM handoffs WHERE handoff_id = $1`, id).Scan(&s, &assignee); err != nil {
+		t.Fatal(err)
+	}
+	return s, assignee
+}
+
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	if desk.ErrorCode(err) != code {
+		t.Fatalf("%s: %v, want a %s error", what, err, code)
+	}
+}
+
+func TestAcceptIsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	id := d.submit(t, "billing", nil)
+	var agents []auth.User
+	for i := range 8 {
+		agents = append(agents, d.agent(t, fmt.Sprintf("a%d", i), auth.RoleAgent, 3, "billing"))
+	}
+	var wins, conflicts atomic.Int32
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		wg.Go(func() {
+			err := d.actions.Accept(context.Background(), a, id)
+			switch desk.ErrorCode(err) {
+			case desk.Conflict:
+				conflicts.Add(1)
+			default:
+				if err == nil {
+					wins.Add(1)
+				} else {
+					t.Errorf("accept: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 || conflicts.Load() != 7 {
+		t.Fatalf("8 agents accepting one package: %d won, %d conflicts; want 1 and 7", wins.Load(), conflicts.Load())
+	}
+}
+
+func TestAgentsDrainQueueClaimingEachOnce(t *testing.T) {
+	t.Parallel()
+	const agents, packages = 20, 500
+	d := newDesk(t, "billing")
+	for range packages {
+		d.submit(t, "billing", nil)
+	}
+	claims := make(map[string]int64)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range agents {
+		a := d.agent(t, fmt.Sprintf("agent%d", i), auth.RoleAgent, 2, "billing")
+		wg.Go(func() {
+			ctx := context.Background()
+			for {
+				id, err := d.actions.Next(ctx, a, "billing")
+				if desk.ErrorCode(err) == desk.NotFound {
+					return
+				}
+				if err != nil {
+					t.Errorf("next: %v", err)
+					return
+				}
+				if err := d.actions.Accept(ctx, a, id); err != nil {
+					t.Errorf("accept %s: %v", id, err)
+					return
+				}
+				mu.Lock()
+				if other, ok := claims[id]; ok {
+					t.Errorf("%s claimed by %d and %d", id, other, a.ID)
+				}
+				claims[id] = a.ID
+				mu.Unlock()
+				if err := d.actions.Resolve(ctx, a, id, "solved", ""); err != nil {
+					t.Errorf("resolve %s: %v", id, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(claims) != packages {
+		t.Fatalf("%d packages claimed, want %d", len(claims), packages)
+	}
+	var accepted, resolved int
+	if err := d.db.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE action = 'accepted'), count(*) FILTER (WHERE action = 'resolved') FROM audit_log`).
+		Scan(&accepted, &resolved); err != nil {
+		t.Fatal(err)
+	}
+	if accepted != packages || resolved != packages {
+		t.Errorf("audit log has %d accepts and %d resolutions, want %d each", accepted, resolved, packages)
+	}
+}
+
+func TestReservationRules(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	first := d.submit(t, "billing", func(p *Package) { p.Priority = PriorityLow })
+	urgent := d.submit(t, "billing", func(p *Package) { p.Priority = PriorityUrgent })
+	d.clock.Advance(time.Second)
+	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+
+	got, err := d.actions.Next(ctx, alex, "billing")
+	if err != nil || got != urgent {
+		t.Fatalf("next = %s, %v; want the urgent package %s before the older low one", got, err, urgent)
+	}
+	_, err = d.actions.Next(ctx, alex, "billing")
+	wantCode(t, "a second reservation at capacity 1", err, desk.Conflict)
+	wantCode(t, "someone else's reservation", d.actions.Accept(ctx, bea, urgent), desk.Conflict)
+
+	// The reservation runs out: the sweeper returns it and Alex's late accept fails.
+	d.clock.Advance(queue.DefaultReservationTimeout + time.Second)
+	if n, err := d.actions.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep = %d, %v; want 1 released", n, err)
+	}
+	if s, _ := d.status(t, urgent); s != StatusQueued {
+		t.Fatalf("after the timeout %s is %s, want queued", urgent, s)
+	}
+	if err := d.actions.Accept(ctx, bea, urgent); err != nil {
+		t.Fatalf("bea accepts the released package: %v", err)
+	}
+	wantCode(t, "accepting a taken package", d.actions.Accept(ctx, alex, urgent), desk.Conflict)
+	if err := d.actions.Accept(ctx, alex, first); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRejectionsReachTheSupervisor(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	if _, err := d.db.Exec(ctx, `UPDATE queues SET max_rejections = 2`); err != nil {
+		t.Fatal(err)
+	}
+	id := d.submit(t, "billing", nil)
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	cid := d.agent(t, "cid", auth.RoleAgent, 3, "billing")
+	sam := d.agent(t, "sam", auth.RoleSupervisor, 3)
+
+	wantCode(t, "reject without a reason", d.actions.Reject(ctx, alex, id, "", ""), desk.Invalid)
+	if _, err := d.actions.Next(ctx, alex, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.actions.Reject(ctx, alex, id, "not billing", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.actions.Next(ctx, alex, "billing")
+	wantCode(t, "a rejected package offered again to its rejecter", err, desk.NotFound)
+	wantCode(t, "accepting what you rejected", d.actions.Accept(ctx, alex, id), desk.Conflict)
+
+	if err := d.actions.Accept(ctx, bea, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.actions.Reject(ctx, bea, id, "also not mine", ""); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "agent after max rejections", d.actions.Accept(ctx, cid, id), desk.Forbidden)
+	if _, err := d.actions.Next(ctx, cid, "billing"); desk.ErrorCode(err) != desk.NotFound {
+		t.Fatalf("next offers a package waiting for a supervisor: %v", err)
+	}
+	if err := d.actions.Accept(ctx, sam, id); err != nil {
+		t.Fatalf("supervisor takes it: %v", err)
+	}
+}
+
+func TestTransferPolicyAndPingPong(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing", "billing-refunds", "tech")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing", "billing-refunds", "tech")
+	id := d.submit(t, "billing", nil)
+
+	if err := d.actions.Transfer(ctx, alex, id, "billing-refunds", "refund over threshold"); err != nil {
+		t.Fatalf("to a child queue: %v", err)
+	}
+	if _, err := d.db.Exec(ctx, `UPDATE queues SET transfer_policy = '{children}' WHERE name = 'billing-refunds'`); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "to the parent, not allowed by policy", d.actions.Transfer(ctx, alex, id, "billing", ""), desk.Forbidden)
+	if _, err := d.db.Exec(ctx, `UPDATE queues SET transfer_policy = '{parent}' WHERE name = 'billing-refunds'`); err != nil {
+		t.Fatal(err)
+	}
+	err := d.actions.Transfer(ctx, alex, id, "billing", "")
+	wantCode(t, "straight back to where it came from", err, desk.RateLimited)
+	d.clock.Advance(31 * time.Minute)
+	if err := d.actions.Transfer(ctx, alex, id, "billing", ""); err != nil {
+		t.Fatalf("back after the cooldown: %v", err)
+	}
+	wantCode(t, "to an unknown queue", d.actions.Transfer(ctx, alex, id, "nope", ""), desk.Invalid)
+	var notes int
+	if err := d.db.QueryRow(ctx, `SELECT count(*) FROM handoff_notes`).Scan(&notes); err != nil || notes != 1 {
+		t.Fatalf("notes kept: %d, %v; want 1", notes, err)
+	}
+}
+
+func TestCloseAndTellTheBot(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	returned := d.submit(t, "billing", nil)
+	resolved := d.submit(t, "billing", nil)
+	expiring := d.submit(t, "billing", nil)
+
+	wantCode(t, "unknown return reason", d.actions.ReturnToBot(ctx, alex, returned, "bored", ""), desk.Invalid)
+	if err := d.actions.ReturnToBot(ctx, alex, returned, "wrong_escalation", "policy covers this"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "resolve before accepting", d.actions.Resolve(ctx, alex, resolved, "solved", ""), desk.Conflict)
+	if err := d.actions.Accept(ctx, alex, resolved); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "resolve someone else's", d.actions.Resolve(ctx, bea, resolved, "solved", ""), desk.Forbidden)
+	if err := d.actions.Resolve(ctx, alex, resolved, "refunded", "goodwill refund"); err != nil {
+		t.Fatal(err)
+	}
+	d.clock.Advance(queue.DefaultTTL + time.Minute)
+	if n, err := d.actions.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep = %d, %v; want the one unclaimed package expired", n, err)
+	}
+	for id, want := range map[string]Status{returned: StatusReturnedToBot, resolved: StatusResolved, expiring: StatusExpired} {
+		if got, _ := d.status(t, id); got != want {
+			t.Errorf("%s is %s, want %s", id, got, want)
+		}
+	}
+	var payload string
+	if err := d.db.QueryRow(ctx, `SELECT payload::text FROM webhook_outbox WHERE handoff_id = $1 AND event = 'returned_to_bot'`, returned).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"reason": "wrong_escalation"`, `"note": "policy covers this"`} {
+		if !strings.Contains(payload, want) {
+			t.Errorf("returned_to_bot webhook %s lacks %s", payload, want)
+		}
+	}
+	var events []string
+	rows, _ := d.db.Query(ctx, `SELECT event FROM webhook_outbox WHERE handoff_id = $1 ORDER BY id`, expiring)
+	for rows.Next() {
+		var e string
+		_ = rows.Scan(&e)
+		events = append(events, e)
+	}
+	if fmt.Sprint(events) != "[queued expired]" {
+		t.Errorf("expired package webhooks %v, want [queued expired]", events)
+	}
+}
+
+func TestAuditLogIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	d.submit(t, "billing", nil)
+	for _, sql := range []string{`UPDATE audit_log SET action = 'forged'`, `DELETE FROM audit_log`, `TRUNCATE audit_log`} {
+		if _, err := d.db.Exec(context.Background(), sql); err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: %v, want the database to refuse", sql, err)
+		}
+	}
+}

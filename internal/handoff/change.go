@@ -1,0 +1,71 @@
+package handoff
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/webhook"
+)
+
+// change is one state change of a package, as the live desk, the audit log and the bot learn it.
+type change struct {
+	HandoffID int64  // the row id
+	PublicID  string // the bot's handoff_id
+	QueueID   int64
+	Queue     string
+	APIKeyID  int64
+	// Kind is the event's name: a webhook event (queued, accepted, ...) or a desk-only one
+	// (reserved, released, noted) that bots are not told about.
+	Kind      string
+	Status    Status
+	ActorUser *int64
+	ActorBot  *int64
+	Reason    string
+	Note      string
+	Outcome   string
+	Assignee  string
+	Detail    map[string]any
+	At        time.Time
+}
+
+// webhookEvents are the kinds a bot hears about.
+var webhookEvents = map[string]bool{
+	"queued": true, "accepted": true, "rejected": true, "returned_to_bot": true,
+	"transferred": true, "resolved": true, "expired": true, "canceled": true,
+}
+
+// record writes c inside tx: the event that moves every open browser, the audit row, and, for
+// the changes a bot hears about, its webhook. All three commit or roll back with the change.
+func record(ctx context.Context, tx pgx.Tx, c change) error {
+	detail := map[string]any{"status": c.Status}
+	for k, v := range c.Detail {
+		detail[k] = v
+	}
+	for k, v := range map[string]string{"reason": c.Reason, "note": c.Note, "outcome": c.Outcome, "queue": c.Queue} {
+		if v != "" {
+			detail[k] = v
+		}
+	}
+	detailJSON, err := json.Marshal(detail)
+	if err != nil {
+		return err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO desk_events (queue_id, handoff_id, kind, created_at) VALUES ($1, $2, $3, $4)`,
+		c.QueueID, c.HandoffID, c.Kind, c.At)
+	batch.Queue(`INSERT INTO audit_log (at, actor_user, actor_bot, action, handoff_id, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
+		c.At, c.ActorUser, c.ActorBot, c.Kind, c.HandoffID, detailJSON)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return err
+	}
+	if !webhookEvents[c.Kind] {
+		return nil
+	}
+	return webhook.Enqueue(ctx, tx, webhook.Event{
+		HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: c.Kind, Status: string(c.Status), Queue: c.Queue,
+		Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, OccurredAt: c.At,
+	})
+}

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"compress/gzip"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// maxPackageBytes bounds a package body after decompression (spec: 256 KiB).
+const maxPackageBytes = 256 << 10
+
+const botKey = "bot"
+
+// requireBot authenticates a bearer API key.
+func (s *Server) requireBot(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		header := c.Request().Header.Get(echo.HeaderAuthorization)
+		token, ok := strings.CutPrefix(header, "Bearer ")
+		if !ok {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="handoff-desk"`)
+			return desk.Errorf(desk.Unauthorized, "send the API key as Authorization: Bearer <key>")
+		}
+		key, err := s.auth.Bot(c.Request().Context(), strings.TrimSpace(token))
+		if err != nil {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="handoff-desk", error="invalid_token"`)
+			return err
+		}
+		c.Set(botKey, key)
+		return next(c)
+	}
+}
+
+func sender(c echo.Context) handoff.Sender {
+	key := c.Get(botKey).(auth.APIKey)
+	return handoff.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}
+}
+
+// readJSON reads a JSON request body of at most maxPackageBytes, gzip-compressed or not.
+func readJSON(c echo.Context) ([]byte, error) {
+	r := c.Request()
+	if mediaType, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); err != nil || mediaType != echo.MIMEApplicationJSON {
+		return nil, desk.Errorf(desk.Unsupported, "send the body as Content-Type: application/json (got %q)", r.Header.Get(echo.HeaderContentType))
+	}
+	// The compressed body may not be larger than the limit either: gzip never needs that much room
+	// for JSON under the limit, and it keeps a huge upload from being read at all.
+	var body io.Reader = http.MaxBytesReader(c.Response(), r.Body, maxPackageBytes+1)
+	switch encoding := strings.ToLower(r.Header.Get(echo.HeaderContentEncoding)); encoding {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, desk.Errorf(desk.BadRequest, "the body is not valid gzip: %v", err)
+		}
+		defer zr.Close()
+		body = zr
+	default:
+		return nil, desk.Errorf(desk.Unsupported, "Content-Encoding %q is not supported; send gzip or nothing", encoding)
+	}
+	data, err := io.ReadAll(io.LimitReader(body, maxPackageBytes+1))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge) || len(data) > maxPackageBytes:
+		return nil, desk.Errorf(desk.TooLarge, "the body is over %d KiB (after decompression)", maxPackageBytes>>10)
+	case errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, desk.Errorf(desk.BadRequest, "the gzip body is corrupt or truncated: %v", err)
+	case err != nil:
+		return nil, err
+	}
+	return data, nil
+}
+
+// submitAnswer is the 201/200 body of a submitted package.
+type submitAnswer struct {
+	handoff.Receipt
+	URL string `json:"url"`
+}
+
+func (s *Server) handleSubmitHandoff(c echo.Context) error {
+	body, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	pkg, err := handoff.Decode(body)
+	var invalid *handoff.ValidationError
+	if errors.As(err, &invalid) {
+		// Report the queue's own rules in the same answer, so a bot fixes everything at once.
+		return s.intake.AddQueueRules(c.Request().Context(), pkg, err)
+	}
+	if err != nil {
+		return err
+	}
+	receipt, err := s.intake.Submit(c.Request().Context(), sender(c), pkg)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if receipt.Replayed {
+		status = http.StatusOK
+	}
+	return c.JSON(status, submitAnswer{Receipt: receipt, URL: s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID})
+}
+
+func (s *Server) handleGetHandoff(c echo.Context) error {
+	record, err := s.intake.Get(c.Request().Context(), sender(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, record)
+}
+
+func (s *Server) handleListHandoffs(c echo.Context) error {
+	contactID := c.QueryParam("contact_id")
+	if contactID == "" {
+		return desk.Errorf(desk.BadRequest, "contact_id is required, e.g. ?contact_id=cust_9912&open=true")
+	}
+	openOnly := false
+	switch c.QueryParam("open") {
+	case "", "false":
+	case "true":
+		openOnly = true
+	default:
+		return desk.Errorf(desk.BadRequest, "open must be true or false, not %q", c.QueryParam("open"))
+	}
+	records, err := s.intake.ForContact(c.Request().Context(), sender(c), contactID, openOnly)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string][]handoff.Record{"handoffs": records})
+}
+
+func (s *Server) handleCancelHandoff(c echo.Context) error {
+	record, err := s.intake.Cancel(c.Request().Context(), sender(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, record)
+}
+
+func (s *Server) handleSchema(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/schema+json", handoff.Schema())
+}

@@ -1,0 +1,83 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/desk"
+)
+
+// Delivery is one outbox row as the admin view shows it.
+type Delivery struct {
+	ID            int64
+	EventID       string
+	HandoffID     string
+	Event         string
+	State         string
+	Attempts      int
+	LastStatus    int    // 0 when no response was received
+	LastError     string // why the last attempt got no response
+	NextAttemptAt time.Time
+	CreatedAt     time.Time
+	DeliveredAt   *time.Time
+}
+
+// DeliveryFilter narrows Deliveries; zero fields match everything.
+type DeliveryFilter struct {
+	APIKeyID  int64
+	State     string
+	HandoffID string
+	Limit     int // DefaultDeliveryLimit when zero, at most MaxDeliveryLimit
+}
+
+// Page sizes of Deliveries.
+const (
+	DefaultDeliveryLimit = 50
+	MaxDeliveryLimit     = 500
+)
+
+// Querier is what Deliveries reads through: a pool, or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Deliveries lists outbox rows, newest first.
+func Deliveries(ctx context.Context, db Querier, f DeliveryFilter) ([]Delivery, error) {
+	switch f.State {
+	case "", StatePending, StateDelivered, StateDead, StateNoEndpoint:
+	default:
+		return nil, desk.Errorf(desk.Invalid, "state %q is not one of %s, %s, %s, %s",
+			f.State, StatePending, StateDelivered, StateDead, StateNoEndpoint)
+	}
+	if f.Limit < 0 || f.Limit > MaxDeliveryLimit {
+		return nil, desk.Errorf(desk.Invalid, "limit %d is not between 1 and %d", f.Limit, MaxDeliveryLimit)
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultDeliveryLimit
+	}
+	rows, err := db.Query(ctx, `
+		SELECT id, event_id, handoff_id, event, state, attempts, coalesce(last_status, 0),
+			coalesce(last_error, ''), next_attempt_at, created_at, delivered_at
+		FROM webhook_outbox
+		WHERE ($1::bigint = 0 OR api_key_id = $1) AND ($2::text = '' OR state = $2)
+			AND ($3::text = '' OR handoff_id = $3)
+		ORDER BY id DESC
+		LIMIT $4`,
+		f.APIKeyID, f.State, f.HandoffID, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	deliveries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
+		var d Delivery
+		err := row.Scan(&d.ID, &d.EventID, &d.HandoffID, &d.Event, &d.State, &d.Attempts, &d.LastStatus,
+			&d.LastError, &d.NextAttemptAt, &d.CreatedAt, &d.DeliveredAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	return deliveries, nil
+}

@@ -1,0 +1,135 @@
+// Package webhook tells each bot about every status change of its handoff packages. A change
+// writes an outbox row in the transaction that makes it (Enqueue), so a bot hears about exactly
+// the changes that committed; a Deliverer then POSTs the rows, signed with the key's secret,
+// retrying with backoff until the bot answers 2xx (at-least-once, deduplicated by event id).
+package webhook
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Event names, as the bot receives them in "event" and X-Handoff-Event.
+const (
+	EventQueued        = "queued"
+	EventAccepted      = "accepted"
+	EventRejected      = "rejected"
+	EventReturnedToBot = "returned_to_bot"
+	EventTransferred   = "transferred"
+	EventResolved      = "resolved"
+	EventExpired       = "expired"
+	EventCanceled      = "canceled"
+)
+
+func knownEvent(name string) bool {
+	switch name {
+	case EventQueued, EventAccepted, EventRejected, EventReturnedToBot,
+		EventTransferred, EventResolved, EventExpired, EventCanceled:
+		return true
+	}
+	return false
+}
+
+// Event is one status change of a handoff package, addressed to the API key that sent it.
+type Event struct {
+	HandoffID  string
+	APIKeyID   int64
+	Event      string // one of the Event* names
+	Status     string // the package's status after the change
+	Queue      string
+	Reason     string // optional
+	Note       string // optional
+	Outcome    string // optional
+	Assignee   string // optional: the agent's display name
+	OccurredAt time.Time
+}
+
+// payload is the body the bot receives. Its fields are a public contract: rename none.
+type payload struct {
+	EventID    string    `json:"event_id"`
+	Event      string    `json:"event"`
+	HandoffID  string    `json:"handoff_id"`
+	Status     string    `json:"status"`
+	Queue      string    `json:"queue"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Reason     string    `json:"reason,omitempty"`
+	Note       string    `json:"note,omitempty"`
+	Outcome    string    `json:"outcome,omitempty"`
+	Assignee   string    `json:"assignee,omitempty"`
+}
+
+// Execer is what Enqueue writes through. Pass the pgx.Tx of the status change so that the event
+// commits or rolls back with it; a pool is only right when there is no change to join.
+type Execer interface {
+	Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error)
+}
+
+// Enqueue records e for delivery. The row becomes visible to deliverers only when db commits.
+func Enqueue(ctx context.Context, db Execer, e Event) error {
+	if !knownEvent(e.Event) {
+		return fmt.Errorf("enqueue webhook: unknown event %q", e.Event)
+	}
+	if e.HandoffID == "" || e.OccurredAt.IsZero() {
+		return fmt.Errorf("enqueue webhook %s: handoff id and occurrence time are required", e.Event)
+	}
+	// 128 random bits need no coordination between instances to stay unique; the bot dedupes
+	// redeliveries on this id.
+	eventID := "evt_" + rand.Text()
+	body, err := json.Marshal(payload{
+		EventID:    eventID,
+		Event:      e.Event,
+		HandoffID:  e.HandoffID,
+		Status:     e.Status,
+		Queue:      e.Queue,
+		OccurredAt: e.OccurredAt.UTC(),
+		Reason:     e.Reason,
+		Note:       e.Note,
+		Outcome:    e.Outcome,
+		Assignee:   e.Assignee,
+	})
+	if err != nil {
+		return fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
+	}
+	if _, err := db.Exec(ctx, `
+		INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload)
+		VALUES ($1, $2, $3, $4, $5)`,
+		eventID, e.APIKeyID, e.HandoffID, e.Event, body); err != nil {
+		return fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
+	}
+	return nil
+}
+
+const signaturePrefix = "sha256="
+
+// Sign returns the X-Handoff-Signature value for body: "sha256=" and the hex HMAC-SHA256 of the
+// body under the key's webhook secret.
+func Sign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return signaturePrefix + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Verify reports whether header is a valid signature of body under secret. The comparison takes
+// the same time wherever the first wrong byte is, so a forger learns nothing from timing.
+func Verify(secret, header string, body []byte) bool {
+	hexSum, ok := strings.CutPrefix(header, signaturePrefix)
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSum)
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}

@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/postgres"
+	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/server"
+)
+
+// config is what one benchmark measures.
+type config struct {
+	adminURL    string // a database the tool can CREATE DATABASE from
+	examplePath string // the package the bodies are built from
+	duration    time.Duration
+	runs        int
+	concurrency []int
+	sizes       []int
+	serverConns int    // pool_max_conns of the server's pool
+	cpuProfile  string // file for a CPU profile of the measurements, if set
+}
+
+// Each measurement starts with a warm-up of this fraction of its duration, not recorded, so that
+// new connections (both pools are fresh at every baseline/intake switch) and cold caches are
+// paid before the clock starts.
+const warmupFraction = 10
+
+const (
+	baselineInsert = `INSERT INTO bench_raw (body) VALUES ($1)`
+	intakePath     = "/api/v1/handoffs"
+	keptErrors     = 5 // error messages kept for the report; the rest are only counted
+)
+
+// sample is one measurement of one side.
+type sample struct {
+	ops      int
+	window   time.Duration
+	p50, p99 time.Duration
+}
+
+func (s sample) rate() float64 { return float64(s.ops) / s.window.Seconds() }
+
+// cell holds the runs of both sides at one concurrency and body size.
+type cell struct {
+	concurrency, size  int
+	baseline, intake   []sample
+	baselineErrs, errs int
+}
+
+// result is everything the report prints.
+type result struct {
+	database     string // the bench database's name, dropped by the time measure returns
+	cells        []cell
+	errorSamples []string
+	handoffs     int64 // rows left in handoffs and the webhook outbox at the end
+	outbox       int64
+}
+
+func (r result) errors() int {
+	n := 0
+	for _, c := range r.cells {
+		n += c.errs + c.baselineErrs
+	}
+	return n
+}
+
+// bench is the running set-up: a fresh database served by the real server in-process.
+type bench struct {
+	dbName string
+	dbURL  string        // the bench database, for the baseline pool
+	db     *pgxpool.Pool // the server's pool
+	url    string        // the server's base URL
+	auth   *auth.Service
+	queues *queue.Service
+	client *http.Client
+	ids    atomic.Uint64 // makes every body a new package for a new contact
+	runs   int           // intake runs so far, which names each run's queue
+}
+
+// measure sets up, runs every measurement and tears down, printing the set-up and one line per
+// run to out. Errors of single operations are counted in the result, not returned.
+func measure(ctx context.Context, cfg config, out io.Writer) (res result, err error) {
+	templates := make([]template, len(cfg.sizes))
+	for i, size := range cfg.sizes {
+		if templates[i], err = newTemplate(cfg.examplePath, size); err != nil {
+			return result{}, err
+		}
+		// A body the server would refuse should fail here, not after the first baseline run.
+		if _, err := handoff.Decode(templates[i].body(0)); err != nil {
+			return result{}, fmt.Errorf("the %d-byte body is not a valid package: %w", size, err)
+		}
+	}
+	b, pgInfo, teardown, err := setUp(ctx, cfg, slices.Max(cfg.concurrency))
+	if err != nil {
+		return result{}, errors.Join(err, teardown())
+	}
+	defer func() { err = errors.Join(err, teardown()) }()
+	res.database = b.dbName
+
+	fmt.Fprintf(out, "PostgreSQL: %s\n", pgInfo)
+	fmt.Fprintf(out, "database:   %s (fresh, migrated, dropped at exit)\n", redacted(b.dbURL))
+	fmt.Fprintf(out, "server:     server.New + Serve in-process on %s, pool_max_conns=%d; webhook deliverer NOT started (outbox rows accumulate)\n", b.url, cfg.serverConns)
+	fmt.Fprintf(out, "queues:     a new queue and API key per intake run (%s, ...), default guards; every package has its own handoff_id and contact.id\n", queueName(1))
+	fmt.Fprintf(out, "            (intake answers each package's position by counting the packages waiting ahead of it, so one queue\n")
+	fmt.Fprintf(out, "            growing across runs would slow the later ones; each run's queue starts empty and ends ≈ ops/s × %s deep)\n", cfg.duration+cfg.duration/warmupFraction)
+	for _, t := range templates {
+		fmt.Fprintf(out, "body:       %d bytes exactly, every request (%s with its own ids, the run's queue as target_profile, %d transcript turns)\n", len(t.raw), filepath.Base(cfg.examplePath), t.turns)
+	}
+	fmt.Fprintf(out, "baseline:   %s, autocommit, one pgxpool connection per worker\n", baselineInsert)
+	fmt.Fprintf(out, "intake:     POST %s, Authorization: Bearer, one shared http.Transport\n", intakePath)
+	fmt.Fprintf(out, "each run:   %s warm-up (not recorded) + %s measured; order baseline, intake, baseline, intake, ...\n\n", cfg.duration/warmupFraction, cfg.duration)
+
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	errs := &errorLog{}
+	for _, n := range cfg.concurrency {
+		for i, t := range templates {
+			c := cell{concurrency: n, size: cfg.sizes[i]}
+			for run := 1; run <= cfg.runs; run++ {
+				base, baseErrs, err := b.baseline(ctx, cfg, n, t, errs)
+				if err != nil {
+					return result{}, err
+				}
+				in, inErrs, err := b.intake(ctx, cfg, n, t, errs)
+				if ctx.Err() != nil {
+					return result{}, fmt.Errorf("interrupted: %w", ctx.Err())
+				}
+				if err != nil {
+					return result{}, err
+				}
+				c.baseline, c.intake = append(c.baseline, base), append(c.intake, in)
+				c.baselineErrs += baseErrs
+				c.errs += inErrs
+				fmt.Fprintf(out, "run %d/%d  bots=%-3d size=%-6d baseline %7.0f ops/s p50 %-8s p99 %-8s | intake %7.0f ops/s p50 %-8s p99 %-8s errors %d\n",
+					run, cfg.runs, n, c.size, base.rate(), ms(base.p50), ms(base.p99), in.rate(), ms(in.p50), ms(in.p99), baseErrs+inErrs)
+			}
+			res.cells = append(res.cells, c)
+		}
+	}
+	res.errorSamples = errs.samples
+	err = b.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM handoffs), (SELECT count(*) FROM webhook_outbox)`).Scan(&res.handoffs, &res.outbox)
+	return res, err
+}
+
+// setUp creates and migrates a fresh database and serves it with the real server on loopback.
+// teardown undoes whatever was done, even when setUp failed half-way, and never uses ctx: an
+// interrupted run must still drop its database.
+func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInfo string, teardown func() error, err error) {
+	var undo []func() error
+	teardown = func() error {
+		var errs []error
+		for _, f := range slices.Backward(undo) {
+			errs = append(errs, f())
+		}
+		return errors.Join(errs...)
+	}
+
+	admin, err := url.Parse(cfg.adminURL)
+	if err != nil {
+		return nil, "", teardown, fmt.Errorf("database url: %w", err)
+	}
+	name := "bench_intake_" + strings.ToLower(rand.Text())
+	conn, err := pgx.Connect(ctx, cfg.adminURL)
+	if err != nil {
+		return nil, "", teardown, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var version, syncCommit, fsync string
+	if err := conn.QueryRow(ctx, `SELECT version(), current_setting('synchronous_commit'), current_setting('fsync')`).
+		Scan(&version, &syncCommit, &fsync); err != nil {
+		return nil, "", teardown, err
+	}
+	pgInfo = fmt.Sprintf("%s; synchronous_commit=%s, fsync=%s (as configured: commits are durable only if both are on)", version, syncCommit, fsync)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		return nil, "", teardown, err
+	}
+	undo = append(undo, func() error { return dropDatabase(cfg.adminURL, name) })
+
+	benchURL := *admin
+	benchURL.Path = "/" + name
+	b = &bench{dbName: name, dbURL: benchURL.String()}
+	// pgxpool's default of max(4, NumCPU) connections would queue requests inside the server long
+	// before PostgreSQL is busy; a real deployment sets pool_max_conns in DATABASE_URL the same way.
+	query := benchURL.Query()
+	query.Set("pool_max_conns", strconv.Itoa(cfg.serverConns))
+	benchURL.RawQuery = query.Encode()
+	if b.db, err = postgres.Open(ctx, benchURL.String()); err != nil {
+		return nil, "", teardown, err
+	}
+	undo = append(undo, func() error { b.db.Close(); return nil })
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := postgres.Migrate(ctx, b.db, logger); err != nil {
+		return nil, "", teardown, err
+	}
+	if _, err := b.db.Exec(ctx, `CREATE TABLE bench_raw (id bigserial PRIMARY KEY, body jsonb NOT NULL)`); err != nil {
+		return nil, "", teardown, err
+	}
+	b.auth, b.queues = auth.NewService(b.db), queue.NewService(b.db)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", teardown, err
+	}
+	b.url = "http://" + ln.Addr().String()
+	srv, err := server.New(server.Config{Addr: ln.Addr().String(), BaseURL: b.url}, logger, b.db, b.auth, b.queues, handoff.NewIntake(b.db, nil))
+	if err != nil {
+		ln.Close()
+		return nil, "", teardown, err
+	}
+	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	// The label follows the server's goroutines, so a CPU profile can show the server side alone.
+	go pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) { served <- srv.Serve(ctx, ln) })
+	transport := &http.Transport{MaxIdleConnsPerHost: maxConcurrency, MaxIdleConns: maxConcurrency}
+	b.client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	undo = append(undo, func() error {
+		stop()
+		transport.CloseIdleConnections()
+		return <-served
+	})
+	return b, pgInfo, teardown, nil
+}
+
+func dropDatabase(adminURL, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// baseline inserts the same bodies with n workers, each on its own connection. Its own pool is
+// closed after the run and the server's is emptied before it, so the two never hold PostgreSQL
+// connection slots at once.
+func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, errs *errorLog) (sample, int, error) {
+	b.db.Reset()
+	poolCfg, err := pgxpool.ParseConfig(b.dbURL)
+	if err != nil {
+		return sample{}, 0, err
+	}
+	poolCfg.MaxConns = int32(n)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return sample{}, 0, err
+	}
+	defer pool.Close()
+	before := errs.count
+	s := drive(ctx, "baseline", n, cfg.duration, errs, func() (func(context.Context) error, func()) {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				errs.add(err)
+			}
+			return nil, nil
+		}
+		return func(ctx context.Context) error {
+			_, err := conn.Exec(ctx, baselineInsert, t.body(b.ids.Add(1)))
+			return err
+		}, conn.Release
+	})
+	return s, errs.count - before, nil
+}
+
+// intake posts the bodies with n concurrent bots to a new queue and counts every answer other
+// than 201 in errs.
+func (b *bench) intake(ctx context.Context, cfg config, n int, t template, errs *errorLog) (sample, int, error) {
+	b.runs++
+	name := queueName(b.runs)
+	q, err := b.queues.Create(ctx, queue.NewQueue{Name: name})
+	if err != nil {
+		return sample{}, 0, err
+	}
+	key, err := b.auth.CreateAPIKey(ctx, auth.NewAPIKey{Name: name, QueueIDs: []int64{q.ID}})
+	if err != nil {
+		return sample{}, 0, err
+	}
+	t = t.inQueue(name)
+	before := errs.count
+	s := drive(ctx, "bots", n, cfg.duration, errs, func() (func(context.Context) error, func()) {
+		return func(ctx context.Context) error { return b.submit(ctx, key.Key, t.body(b.ids.Add(1))) }, func() {}
+	})
+	return s, errs.count - before, nil
+}
+
+// queueName names the queue of the nth intake run, as long as queuePlaceholder.
+func queueName(n int) string { return fmt.Sprintf("bench_%04d", n) }
+
+func (b *bench) submit(ctx context.Context, key string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+intakePath, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	// Read to the end so the connection goes back to the transport for the next request.
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("status %d: %.300s", resp.StatusCode, answer)
+	}
+	return nil
+}
+
+// drive runs n workers for a warm-up and then the measured window, and records the latency of
+// each operation that completes inside the window. newWorker gives a worker its operation and
+// what to release when it stops; a nil operation means the worker could not start (already
+// counted in errs).
+func drive(ctx context.Context, label string, n int, window time.Duration, errs *errorLog, newWorker func() (op func(context.Context) error, release func())) sample {
+	start := time.Now().Add(window / warmupFraction)
+	end := start.Add(window)
+	latencies := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			pprof.Do(ctx, pprof.Labels("side", label), func(ctx context.Context) {
+				op, release := newWorker()
+				if op == nil {
+					return
+				}
+				defer release()
+				for {
+					t0 := time.Now()
+					if !t0.Before(end) || ctx.Err() != nil {
+						return
+					}
+					err := op(ctx)
+					t1 := time.Now()
+					switch {
+					case err != nil && ctx.Err() == nil:
+						errs.add(err)
+					case err == nil && !t1.Before(start) && t1.Before(end):
+						latencies[i] = append(latencies[i], t1.Sub(t0))
+					}
+				}
+			})
+		})
+	}
+	wg.Wait()
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	return sample{ops: len(all), window: window, p50: percentile(all, 50), p99: percentile(all, 99)}
+}
+
+// percentile is the nearest-rank percentile of sorted durations: an observed value, never an
+// interpolation between two.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 × n)
+	return sorted[max(rank, 1)-1]
+}
+
+// errorLog counts failed operations and keeps the first few messages.
+type errorLog struct {
+	mu      sync.Mutex
+	count   int
+	samples []string
+}
+
+func (l *errorLog) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count++
+	if len(l.samples) < keptErrors {
+		l.samples = append(l.samples, err.Error())
+	}
+}
+
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+)
+
+func TestMeasureBothSides(t *testing.T) {
+	cfg := config{
+		adminURL:    pgtest.AdminURL(),
+		examplePath: "../../internal/handoff/testdata/harbor-v1.json",
+		duration:    300 * time.Millisecond,
+		runs:        1,
+		concurrency: []int{2},
+		sizes:       []int{4096},
+		serverConns: 4,
+	}
+	res, err := measure(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.cells) != 1 {
+		t.Fatalf("got %d cells, want 1", len(res.cells))
+	}
+	c := res.cells[0]
+	if c.baseline[0].ops == 0 || c.intake[0].ops == 0 {
+		t.Errorf("baseline did %d ops, intake %d: want both above zero", c.baseline[0].ops, c.intake[0].ops)
+	}
+	if n := res.errors(); n != 0 {
+		t.Errorf("%d operations failed, first: %q", n, res.errorSamples)
+	}
+	if res.handoffs < int64(c.intake[0].ops) {
+		t.Errorf("%d handoffs stored, fewer than the %d answered 201 in the window", res.handoffs, c.intake[0].ops)
+	}
+
+	conn, err := pgx.Connect(t.Context(), pgtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var left bool
+	if err := conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, res.database).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left {
+		t.Errorf("database %s was not dropped", res.database)
+	}
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i + 1)
+	}
+	cases := []struct {
+		sorted []time.Duration
+		p      int
+		want   time.Duration
+	}{
+		{hundred, 50, 50},
+		{hundred, 99, 99},
+		{hundred[:10], 99, 10},
+		{hundred[:3], 50, 2},
+		{hundred[:1], 50, 1},
+		{nil, 99, 0},
+	}
+	for _, c := range cases {
+		if got := percentile(c.sorted, c.p); got != c.want {
+			t.Errorf("p%d of %d values = %d, want %d", c.p, len(c.sorted), got, c.want)
+		}
+	}
+}

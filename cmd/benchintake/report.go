@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets, informational: the exit status does not depend on them.
+const (
+	targetBots  = 8
+	targetRatio = 0.50
+	targetP99   = 25 * time.Millisecond
+)
+
+// summary is the median over the runs of one cell.
+type summary struct {
+	baseRate, intakeRate float64
+	baseP50, baseP99     time.Duration
+	intakeP50, intakeP99 time.Duration
+}
+
+func summarize(c cell) summary {
+	rate := func(s sample) float64 { return s.rate() }
+	p50 := func(s sample) time.Duration { return s.p50 }
+	p99 := func(s sample) time.Duration { return s.p99 }
+	return summary{
+		baseRate: median(c.baseline, rate), intakeRate: median(c.intake, rate),
+		baseP50: median(c.baseline, p50), baseP99: median(c.baseline, p99),
+		intakeP50: median(c.intake, p50), intakeP99: median(c.intake, p99),
+	}
+}
+
+func median[T ~int64 | ~float64](samples []sample, value func(sample) T) T {
+	values := make([]T, len(samples))
+	for i, s := range samples {
+		values[i] = value(s)
+	}
+	slices.Sort(values)
+	mid := len(values) / 2
+	if len(values)%2 == 0 {
+		return (values[mid-1] + values[mid]) / 2
+	}
+	return values[mid]
+}
+
+func report(w io.Writer, cfg config, res result) {
+	fmt.Fprintf(w, "\nmedian of %d run(s) per cell; p50/p99 are exact per run (nearest rank over every request completed in the window)\n\n", cfg.runs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "bots\tbytes\tbaseline ops/s\tintake ops/s\tintake/baseline\tintake p50\tintake p99\tbaseline p50\tbaseline p99\terrors\t")
+	for _, c := range res.cells {
+		s := summarize(c)
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%d\t\n", c.concurrency, c.size, s.baseRate, s.intakeRate,
+			s.intakeRate/s.baseRate, ms(s.intakeP50), ms(s.intakeP99), ms(s.baseP50), ms(s.baseP99), c.errs+c.baselineErrs)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\ntargets at %d bots (informational, exit status ignores them):\n", targetBots)
+	found := false
+	for _, c := range res.cells {
+		if c.concurrency != targetBots {
+			continue
+		}
+		found = true
+		s := summarize(c)
+		ratio := s.intakeRate / s.baseRate
+		fmt.Fprintf(w, "  %6d bytes: intake/baseline %.2f >= %.2f %s; intake p99 %s <= %s %s\n", c.size,
+			ratio, targetRatio, verdict(ratio >= targetRatio), ms(s.intakeP99), ms(targetP99), verdict(s.intakeP99 <= targetP99))
+	}
+	if !found {
+		fmt.Fprintf(w, "  not measured: -concurrency has no %d\n", targetBots)
+	}
+	fmt.Fprintf(w, "\nleft in the bench database before it was dropped: %d handoffs, %d webhook_outbox rows (no deliverer ran)\n", res.handoffs, res.outbox)
+	fmt.Fprintf(w, "errors: %d\n", res.errors())
+	for _, e := range res.errorSamples {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -126,12 +127,48 @@ func (s *Service) insertAPIKey(ctx context.Context, n NewAPIKey, key, webhookSec
 	return issued, err
 }
 
+// botCacheTTL is how long a verified key is trusted without asking the database again: a bot
+// sends many packages a second, and a revocation or a queue change reaches every instance within
+// this time.
+const botCacheTTL = 5 * time.Second
+
+// botCacheMax bounds the cache; past it the cache starts over rather than grow.
+const botCacheMax = 10000
+
+type cachedBot struct {
+	key     APIKey
+	hash    []byte
+	expires time.Time
+}
+
 // Bot authenticates a bearer key. Unknown, malformed and revoked keys all answer Unauthorized.
 func (s *Service) Bot(ctx context.Context, key string) (APIKey, error) {
 	unauthorized := desk.Errorf(desk.Unauthorized, "the API key is missing, unknown or revoked")
 	if !strings.HasPrefix(key, keyPrefix) || len(key) <= prefixLength {
 		return APIKey{}, unauthorized
 	}
+	hash := hashKey(key)
+	now := s.now()
+	s.botsMu.Lock()
+	cached, ok := s.bots[key[:prefixLength]]
+	s.botsMu.Unlock()
+	if ok && now.Before(cached.expires) && subtle.ConstantTimeCompare(cached.hash, hash) == 1 {
+		return cached.key, nil
+	}
+	k, err := s.lookupBot(ctx, key, hash, unauthorized)
+	if err != nil {
+		return APIKey{}, err
+	}
+	s.botsMu.Lock()
+	if len(s.bots) >= botCacheMax {
+		clear(s.bots)
+	}
+	s.bots[k.Prefix] = cachedBot{key: k, hash: hash, expires: now.Add(botCacheTTL)}
+	s.botsMu.Unlock()
+	return k, nil
+}
+
+func (s *Service) lookupBot(ctx context.Context, key string, hash []byte, unauthorized error) (APIKey, error) {
 	var k APIKey
 	var storedHash []byte
 	var webhookURL *string
@@ -148,7 +185,7 @@ func (s *Service) Bot(ctx context.Context, key string) (APIKey, error) {
 	if err != nil {
 		return APIKey{}, err
 	}
-	if subtle.ConstantTimeCompare(storedHash, hashKey(key)) != 1 {
+	if subtle.ConstantTimeCompare(storedHash, hash) != 1 {
 		return APIKey{}, unauthorized
 	}
 	if webhookURL != nil {

@@ -111,6 +111,9 @@ type Service struct {
 	// same time whether or not the account exists.
 	dummyOnce sync.Once
 	dummyHash string
+
+	botsMu sync.Mutex
+	bots   map[string]cachedBot // by key prefix
 }
 
 // DefaultSessionTTL is how long a login lasts: a working day and some.
@@ -118,7 +121,7 @@ const DefaultSessionTTL = 12 * time.Hour
 
 // NewService returns a Service over db.
 func NewService(db *pgxpool.Pool) *Service {
-	return &Service{db: db, sessionTTL: DefaultSessionTTL, now: time.Now}
+	return &Service{db: db, sessionTTL: DefaultSessionTTL, now: time.Now, bots: make(map[string]cachedBot)}
 }
 
 // CreateUser adds a user. A second user with the same email (any case) is a Conflict.

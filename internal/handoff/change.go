@@ -18,7 +18,7 @@ type change struct {
 	Queue     string
 	APIKeyID  int64
 	// Kind is the event's name: a webhook event (queued, accepted, ...) or a desk-only one
-	// (reserved, released, noted) that bots are not told about.
+	// (reserved, released, moved) that bots are not told about.
 	Kind      string
 	Status    Status
 	ActorUser *int64
@@ -31,15 +31,10 @@ type change struct {
 	At        time.Time
 }
 
-// webhookEvents are the kinds a bot hears about.
-var webhookEvents = map[string]bool{
-	"queued": true, "accepted": true, "rejected": true, "returned_to_bot": true,
-	"transferred": true, "resolved": true, "expired": true, "canceled": true,
-}
-
-// record writes c inside tx: the event that moves every open browser, the audit row, and, for
-// the changes a bot hears about, its webhook. All three commit or roll back with the change.
-func record(ctx context.Context, tx pgx.Tx, c change) error {
+// queueChange adds c to a batch the caller sends inside the change's transaction: the event that
+// moves every open browser, the audit row, and, for the changes a bot hears about, its webhook.
+// All of them commit or roll back with the change, in one round trip.
+func queueChange(b *pgx.Batch, c change) error {
 	detail := map[string]any{"status": c.Status}
 	for k, v := range c.Detail {
 		detail[k] = v
@@ -53,19 +48,24 @@ func record(ctx context.Context, tx pgx.Tx, c change) error {
 	if err != nil {
 		return err
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO desk_events (queue_id, handoff_id, kind, created_at) VALUES ($1, $2, $3, $4)`,
+	b.Queue(`INSERT INTO desk_events (queue_id, handoff_id, kind, created_at) VALUES ($1, $2, $3, $4)`,
 		c.QueueID, c.HandoffID, c.Kind, c.At)
-	batch.Queue(`INSERT INTO audit_log (at, actor_user, actor_bot, action, handoff_id, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
+	b.Queue(`INSERT INTO audit_log (at, actor_user, actor_bot, action, handoff_id, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
 		c.At, c.ActorUser, c.ActorBot, c.Kind, c.HandoffID, detailJSON)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return err
-	}
-	if !webhookEvents[c.Kind] {
+	if !webhook.IsEvent(c.Kind) {
 		return nil
 	}
-	return webhook.Enqueue(ctx, tx, webhook.Event{
+	return webhook.Queue(b, webhook.Event{
 		HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: c.Kind, Status: string(c.Status), Queue: c.Queue,
 		Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, OccurredAt: c.At,
 	})
+}
+
+// record writes one change inside tx.
+func record(ctx context.Context, tx pgx.Tx, c change) error {
+	b := &pgx.Batch{}
+	if err := queueChange(b, c); err != nil {
+		return err
+	}
+	return tx.SendBatch(ctx, b).Close()
 }

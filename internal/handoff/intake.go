@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/desk"
@@ -63,7 +64,8 @@ type Receipt struct {
 	HandoffID string `json:"handoff_id"`
 	Status    Status `json:"status"`
 	Queue     string `json:"queue"`
-	// Position counts the waiting packages that will be offered before this one (0: next).
+	// Position counts the waiting packages that will be offered before this one (0: next), up
+	// to maxPosition.
 	Position int `json:"position"`
 	// Escalated is set when a long handoff chain sent the package to the queue's escalation target.
 	Escalated bool `json:"escalated,omitempty"`
@@ -89,7 +91,8 @@ func NewIntake(db *pgxpool.Pool, changed func()) *Intake {
 // Submit queues a decoded, valid package. The same id with the same body answers the first
 // receipt again (Replayed); the same id with another body is a Conflict. Guards are checked under
 // a per-contact lock in the same transaction as the insert, so two racing requests for one contact
-// cannot both pass.
+// cannot both pass. The transaction costs two round trips: one batch that begins, takes the lock
+// and reads everything the decision needs, and one that writes and commits.
 func (in *Intake) Submit(ctx context.Context, sender Sender, p Package) (Receipt, error) {
 	canonical, err := json.Marshal(p)
 	if err != nil {
@@ -97,143 +100,198 @@ func (in *Intake) Submit(ctx context.Context, sender Sender, p Package) (Receipt
 	}
 	digest := sha256.Sum256(canonical)
 
-	var receipt Receipt
-	err = pgx.BeginFunc(ctx, in.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('contact:' || $1, 0))`, p.Contact.ID); err != nil {
-			return err
-		}
-		if r, found, err := replay(ctx, tx, sender, p.HandoffID, digest[:]); found || err != nil {
-			receipt = r
-			return err
-		}
-		q, err := targetQueue(ctx, tx, sender, p)
-		if err != nil {
-			return err
-		}
-		if err := checkGuards(ctx, tx, q, p, in.now()); err != nil {
-			return err
-		}
-		if len(p.HandoffChain) >= q.Guards.ChainLimit && q.EscalationQueueID != nil {
-			if q, err = queueByID(ctx, tx, *q.EscalationQueueID); err != nil {
-				return err
-			}
-			receipt.Escalated = true
-		}
-		priority := p.Priority
-		if priority == "" {
-			priority = Priority(q.DefaultPriority)
-		}
-		now := in.now()
-		var id int64
-		if err := tx.QueryRow(ctx, `
-			INSERT INTO handoffs (handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent,
-				package, body_sha256, created_at, enqueued_at, expires_at, updated_at)
-			VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $9, $10, $9)
-			ON CONFLICT (handoff_id) DO NOTHING RETURNING id`,
-			p.HandoffID, sender.APIKeyID, q.ID, priorityRank[priority], p.Contact.ID, p.SourceAgent,
-			canonical, digest[:], now, now.Add(q.TTL)).Scan(&id); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				// Another contact's request took this id between our replay check and here.
-				return desk.Errorf(desk.Conflict, "handoff_id %q was already used with a different body", p.HandoffID)
-			}
-			return err
-		}
-		if err := record(ctx, tx, change{
-			HandoffID: id, PublicID: p.HandoffID, QueueID: q.ID, Queue: q.Name, APIKeyID: sender.APIKeyID,
-			Kind: "queued", Status: StatusQueued, ActorBot: &sender.APIKeyID, Reason: string(p.Trigger), At: now,
-		}); err != nil {
-			return err
-		}
-		receipt.HandoffID, receipt.Status, receipt.Queue = p.HandoffID, StatusQueued, q.Name
-		receipt.Position, err = position(ctx, tx, id)
-		return err
-	})
-	if err == nil && !receipt.Replayed {
+	conn, err := in.db.Acquire(ctx)
+	if err != nil {
+		return Receipt{}, err
+	}
+	defer conn.Release()
+	receipt, err := in.submit(ctx, conn.Conn(), sender, p, canonical, digest[:])
+	if err != nil {
+		// The connection may sit in an open or failed transaction. Should ROLLBACK fail too, the
+		// pool sees the transaction still open on release and discards the connection.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		return Receipt{}, err
+	}
+	if !receipt.Replayed {
 		in.changed()
 	}
-	return receipt, err
+	return receipt, nil
 }
 
-// replay answers a package id seen before: the same sender with the same body gets its receipt;
-// anything else is a Conflict.
-func replay(ctx context.Context, tx pgx.Tx, sender Sender, handoffID string, digest []byte) (Receipt, bool, error) {
-	var r Receipt
-	var id, apiKeyID int64
-	var storedDigest []byte
-	err := tx.QueryRow(ctx, `
-		SELECT h.id, h.api_key_id, h.status, q.name, h.body_sha256 FROM handoffs h JOIN queues q ON q.id = h.queue_id
-		WHERE h.handoff_id = $1`, handoffID).Scan(&id, &apiKeyID, &r.Status, &r.Queue, &storedDigest)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Receipt{}, false, nil
-	}
+// submit runs Submit's transaction on conn. BEGIN travels with the reads and COMMIT with the
+// writes, so the whole transaction costs two round trips; on any error the caller rolls back.
+func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, sender Sender, p Package, canonical, digest []byte) (Receipt, error) {
+	now := in.now()
+	s, err := readSituation(ctx, conn, p, now)
 	if err != nil {
-		return Receipt{}, false, err
+		return Receipt{}, err
 	}
-	if apiKeyID != sender.APIKeyID || !bytes.Equal(storedDigest, digest) {
-		return Receipt{}, true, desk.Errorf(desk.Conflict, "handoff_id %q was already used with a different body", handoffID)
+	if s.replay != nil {
+		if s.replay.apiKeyID != sender.APIKeyID || !bytes.Equal(s.replay.digest, digest) {
+			return Receipt{}, desk.Errorf(desk.Conflict, "handoff_id %q was already used with a different body", p.HandoffID)
+		}
+		receipt := Receipt{HandoffID: p.HandoffID, Status: s.replay.status, Queue: s.replay.queue, Replayed: true}
+		if receipt.Status == StatusQueued {
+			if receipt.Position, err = position(ctx, conn, s.replay.id); err != nil {
+				return Receipt{}, err
+			}
+		}
+		_, err := conn.Exec(ctx, "COMMIT")
+		return receipt, err
 	}
-	r.HandoffID, r.Replayed = handoffID, true
-	if r.Status == StatusQueued {
-		r.Position, err = position(ctx, tx, id)
-	}
-	return r, true, err
-}
-
-// targetQueue finds the enabled queue the package names, one the sender may send to.
-func targetQueue(ctx context.Context, tx pgx.Tx, sender Sender, p Package) (queue.Queue, error) {
-	q, err := queue.ScanQueue(tx.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE name = $1 AND enabled`, p.TargetProfile))
-	if desk.ErrorCode(err) == desk.NotFound {
-		return queue.Queue{}, &ValidationError{Fields: []FieldError{{
-			Field: "target_profile", Rule: "queue",
-			Message: fmt.Sprintf("no enabled queue is named %q", p.TargetProfile),
+	q := s.queue
+	if q == nil {
+		return Receipt{}, &ValidationError{Fields: []FieldError{{
+			Field: "target_profile", Rule: "queue", Message: fmt.Sprintf("no enabled queue is named %q", p.TargetProfile),
 		}}}
 	}
-	if err != nil {
-		return queue.Queue{}, err
-	}
 	if !sender.allows(q.ID) {
-		return queue.Queue{}, desk.Errorf(desk.Forbidden, "this API key may not send to queue %q", q.Name)
+		return Receipt{}, desk.Errorf(desk.Forbidden, "this API key may not send to queue %q", q.Name)
 	}
-	return q, p.ValidateForQueue(QueueRules{RequiredEntityKeys: q.RequiredEntityKeys})
+	if err := p.ValidateForQueue(QueueRules{RequiredEntityKeys: q.RequiredEntityKeys}); err != nil {
+		return Receipt{}, err
+	}
+	if err := s.guards.check(*q, p, now); err != nil {
+		return Receipt{}, err
+	}
+	receipt := Receipt{HandoffID: p.HandoffID, Status: StatusQueued}
+	if len(p.HandoffChain) >= q.Guards.ChainLimit && q.EscalationQueueID != nil {
+		escalation, err := queue.ScanQueue(conn.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE id = $1`, *q.EscalationQueueID))
+		if err != nil {
+			return Receipt{}, err
+		}
+		q, receipt.Escalated = &escalation, true
+	}
+	receipt.Queue = q.Name
+	priority := p.Priority
+	if priority == "" {
+		priority = Priority(q.DefaultPriority)
+	}
+	rank := priorityRank[priority]
+
+	b := &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO handoffs (id, handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent,
+			package, body_sha256, created_at, enqueued_at, expires_at, updated_at)
+		OVERRIDING SYSTEM VALUE
+		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $10, $11, $10)`,
+		s.newID, p.HandoffID, sender.APIKeyID, q.ID, rank, p.Contact.ID, p.SourceAgent,
+		canonical, digest, now, now.Add(q.TTL))
+	if err := queueChange(b, change{
+		HandoffID: s.newID, PublicID: p.HandoffID, QueueID: q.ID, Queue: q.Name, APIKeyID: sender.APIKeyID,
+		Kind: "queued", Status: StatusQueued, ActorBot: &sender.APIKeyID, Reason: string(p.Trigger), At: now,
+	}); err != nil {
+		return Receipt{}, err
+	}
+	b.Queue(positionQuery, q.ID, rank, now, s.newID, maxPosition).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&receipt.Position)
+	})
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.ConstraintName == "handoffs_handoff_id_key" {
+			// Another contact's request took this id between our read and our insert.
+			return Receipt{}, desk.Errorf(desk.Conflict, "handoff_id %q was already used with a different body", p.HandoffID)
+		}
+		return Receipt{}, err
+	}
+	return receipt, nil
+}
+
+// situation is what intake reads before deciding: a package seen before, the target queue, the
+// contact's recent handoffs, and an id for the new row.
+type situation struct {
+	replay *struct {
+		id, apiKeyID int64
+		status       Status
+		queue        string
+		digest       []byte
+	}
+	queue  *queue.Queue
+	guards guardCounts
+	newID  int64
+}
+
+// guardCounts are the contact's recent handoffs as the guards need them.
+type guardCounts struct {
+	openID                              *string
+	hourly, daily                       int
+	oldestHourly, oldestDaily, lastPair *time.Time
+}
+
+// readSituation begins the transaction, takes the per-contact lock and then reads, in the same
+// round trip, everything Submit decides on. Statements of a batch run in order, so the reads see
+// the data as of after the lock was granted.
+func readSituation(ctx context.Context, conn *pgx.Conn, p Package, now time.Time) (situation, error) {
+	var s situation
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('contact:' || $1, 0))`, p.Contact.ID)
+	b.Queue(`
+		SELECT h.id, h.api_key_id, h.status, q.name, h.body_sha256 FROM handoffs h JOIN queues q ON q.id = h.queue_id
+		WHERE h.handoff_id = $1`, p.HandoffID).QueryRow(func(row pgx.Row) error {
+		var r struct {
+			id, apiKeyID int64
+			status       Status
+			queue        string
+			digest       []byte
+		}
+		err := row.Scan(&r.id, &r.apiKeyID, &r.status, &r.queue, &r.digest)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		s.replay = &r
+		return err
+	})
+	b.Queue(`SELECT `+queue.Columns+` FROM queues WHERE name = $1 AND enabled`, p.TargetProfile).QueryRow(func(row pgx.Row) error {
+		q, err := queue.ScanQueue(row)
+		if desk.ErrorCode(err) == desk.NotFound {
+			return nil
+		}
+		s.queue = &q
+		return err
+	})
+	g := &s.guards
+	b.Queue(`
+		SELECT
+			(SELECT handoff_id FROM handoffs WHERE contact_id = $1 AND status IN `+openStatuses+` LIMIT 1),
+			count(*) FILTER (WHERE h.created_at > $2::timestamptz - interval '1 hour'),
+			min(h.created_at) FILTER (WHERE h.created_at > $2::timestamptz - interval '1 hour'),
+			count(*),
+			min(h.created_at),
+			max(h.created_at) FILTER (WHERE h.source_agent = $3 AND h.queue_id = q.id
+				AND h.created_at > $2::timestamptz - q.guard_pair_cooldown)
+		FROM handoffs h LEFT JOIN queues q ON q.name = $4
+		WHERE h.contact_id = $1 AND h.created_at > $2::timestamptz - interval '1 day'`,
+		p.Contact.ID, now, p.SourceAgent, p.TargetProfile).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&g.openID, &g.hourly, &g.oldestHourly, &g.daily, &g.oldestDaily, &g.lastPair)
+	})
+	b.Queue(`SELECT nextval(pg_get_serial_sequence('handoffs', 'id'))`).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&s.newID)
+	})
+	return s, conn.SendBatch(ctx, b).Close()
 }
 
 func queueByID(ctx context.Context, tx pgx.Tx, id int64) (queue.Queue, error) {
 	return queue.ScanQueue(tx.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE id = $1`, id))
 }
 
-// checkGuards applies the target queue's guards to the contact's recent handoffs, in one query.
-func checkGuards(ctx context.Context, tx pgx.Tx, q queue.Queue, p Package, now time.Time) error {
-	var openID *string
-	var hourly, daily int
-	var oldestHourly, oldestDaily, lastPair *time.Time
-	err := tx.QueryRow(ctx, `
-		SELECT
-			(SELECT handoff_id FROM handoffs WHERE contact_id = $1 AND status IN `+openStatuses+` LIMIT 1),
-			count(*) FILTER (WHERE created_at > $2::timestamptz - interval '1 hour'),
-			min(created_at) FILTER (WHERE created_at > $2::timestamptz - interval '1 hour'),
-			count(*),
-			min(created_at),
-			max(created_at) FILTER (WHERE source_agent = $3 AND queue_id = $4 AND created_at > $2::timestamptz - $5::interval)
-		FROM handoffs WHERE contact_id = $1 AND created_at > $2::timestamptz - interval '1 day'`,
-		p.Contact.ID, now, p.SourceAgent, q.ID, q.Guards.PairCooldown).
-		Scan(&openID, &hourly, &oldestHourly, &daily, &oldestDaily, &lastPair)
-	if err != nil {
-		return err
-	}
+// check applies the target queue's guards to the contact's recent handoffs.
+func (g guardCounts) check(q queue.Queue, p Package, now time.Time) error {
 	switch {
-	case q.Guards.OneOpen && openID != nil:
+	case q.Guards.OneOpen && g.openID != nil:
 		return &desk.Error{
-			Code: desk.Conflict, Reason: ReasonOpenHandoff, Details: map[string]string{"open_handoff_id": *openID},
-			Message: fmt.Sprintf("contact %s already has handoff %s open; resume or cancel it first", p.Contact.ID, *openID),
+			Code: desk.Conflict, Reason: ReasonOpenHandoff, Details: map[string]string{"open_handoff_id": *g.openID},
+			Message: fmt.Sprintf("contact %s already has handoff %s open; resume or cancel it first", p.Contact.ID, *g.openID),
 		}
-	case hourly >= q.Guards.ContactHourly:
-		return refused(ReasonContactHourly, oldestHourly.Add(time.Hour).Sub(now),
-			"contact %s already had %d handoffs in the last hour (limit %d)", p.Contact.ID, hourly, q.Guards.ContactHourly)
-	case daily >= q.Guards.ContactDaily:
-		return refused(ReasonContactDaily, oldestDaily.Add(24*time.Hour).Sub(now),
-			"contact %s already had %d handoffs in the last day (limit %d)", p.Contact.ID, daily, q.Guards.ContactDaily)
-	case lastPair != nil:
-		return refused(ReasonCircular, lastPair.Add(q.Guards.PairCooldown).Sub(now),
+	case g.hourly >= q.Guards.ContactHourly:
+		return refused(ReasonContactHourly, g.oldestHourly.Add(time.Hour).Sub(now),
+			"contact %s already had %d handoffs in the last hour (limit %d)", p.Contact.ID, g.hourly, q.Guards.ContactHourly)
+	case g.daily >= q.Guards.ContactDaily:
+		return refused(ReasonContactDaily, g.oldestDaily.Add(24*time.Hour).Sub(now),
+			"contact %s already had %d handoffs in the last day (limit %d)", p.Contact.ID, g.daily, q.Guards.ContactDaily)
+	case g.lastPair != nil:
+		return refused(ReasonCircular, g.lastPair.Add(q.Guards.PairCooldown).Sub(now),
 			"%s already handed contact %s to queue %s in the last %s", p.SourceAgent, p.Contact.ID, q.Name, q.Guards.PairCooldown)
 	}
 	return nil
@@ -243,13 +301,31 @@ func refused(reason string, retryAfter time.Duration, format string, args ...any
 	return &desk.Error{Code: desk.RateLimited, Reason: reason, RetryAfter: max(retryAfter, time.Second), Message: fmt.Sprintf(format, args...)}
 }
 
-// position counts the waiting packages of the same queue that a "next" would take first.
-func position(ctx context.Context, tx pgx.Tx, id int64) (int, error) {
+// maxPosition caps the position count: past it a bot learns only that the wait is long, and
+// counting stays cheap however deep the queue grows.
+const maxPosition = 100
+
+// positionQuery counts the waiting packages of a queue that "next" takes before the given
+// (rank, enqueued_at, id), walking the claim index and stopping at maxPosition.
+const positionQuery = `
+	SELECT count(*) FROM (
+		SELECT 1 FROM handoffs
+		WHERE queue_id = $1 AND status = 'queued' AND (priority_rank, enqueued_at, id) < ($2, $3, $4)
+		LIMIT $5) ahead`
+
+// position is a package's place in its queue's claim order.
+func position(ctx context.Context, tx interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, id int64) (int, error) {
+	var queueID int64
+	var rank int
+	var enqueuedAt time.Time
+	if err := tx.QueryRow(ctx, `SELECT queue_id, priority_rank, enqueued_at FROM handoffs WHERE id = $1`, id).
+		Scan(&queueID, &rank, &enqueuedAt); err != nil {
+		return 0, err
+	}
 	var n int
-	err := tx.QueryRow(ctx, `
-		SELECT count(*) FROM handoffs w, handoffs h
-		WHERE h.id = $1 AND w.queue_id = h.queue_id AND w.status = 'queued'
-			AND (w.priority_rank, w.enqueued_at, w.id) < (h.priority_rank, h.enqueued_at, h.id)`, id).Scan(&n)
+	err := tx.QueryRow(ctx, positionQuery, queueID, rank, enqueuedAt, id, maxPosition).Scan(&n)
 	return n, err
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -30,7 +31,8 @@ const (
 	EventCanceled      = "canceled"
 )
 
-func knownEvent(name string) bool {
+// IsEvent reports whether a bot is told about changes of this kind.
+func IsEvent(name string) bool {
 	switch name {
 	case EventQueued, EventAccepted, EventRejected, EventReturnedToBot,
 		EventTransferred, EventResolved, EventExpired, EventCanceled:
@@ -75,11 +77,33 @@ type Execer interface {
 
 // Enqueue records e for delivery. The row becomes visible to deliverers only when db commits.
 func Enqueue(ctx context.Context, db Execer, e Event) error {
-	if !knownEvent(e.Event) {
-		return fmt.Errorf("enqueue webhook: unknown event %q", e.Event)
+	sql, args, err := insert(e)
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
+	}
+	return nil
+}
+
+// Queue adds e's outbox insert to a batch that the caller sends inside its transaction, so that
+// a status change and its webhook cost one round trip.
+func Queue(b *pgx.Batch, e Event) error {
+	sql, args, err := insert(e)
+	if err != nil {
+		return err
+	}
+	b.Queue(sql, args...)
+	return nil
+}
+
+func insert(e Event) (string, []any, error) {
+	if !IsEvent(e.Event) {
+		return "", nil, fmt.Errorf("enqueue webhook: unknown event %q", e.Event)
 	}
 	if e.HandoffID == "" || e.OccurredAt.IsZero() {
-		return fmt.Errorf("enqueue webhook %s: handoff id and occurrence time are required", e.Event)
+		return "", nil, fmt.Errorf("enqueue webhook %s: handoff id and occurrence time are required", e.Event)
 	}
 	// 128 random bits need no coordination between instances to stay unique; the bot dedupes
 	// redeliveries on this id.
@@ -97,15 +121,10 @@ func Enqueue(ctx context.Context, db Execer, e Event) error {
 		Assignee:   e.Assignee,
 	})
 	if err != nil {
-		return fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
+		return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
 	}
-	if _, err := db.Exec(ctx, `
-		INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload)
-		VALUES ($1, $2, $3, $4, $5)`,
-		eventID, e.APIKeyID, e.HandoffID, e.Event, body); err != nil {
-		return fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
-	}
-	return nil
+	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload) VALUES ($1, $2, $3, $4, $5)`,
+		[]any{eventID, e.APIKeyID, e.HandoffID, e.Event, body}, nil
 }
 
 const signaturePrefix = "sha256="

@@ -10,17 +10,17 @@ import (
 
 // Error codes. Only Internal errors are logged; the message of the others is safe to show.
 const (
-	Conflict     = "conflict"     // the request clashes with current state (409)
-	Internal     = "internal"     // a bug or an outage; the text never reaches the client (500)
-	Invalid      = "invalid"      // the input breaks a rule (422 for the API, 400 for forms)
-	NotFound     = "not_found"    // nothing there, or nothing the caller may see (404)
-	Unauthorized = "unauthorized" // no valid credentials (401)
-	Forbidden    = "forbidden"    // credentials valid, action not allowed (403)
-	RateLimited  = "rate_limited" // a guard refuses for now; retry later (429)
-	Unavailable  = "unavailable"  // the desk cannot take it right now (503)
-	TooLarge     = "too_large"    // the body is over the limit (413)
-	BadRequest   = "bad_request"  // the request cannot be read at all (400)
-	Unsupported  = "unsupported"  // the body's media type or encoding is not one we read (415)
+	Conflict     = "conflict"               // the request clashes with current state (409)
+	Internal     = "internal"               // a bug or an outage; the text never reaches the client (500)
+	Invalid      = "invalid"                // the input breaks a rule (422 for the API, 400 for forms)
+	NotFound     = "not_found"              // nothing there, or nothing the caller may see (404)
+	Unauthorized = "unauthorized"           // no valid credentials (401)
+	Forbidden    = "forbidden"              // credentials valid, action not allowed (403)
+	RateLimited  = "rate_limited"           // a guard refuses for now; retry later (429)
+	Unavailable  = "unavailable"            // the desk cannot take it right now (503)
+	TooLarge     = "too_large"              // the body is over the limit (413)
+	BadRequest   = "bad_request"            // the request cannot be read at all (400)
+	Unsupported  = "unsupported_media_type" // the body's media type or encoding is not one we read (415)
 )
 
 // Error is an application error with a code the caller can act on and a message a person can read.

@@ -341,3 +341,19 @@ func (in *Intake) AddQueueRules(ctx context.Context, p Package, decodeErr error)
 	}
 	return MergeErrors(decodeErr, p.ValidateForQueue(QueueRules{RequiredEntityKeys: q.RequiredEntityKeys}))
 }
+
+// Route picks the queue for a SW4RM request: to_agent when it names an enabled queue the sender
+// may use; otherwise the sender's first queue (by name) whose skills cover every required
+// capability.
+func (in *Intake) Route(ctx context.Context, sender Sender, toAgent string, capabilities []string) (string, error) {
+	var name string
+	err := in.db.QueryRow(ctx, `
+		SELECT name FROM queues
+		WHERE enabled AND id = ANY($1) AND (name = $2 OR ($3::text[] <@ skills AND cardinality($3::text[]) > 0))
+		ORDER BY name = $2 DESC, name LIMIT 1`, sender.QueueIDs, toAgent, capabilities).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", &ValidationError{Fields: []FieldError{{Field: "to_agent", Rule: "route",
+			Message: fmt.Sprintf("no queue of this key is named %q or has the skills %v", toAgent, capabilities)}}}
+	}
+	return name, err
+}

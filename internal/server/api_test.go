@@ -258,7 +258,7 @@ func TestGuards(t *testing.T) {
 		expect(t, "first", first, 201)
 		second := app.submit(t, key, forContact("c_open", "bot-b"))
 		expect(t, "second while open", second, 409)
-		if second.Body["reason"] != "open_handoff" || second.Body["details"].(map[string]any)["open_handoff_id"] != first.Body["handoff_id"] {
+		if second.Body["reason"] != "open_handoff" || second.Body["open_handoff_id"] != first.Body["handoff_id"] {
 			t.Errorf("409 should name the open handoff: %s", second.Raw)
 		}
 	})

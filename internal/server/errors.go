@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -42,13 +43,32 @@ var titleOf = map[int]string{
 	http.StatusServiceUnavailable:  "Unavailable",
 }
 
-// apiError is the JSON body of every error the API answers.
+// apiError is the JSON body of every error the API answers. Details are written as members of
+// the body itself (e.g. "open_handoff_id"), as the OpenAPI description shows them.
 type apiError struct {
 	Error   string               `json:"error"`
 	Code    string               `json:"code"`
 	Reason  string               `json:"reason,omitempty"`
 	Fields  []handoff.FieldError `json:"fields,omitempty"`
-	Details map[string]string    `json:"details,omitempty"`
+	Details map[string]string    `json:"-"`
+}
+
+func (e apiError) MarshalJSON() ([]byte, error) {
+	type plain apiError
+	body, err := json.Marshal(plain(e))
+	if err != nil || len(e.Details) == 0 {
+		return body, err
+	}
+	merged := map[string]any{}
+	if err := json.Unmarshal(body, &merged); err != nil {
+		return nil, err
+	}
+	for k, v := range e.Details {
+		if _, taken := merged[k]; !taken {
+			merged[k] = v
+		}
+	}
+	return json.Marshal(merged)
 }
 
 // handleError turns any error a handler returns into a response. Only internal errors are

@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	bot.GET("/handoffs", s.handleListHandoffs)
 	bot.GET("/handoffs/:id", s.handleGetHandoff)
 	bot.POST("/handoffs/:id/cancel", s.handleCancelHandoff)
+	bot.POST("/sw4rm/handoff-requests", s.handleSW4RM)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.NewHTTPError(http.StatusNotFound, "no such page") })
 }

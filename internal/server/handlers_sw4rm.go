@@ -1,0 +1,64 @@
+package server
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// handleSW4RM takes a SW4RM HandoffRequest through the same intake as a native package. When the
+// desk refuses the handoff itself (409, 429, 503) it still answers a HandoffResponse, so a SW4RM
+// client reads accepted=false; malformed or invalid requests get the native error bodies.
+func (s *Server) handleSW4RM(c echo.Context) error {
+	body, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	req, conversation, err := handoff.DecodeSW4RM(body)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	queueName, err := s.intake.Route(ctx, sender(c), req.ToAgent, req.CapabilitiesRequired)
+	if err != nil {
+		return err
+	}
+	pkg, err := req.Package(conversation, queueName)
+	if err != nil {
+		return err
+	}
+	receipt, err := s.intake.Submit(ctx, sender(c), pkg)
+	var refusal *desk.Error
+	if errors.As(err, &refusal) && (refusal.Code == desk.Conflict || refusal.Code == desk.RateLimited || refusal.Code == desk.Unavailable) {
+		metadata := map[string]string{"code": refusal.Code, "reason": refusal.Reason}
+		for k, v := range refusal.Details {
+			metadata[k] = v
+		}
+		if refusal.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(refusal.RetryAfter.Seconds()))))
+		}
+		return c.JSON(statusOf[refusal.Code], handoff.SW4RMResponse{
+			RequestID: req.RequestID, Accepted: false, HandoffID: pkg.HandoffID,
+			RejectionReason: refusal.Message, Status: handoff.SW4RMRejected, Metadata: metadata,
+		})
+	}
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if receipt.Replayed {
+		status = http.StatusOK
+	}
+	return c.JSON(status, handoff.SW4RMResponse{
+		RequestID: req.RequestID, Accepted: true, HandoffID: receipt.HandoffID, Status: handoff.SW4RMStatusOf(receipt.Status),
+		Metadata: map[string]string{
+			"queue": receipt.Queue, "position": strconv.Itoa(receipt.Position), "url": s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID,
+		},
+	})
+}

@@ -1,0 +1,91 @@
+// Package live carries the desk's state changes to every open browser, on every instance. The
+// desk_events table is the truth; NOTIFY only says "look now", so a lost notification delays an
+// update (until the next poll) but never loses it.
+package live
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Event is one committed state change of a package.
+type Event struct {
+	Seq       int64
+	QueueID   int64
+	HandoffID int64
+	Kind      string
+}
+
+// Mark is a position in the event stream: every event of a transaction whose xid is below it has
+// been read. It is pg_snapshot_xmin at the time of reading, kept as text because it is a 64-bit
+// unsigned xid8 that browsers carry back on reconnect.
+type Mark string
+
+// Querier is a pool or a connection.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Now returns the current mark: events from now on are after it.
+func Now(ctx context.Context, db Querier) (Mark, error) {
+	var m string
+	err := db.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&m)
+	return Mark(m), err
+}
+
+// Valid reports whether m could be a mark (a browser may send anything).
+func (m Mark) Valid() bool {
+	_, err := strconv.ParseUint(string(m), 10, 64)
+	return err == nil
+}
+
+// Read returns the events committed between from and now, in commit-safe order, and the new mark.
+//
+// A sequence number is taken before commit, so reading "seq > last seen" would skip an event whose
+// transaction commits after a higher-numbered one was read. Instead a read returns only events of
+// transactions below the oldest one still running (the snapshot's xmin): those are final, and no
+// event can appear below that mark later. A long transaction delays events; it never hides one.
+func Read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark, error) {
+	rows, err := db.Query(ctx, `
+		WITH bound AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS upto)
+		SELECT e.seq, e.queue_id, e.handoff_id, e.kind, e.xid::text, bound.upto::text
+		FROM bound LEFT JOIN LATERAL (
+			SELECT * FROM desk_events
+			WHERE xid >= $1::text::xid8 AND xid < bound.upto
+			ORDER BY xid, seq LIMIT $2
+		) e ON true`, string(from), limit)
+	if err != nil {
+		return nil, from, err
+	}
+	defer rows.Close()
+	var events []Event
+	next := from
+	var lastXID string
+	for rows.Next() {
+		var seq, queueID, handoffID *int64
+		var kind, xid *string
+		var upto string
+		if err := rows.Scan(&seq, &queueID, &handoffID, &kind, &xid, &upto); err != nil {
+			return nil, from, err
+		}
+		next = Mark(upto)
+		if seq == nil {
+			continue
+		}
+		events = append(events, Event{Seq: *seq, QueueID: *queueID, HandoffID: *handoffID, Kind: *kind})
+		lastXID = *xid
+	}
+	if err := rows.Err(); err != nil {
+		return nil, from, err
+	}
+	if len(events) == limit {
+		// More may wait in the same transaction or later ones: resume at the last transaction
+		// read (its remaining events are re-read, and re-delivering an event is harmless
+		// because a fragment shows current state).
+		next = Mark(lastXID)
+	}
+	return events, next, nil
+}

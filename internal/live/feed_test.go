@@ -1,0 +1,173 @@
+package live
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+)
+
+func insertEvent(t *testing.T, tx pgx.Tx, kind string) int64 {
+	t.Helper()
+	var seq int64
+	if err := tx.QueryRow(context.Background(),
+		`INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (1, 1, $1) RETURNING seq`, kind).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+func begin(t *testing.T, db *pgxpool.Pool) pgx.Tx {
+	t.Helper()
+	tx, err := db.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+// A transaction that took its sequence number first but commits last must still be read: a
+// reader paging by seq would have moved past it.
+func TestReadNeverSkipsALateCommit(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	mark, err := Now(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	early := begin(t, db) // takes the lower seq, commits last
+	late := begin(t, db)  // takes the higher seq, commits first
+	lowSeq := insertEvent(t, early, "early")
+	highSeq := insertEvent(t, late, "late")
+	if err := late.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The higher seq is committed and visible: exactly the moment a seq cursor would skip.
+	var visible int64
+	if err := db.QueryRow(ctx, `SELECT max(seq) FROM desk_events`).Scan(&visible); err != nil || visible != highSeq {
+		t.Fatalf("visible max seq %d, %v; want %d", visible, err, highSeq)
+	}
+	events, next, err := Read(ctx, db, mark, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 0 {
+		t.Fatalf("read %v while an older transaction is running; want nothing yet", events)
+	}
+
+	if err := early.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	events, _, err = Read(ctx, db, next, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2 || events[0].Seq != lowSeq || events[1].Seq != highSeq {
+		t.Fatalf("after both commits read %v, want seq %d then %d", events, lowSeq, highSeq)
+	}
+}
+
+// The transaction with the lower xid may take the higher seq. Events are read in commit-safe
+// order, each exactly once, whatever the order of seq, xid and commit.
+func TestReadDeliversEachEventOnceUnderInterleaving(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	mark, err := Now(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := begin(t, db)
+	if _, err := older.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil { // the lower xid
+		t.Fatal(err)
+	}
+	younger := begin(t, db)
+	youngSeq := insertEvent(t, younger, "young") // the lower seq
+	oldSeq := insertEvent(t, older, "old")       // the higher seq, lower xid
+	seen := map[int64]int{}
+	read := func() {
+		var events []Event
+		events, mark, err = Read(ctx, db, mark, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			seen[e.Seq]++
+		}
+	}
+	read()
+	if err := older.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	if seen[oldSeq] != 1 || seen[youngSeq] != 0 {
+		t.Fatalf("after the older transaction committed: %v; want only seq %d", seen, oldSeq)
+	}
+	if err := younger.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	read()
+	if seen[oldSeq] != 1 || seen[youngSeq] != 1 {
+		t.Fatalf("delivered %v, want seq %d and %d once each", seen, youngSeq, oldSeq)
+	}
+}
+
+func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for hub.Mark() == "" {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	queue1, _ := hub.Subscribe(func(e Event) bool { return e.QueueID == 1 })
+	queue2, _ := hub.Subscribe(func(e Event) bool { return e.QueueID == 2 })
+	slow, _ := hub.Subscribe(func(Event) bool { return true })
+
+	for i := range subscriberBuffer + 2 {
+		if _, err := db.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (1, $1, 'queued')`, i); err != nil {
+			t.Fatal(err)
+		}
+		hub.Wake()
+		select {
+		case b := <-queue1.C:
+			if len(b.Events) == 0 || b.Events[0].QueueID != 1 {
+				t.Fatalf("queue 1 subscriber got %v", b.Events)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("queue 1 subscriber got nothing")
+		}
+	}
+	select {
+	case b, ok := <-queue2.C:
+		t.Fatalf("queue 2 subscriber got %v (open %v) for queue 1 events", b.Events, ok)
+	default:
+	}
+	drained := 0
+	for range slow.C {
+		drained++
+	}
+	if drained > subscriberBuffer {
+		t.Fatalf("slow subscriber received %d batches before being dropped, want at most %d", drained, subscriberBuffer)
+	}
+	hub.Unsubscribe(slow) // after a drop it is a no-op
+	if n := hub.Subscribers(); n != 2 {
+		t.Fatalf("%d subscribers left, want 2", n)
+	}
+}

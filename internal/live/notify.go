@@ -1,0 +1,99 @@
+package live
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Channel is the PostgreSQL notification channel instances wake each other on.
+const Channel = "desk_events"
+
+// coalesceWindow is the most often one instance sends NOTIFY. NOTIFY takes a database-wide lock
+// at commit; sending it from each package's transaction would serialize every intake commit
+// behind it, so changes only mark "dirty" and one NOTIFY per window covers them all.
+const coalesceWindow = 5 * time.Millisecond
+
+// Notifier wakes the local hub at once and the other instances with a coalesced NOTIFY sent
+// outside any data transaction. Should an instance die between a commit and its NOTIFY, the other
+// instances still see the change at their next poll.
+type Notifier struct {
+	hub    *Hub
+	exec   func(ctx context.Context) error
+	logger *slog.Logger
+	dirty  chan struct{}
+}
+
+// NewNotifier returns a Notifier; notify sends one NOTIFY (the server passes a pool Exec).
+func NewNotifier(hub *Hub, notify func(ctx context.Context) error, logger *slog.Logger) *Notifier {
+	return &Notifier{hub: hub, exec: notify, logger: logger, dirty: make(chan struct{}, 1)}
+}
+
+// Changed is called after a commit that wrote desk events.
+func (n *Notifier) Changed() {
+	n.hub.Wake()
+	select {
+	case n.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends the coalesced notifications until ctx is done.
+func (n *Notifier) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.dirty:
+		}
+		if err := n.exec(ctx); err != nil && ctx.Err() == nil {
+			n.logger.Warn("notify other instances", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(coalesceWindow):
+		}
+	}
+}
+
+// Listen holds one connection outside the pool LISTENing on Channel and wakes the hub on every
+// notification. It reconnects after errors until ctx is done.
+func Listen(ctx context.Context, connString string, hub *Hub, logger *slog.Logger) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := listenOnce(ctx, connString, hub)
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Warn("listen connection lost; reconnecting", "err", err, "in", backoff)
+		// Whatever was notified while disconnected is read now.
+		hub.Wake()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func listenOnce(ctx context.Context, connString string, hub *Hub) error {
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	hub.Wake()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		hub.Wake()
+	}
+}

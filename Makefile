@@ -21,15 +21,17 @@ test:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test $(TEST_FLAGS) ./...
 
-## generate: rebuild the committed templ code and CSS.
+## generate: rebuild the committed templ code and CSS. `npm install` rather than `npm ci`: npm 11
+## leaves other platforms' optional packages out of the lockfile (npm/cli#4828) and `npm ci` then
+## refuses it; package.json pins exact versions and check-generated fails if the lockfile moves.
 generate:
 	$(GO) tool templ generate
-	npm ci --no-audit --no-fund --loglevel=error
+	npm install --no-audit --no-fund --loglevel=error
 	npm run --silent build:css
 
 ## check-generated: fail when the committed generated files differ from a fresh `make generate`.
 check-generated: generate
-	@git diff --exit-code -- '*_templ.go' static/css/app.css || \
+	@git diff --exit-code -- '*_templ.go' static/css/app.css package-lock.json || \
 		{ echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || \
 		{ echo "new generated files are not committed" >&2; exit 1; }

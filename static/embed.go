@@ -3,5 +3,5 @@ package static
 
 import "embed"
 
-//go:embed css/app.css
+//go:embed css/app.css js/desk.js
 var FS embed.FS

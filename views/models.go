@@ -44,3 +44,117 @@ type ErrorView struct {
 	Title   string
 	Message string
 }
+
+// Entity is one key fact on a card or a package, already masked for the viewer.
+type Entity struct {
+	Key   string
+	Value string
+}
+
+// Card is a package in a queue list. The same component renders the page and the live fragment.
+type Card struct {
+	ID               string
+	Queue            string
+	Status           string
+	Priority         string
+	ProblemStatement string
+	Contact          string
+	Entities         []Entity
+	Sentiment        string
+	Channel          string
+	EnqueuedAt       time.Time
+	SLA              time.Duration
+	Assignee         string
+	NeedsSupervisor  bool
+	Rejections       int
+	SortKey          string
+	Mine             bool
+}
+
+// QueueView is the live queue page.
+type QueueView struct {
+	Viewer Viewer
+	Queue  string
+	Cards  []Card
+	Held   []Card
+	More   string // cursor of the next page; empty at the end
+	Live   LiveConfig
+	Flash  string
+}
+
+// LiveConfig tells the page's script what to watch and where it stands in the event stream.
+type LiveConfig struct {
+	Queues  []string
+	Handoff string
+	Mark    string
+}
+
+// Action is one step the bot already tried.
+type Action struct {
+	Tool   string
+	Result string
+	OK     *bool
+	At     string
+}
+
+// Turn is one message of the transcript.
+type Turn struct {
+	Role    string
+	Content string
+	At      string
+}
+
+// Citation is a source the bot relied on; Href is empty when the URI is not safe to link.
+type Citation struct {
+	URI  string
+	Href string
+}
+
+// Note is an agent's remark kept with the package.
+type Note struct {
+	Author string
+	Body   string
+	At     string
+}
+
+// Controls are the actions the viewer may take on a package, with their choices.
+type Controls struct {
+	CanAccept       bool
+	CanReject       bool
+	CanReturn       bool
+	CanTransfer     bool
+	CanResolve      bool
+	TransferTargets []string
+	ReturnReasons   []string
+	ResolutionCodes []string
+}
+
+// HandoffView is the package view, also the CRM sidebar.
+type HandoffView struct {
+	Viewer              *Viewer
+	Sidebar             bool
+	Card                Card
+	ContactID           string
+	ContactEmail        string
+	ContactPhone        string
+	PIIMasked           bool
+	UserVerified        bool
+	Trigger             string
+	Reason              string
+	TransferMode        string
+	SourceAgent         string
+	Locale              string
+	Refund              string
+	AttemptedActions    []Action
+	OpenQuestions       []string
+	RecommendedNextStep string
+	DraftReply          string
+	Citations           []Citation
+	HandoffChain        []string
+	Transcript          []Turn
+	Notes               []Note
+	Outcome             string
+	Controls            Controls
+	Live                LiveConfig
+	Flash               string
+}

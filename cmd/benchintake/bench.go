@@ -26,6 +26,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
@@ -234,15 +235,15 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 		return nil, "", teardown, err
 	}
 	b.url = "http://" + ln.Addr().String()
-	srv, err := server.New(server.Config{Addr: ln.Addr().String(), BaseURL: b.url}, logger, b.db, b.auth, b.queues, handoff.NewIntake(b.db, nil))
-	if err != nil {
-		ln.Close()
-		return nil, "", teardown, err
-	}
+	// A whole desk instance, as `web serve` runs it: the intake's commits wake the live hub and
+	// the coalesced NOTIFY, so their cost is in the figures.
+	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: b.url}, DatabaseURL: benchURL.String()}
 	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan error, 1)
 	// The label follows the server's goroutines, so a CPU profile can show the server side alone.
-	go pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) { served <- srv.Serve(ctx, ln) })
+	go pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) {
+		served <- instance.Run(ctx, opts, logger, b.db, ln)
+	})
 	transport := &http.Transport{MaxIdleConnsPerHost: maxConcurrency, MaxIdleConns: maxConcurrency}
 	b.client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	undo = append(undo, func() error {

@@ -242,4 +242,3 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	b.sent = true
 	return copy(p, b.body), nil
 }
-

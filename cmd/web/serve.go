@@ -11,11 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/handoffdesk/desk/internal/auth"
-	"github.com/handoffdesk/desk/internal/handoff"
-	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/server"
-	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
@@ -41,24 +38,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())
 		}
-		srv, err := server.New(cfg, logger, db, auth.NewService(db), queue.NewService(db), handoff.NewIntake(db, nil))
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ctx, stop := context.WithCancel(ctx)
-		defer stop()
-		deliverer := webhook.NewDeliverer(db, logger, webhook.Options{})
-		delivering := make(chan struct{})
-		go func() {
-			defer close(delivering)
-			_ = deliverer.Run(ctx)
-		}()
 		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL, "login", cfg.BaseURL+"/login")
-		err = srv.Serve(ctx, ln)
-		stop()
-		<-delivering
-		return err
+		return instance.Run(ctx, instance.Options{Server: cfg, DatabaseURL: databaseURL(getenv)}, logger, db, ln)
 	})
 }
 

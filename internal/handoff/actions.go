@@ -82,9 +82,8 @@ func mayWork(ctx context.Context, tx pgx.Tx, user auth.User, queueID int64) erro
 	if user.Role.AtLeast(auth.RoleSupervisor) {
 		return nil
 	}
-	var member bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queue_members WHERE queue_id = $1 AND user_id = $2)`,
-		queueID, user.ID).Scan(&member); err != nil {
+	member, err := queue.IsMember(ctx, tx, user.ID, queueID)
+	if err != nil {
 		return err
 	}
 	if !member {

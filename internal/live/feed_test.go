@@ -33,6 +33,26 @@ func begin(t *testing.T, db *pgxpool.Pool) pgx.Tx {
 	return tx
 }
 
+// readUntil reads from mark until want events arrived or 10s passed. The watermark is
+// cluster-wide, so transactions of other tests (other databases, same server) can hold it back for
+// a moment; that delays events, which is all it may do.
+func readUntil(t *testing.T, db *pgxpool.Pool, mark Mark, want int) ([]Event, Mark) {
+	t.Helper()
+	var all []Event
+	deadline := time.Now().Add(10 * time.Second)
+	for len(all) < want && time.Now().Before(deadline) {
+		events, next, err := Read(context.Background(), db, mark, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, mark = append(all, events...), next
+		if len(all) < want {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return all, mark
+}
+
 // A transaction that took its sequence number first but commits last must still be read: a
 // reader paging by seq would have moved past it.
 func TestReadNeverSkipsALateCommit(t *testing.T) {
@@ -68,10 +88,7 @@ func TestReadNeverSkipsALateCommit(t *testing.T) {
 	if err := early.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	events, _, err = Read(ctx, db, next, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events, _ = readUntil(t, db, next, 2)
 	if len(events) != 2 || events[0].Seq != lowSeq || events[1].Seq != highSeq {
 		t.Fatalf("after both commits read %v, want seq %d then %d", events, lowSeq, highSeq)
 	}
@@ -95,29 +112,25 @@ func TestReadDeliversEachEventOnceUnderInterleaving(t *testing.T) {
 	youngSeq := insertEvent(t, younger, "young") // the lower seq
 	oldSeq := insertEvent(t, older, "old")       // the higher seq, lower xid
 	seen := map[int64]int{}
-	read := func() {
+	read := func(want int) {
 		var events []Event
-		events, mark, err = Read(ctx, db, mark, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
+		events, mark = readUntil(t, db, mark, want)
 		for _, e := range events {
 			seen[e.Seq]++
 		}
 	}
-	read()
 	if err := older.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	read()
+	read(1)
 	if seen[oldSeq] != 1 || seen[youngSeq] != 0 {
 		t.Fatalf("after the older transaction committed: %v; want only seq %d", seen, oldSeq)
 	}
 	if err := younger.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	read()
-	read()
+	read(1)
+	read(0)
 	if seen[oldSeq] != 1 || seen[youngSeq] != 1 {
 		t.Fatalf("delivered %v, want seq %d and %d once each", seen, youngSeq, oldSeq)
 	}
@@ -129,6 +142,7 @@ func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	hub.buffer = 2
 	done := make(chan error, 1)
 	go func() { done <- hub.Run(ctx) }()
 	defer func() { cancel(); <-done }()
@@ -140,7 +154,7 @@ func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
 	queue2, _ := hub.Subscribe(func(e Event) bool { return e.QueueID == 2 })
 	slow, _ := hub.Subscribe(func(Event) bool { return true })
 
-	for i := range subscriberBuffer + 2 {
+	for i := range hub.buffer + 2 {
 		if _, err := db.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (1, $1, 'queued')`, i); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +164,7 @@ func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
 			if len(b.Events) == 0 || b.Events[0].QueueID != 1 {
 				t.Fatalf("queue 1 subscriber got %v", b.Events)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 			t.Fatal("queue 1 subscriber got nothing")
 		}
 	}
@@ -163,8 +177,8 @@ func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
 	for range slow.C {
 		drained++
 	}
-	if drained > subscriberBuffer {
-		t.Fatalf("slow subscriber received %d batches before being dropped, want at most %d", drained, subscriberBuffer)
+	if drained > hub.buffer {
+		t.Fatalf("slow subscriber received %d batches before being dropped, want at most %d", drained, hub.buffer)
 	}
 	hub.Unsubscribe(slow) // after a drop it is a no-op
 	if n := hub.Subscribers(); n != 2 {

@@ -29,13 +29,13 @@ type Batch struct {
 type Shared struct {
 	mu     sync.Mutex
 	values map[any]any
-	once   sync.Once
 }
 
-// Once runs f once per batch, whichever receiver asks first; the others wait for it.
-func (s *Shared) Once(f func()) { s.once.Do(f) }
+// NewShared returns empty per-batch memory, for batches made outside the hub (catch-up).
+func NewShared() *Shared { return &Shared{values: map[any]any{}} }
 
-// Memo returns the value for key, computing it with f the first time it is asked for.
+// Memo returns the value for key, computing it with f the first time it is asked for; receivers
+// asking meanwhile wait rather than compute it again.
 func (s *Shared) Memo(key any, f func() any) any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,11 +66,13 @@ type Hub struct {
 	mu   sync.Mutex
 	subs map[*Subscriber]struct{}
 	mark Mark
+	// buffer is subscriberBuffer; tests shrink it to reach a drop quickly.
+	buffer int
 }
 
 // NewHub returns a hub over db; Run starts it.
 func NewHub(db Querier, logger *slog.Logger) *Hub {
-	return &Hub{db: db, logger: logger, wake: make(chan struct{}, 1), subs: make(map[*Subscriber]struct{})}
+	return &Hub{db: db, logger: logger, wake: make(chan struct{}, 1), subs: make(map[*Subscriber]struct{}), buffer: subscriberBuffer}
 }
 
 // Wake asks the hub to read now; many wakes before it reads cost one read.
@@ -84,7 +86,7 @@ func (h *Hub) Wake() {
 // Subscribe adds a subscriber for the events watch accepts and returns it with the hub's current
 // mark: the subscriber receives every batch after that mark.
 func (h *Hub) Subscribe(watch func(Event) bool) (*Subscriber, Mark) {
-	c := make(chan Batch, subscriberBuffer)
+	c := make(chan Batch, h.buffer)
 	s := &Subscriber{C: c, c: c, watch: watch}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -144,7 +146,7 @@ func (h *Hub) Run(ctx context.Context) error {
 				break
 			}
 			mark = next
-			h.publish(Batch{Events: events, Mark: next, Shared: &Shared{values: map[any]any{}}})
+			h.publish(Batch{Events: events, Mark: next, Shared: NewShared()})
 			if len(events) < readLimit {
 				break
 			}

@@ -230,3 +230,37 @@ func TransferAllowed(from, to Queue) bool {
 	}
 	return false
 }
+
+// TransferTargets lists the enabled queues a package in from may be transferred to.
+func (s *Service) TransferTargets(ctx context.Context, from Queue) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+Columns+` FROM queues WHERE enabled ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) { return ScanQueue(row) })
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, to := range all {
+		if TransferAllowed(from, to) {
+			names = append(names, to.Name)
+		}
+	}
+	return names, nil
+}
+
+// IsMember reports whether the user works the queue.
+func (s *Service) IsMember(ctx context.Context, userID, queueID int64) (bool, error) {
+	return IsMember(ctx, s.db, userID, queueID)
+}
+
+// IsMember is Service.IsMember inside a caller's transaction.
+func IsMember(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, userID, queueID int64) (bool, error) {
+	var member bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queue_members WHERE queue_id = $1 AND user_id = $2)`,
+		queueID, userID).Scan(&member)
+	return member, err
+}

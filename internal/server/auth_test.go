@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"io"
@@ -54,7 +54,7 @@ func TestLoginLogout(t *testing.T) {
 	}
 	var session *http.Cookie
 	for _, ck := range resp.Cookies() {
-		if ck.Name == sessionCookie {
+		if ck.Name == "desk_session" {
 			session = ck
 		}
 	}
@@ -75,7 +75,7 @@ func TestLoginLogout(t *testing.T) {
 	// The old token is dead in the database, not just dropped from this browser.
 	replay := app.client(t)
 	req, _ := http.NewRequest(http.MethodGet, app.URL+"/", nil)
-	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: session.Value})
+	req.AddCookie(&http.Cookie{Name: "desk_session", Value: session.Value})
 	resp, err = replay.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,16 @@ func (s *Server) routes() {
 
 	agent := s.requireRole(auth.RoleAgent)
 	e.GET("/", s.handleHome, agent)
+	e.GET("/queues/:name", s.handleQueue, agent)
+	e.POST("/queues/:name/next", s.handleNext, agent)
+	e.GET("/handoffs/:id", s.handleHandoff, agent)
+	e.GET("/sidebar/:id", s.handleSidebar, agent)
+	e.POST("/handoffs/:id/accept", s.handleAccept, agent)
+	e.POST("/handoffs/:id/reject", s.handleReject, agent)
+	e.POST("/handoffs/:id/return", s.handleReturn, agent)
+	e.POST("/handoffs/:id/transfer", s.handleTransfer, agent)
+	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
+	e.GET("/ws", s.handleSocket, agent)
 
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
 	e.GET("/api/openapi.yaml", s.handleOpenAPI)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
@@ -29,12 +30,15 @@ type Config struct {
 
 // Server is the desk's HTTP server.
 type Server struct {
-	cfg    Config
-	logger *slog.Logger
-	db     *pgxpool.Pool
-	auth   *auth.Service
-	queues *queue.Service
-	intake *handoff.Intake
+	cfg      Config
+	logger   *slog.Logger
+	db       *pgxpool.Pool
+	auth     *auth.Service
+	queues   *queue.Service
+	intake   *handoff.Intake
+	actions  *handoff.Actions
+	hub      *live.Hub
+	presence *live.Presence
 
 	echo          *echo.Echo
 	secureCookies bool
@@ -42,19 +46,23 @@ type Server struct {
 }
 
 // New builds a server from its dependencies.
-func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service, intake *handoff.Intake) (*Server, error) {
+func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service,
+	intake *handoff.Intake, actions *handoff.Actions, hub *live.Hub, presence *live.Presence) (*Server, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
 	}
 	s := &Server{
-		cfg:    cfg,
-		logger: logger,
-		db:     db,
-		auth:   authService,
-		queues: queues,
-		intake: intake,
-		echo:   echo.New(),
+		cfg:      cfg,
+		logger:   logger,
+		db:       db,
+		auth:     authService,
+		queues:   queues,
+		intake:   intake,
+		actions:  actions,
+		hub:      hub,
+		presence: presence,
+		echo:     echo.New(),
 		// Browsers keep Secure cookies on https and on loopback (a secure context), which
 		// covers production and `make run`; a plain-http LAN address would lose its login.
 		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),

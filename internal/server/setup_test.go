@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -17,49 +17,70 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
-	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/server"
 )
 
-// testApp is a desk served on 127.0.0.1 over its own fresh database, stopped with the test.
+// testApp is a desk instance served on 127.0.0.1 over its own fresh database, stopped with the
+// test.
 type testApp struct {
 	URL    string
+	DBURL  string
 	DB     *pgxpool.Pool
 	Auth   *auth.Service
 	Queues *queue.Service
-	Intake *handoff.Intake
 }
 
 const testPassword = "correct-horse"
 
 func setup(t *testing.T) *testApp {
 	t.Helper()
-	db := pgtest.New(t)
-	app := &testApp{DB: db, Auth: auth.NewService(db), Queues: queue.NewService(db), Intake: handoff.NewIntake(db, nil)}
+	dbURL := pgtest.URL(t)
+	app := &testApp{DBURL: dbURL}
+	app.DB = openPool(t, dbURL)
+	app.Auth, app.Queues = auth.NewService(app.DB), queue.NewService(app.DB)
+	app.URL = app.start(t)
+	return app
+}
+
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// start runs one more desk instance on the app's database and returns its URL; several
+// instances share the database as they would behind a load balancer.
+func (a *testApp) start(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	app.URL = "http://" + ln.Addr().String()
+	url := "http://" + ln.Addr().String()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	srv, err := New(Config{Addr: ln.Addr().String(), BaseURL: app.URL}, logger, db, app.Auth, app.Queues, app.Intake)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openPool(t, a.DBURL)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
+	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: url}, DatabaseURL: a.DBURL,
+		SweepInterval: 200 * time.Millisecond}
+	go func() { done <- instance.Run(ctx, opts, logger, db, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return app
+	return url
 }
 
 // user creates a user with testPassword who works the named queues (created if missing).

@@ -1,0 +1,234 @@
+package handoff
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+)
+
+// Item is a package as the desk shows it: its place and state, its queue's display rules, and
+// the package itself (unmasked: callers mask per receiver with MaskFor before rendering).
+type Item struct {
+	ID              int64
+	PublicID        string
+	QueueID         int64
+	Queue           string
+	Status          Status
+	PriorityRank    int
+	EnqueuedAt      time.Time
+	ExpiresAt       time.Time
+	ReservedUntil   *time.Time
+	AssigneeID      *int64
+	Assignee        string
+	Rejections      int
+	RejectedBy      []int64
+	NeedsSupervisor bool
+	Outcome         string
+	SLA             time.Duration
+	PIIMinRole      string
+	PIIEntityKeys   []string
+	Package         Package
+}
+
+// Priority names the item's rank.
+func (it Item) Priority() Priority {
+	for p, rank := range priorityRank {
+		if rank == it.PriorityRank {
+			return p
+		}
+	}
+	return PriorityNormal
+}
+
+// Cursor is a position in a queue's claim order, for keyset pagination: no OFFSET, no COUNT, the
+// same cost on page 1 and page 200.
+type Cursor struct {
+	Rank       int
+	EnqueuedAt time.Time
+	ID         int64
+}
+
+// String encodes the cursor for a URL.
+func (c Cursor) String() string {
+	return fmt.Sprintf("%d.%d.%d", c.Rank, c.EnqueuedAt.UnixMicro(), c.ID)
+}
+
+// ParseCursor reads a cursor from a URL.
+func ParseCursor(s string) (Cursor, error) {
+	parts := strings.Split(s, ".")
+	bad := desk.Errorf(desk.BadRequest, "cursor %q is not one this desk made", s)
+	if len(parts) != 3 {
+		return Cursor{}, bad
+	}
+	var nums [3]int64
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return Cursor{}, bad
+		}
+		nums[i] = n
+	}
+	return Cursor{Rank: int(nums[0]), EnqueuedAt: time.UnixMicro(nums[1]), ID: nums[2]}, nil
+}
+
+// SortKey orders cards on a page the way the claim does; browsers insert live cards with it.
+func (it Item) SortKey() string {
+	return fmt.Sprintf("%d-%016d-%012d", it.PriorityRank, it.EnqueuedAt.UnixMicro(), it.ID)
+}
+
+const itemSelect = `
+	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
+		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
+		coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, h.package
+	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
+
+func scanItem(row pgx.Row) (Item, error) {
+	var it Item
+	var pkg []byte
+	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
+		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
+		&it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &pkg)
+	if err != nil {
+		return Item{}, err
+	}
+	// Stored packages were validated at intake; decoding them again only has to read them.
+	if err := json.Unmarshal(pkg, &it.Package); err != nil {
+		return Item{}, fmt.Errorf("stored package %s: %w", it.PublicID, err)
+	}
+	return it, nil
+}
+
+func collectItems(rows pgx.Rows) ([]Item, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) { return scanItem(row) })
+}
+
+// PageSize is how many cards a queue page shows before "more".
+const PageSize = 50
+
+// Waiting lists a queue's open, unassigned-or-reserved packages in claim order, after the cursor
+// if given, and returns the cursor of the next page (nil at the end).
+func (a *Actions) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]Item, *Cursor, error) {
+	var rows pgx.Rows
+	var err error
+	if after == nil {
+		rows, err = a.db.Query(ctx, itemSelect+`
+			WHERE h.queue_id = $1 AND h.status IN ('queued', 'reserved')
+			ORDER BY h.priority_rank, h.enqueued_at, h.id LIMIT $2`, queueID, PageSize+1)
+	} else {
+		rows, err = a.db.Query(ctx, itemSelect+`
+			WHERE h.queue_id = $1 AND h.status IN ('queued', 'reserved')
+				AND (h.priority_rank, h.enqueued_at, h.id) > ($2, $3, $4)
+			ORDER BY h.priority_rank, h.enqueued_at, h.id LIMIT $5`, queueID, after.Rank, after.EnqueuedAt, after.ID, PageSize+1)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	items, err := collectItems(rows)
+	if err != nil || len(items) <= PageSize {
+		return items, nil, err
+	}
+	items = items[:PageSize]
+	last := items[len(items)-1]
+	return items, &Cursor{Rank: last.PriorityRank, EnqueuedAt: last.EnqueuedAt, ID: last.ID}, nil
+}
+
+// Held lists the open packages a user holds, oldest first.
+func (a *Actions) Held(ctx context.Context, userID int64) ([]Item, error) {
+	rows, err := a.db.Query(ctx, itemSelect+`
+		WHERE h.assignee_id = $1 AND h.status IN ('reserved', 'accepted', 'awaiting_approval')
+		ORDER BY h.accepted_at NULLS FIRST, h.id`, userID)
+	if err != nil {
+		return nil, err
+	}
+	return collectItems(rows)
+}
+
+// Item returns one package by its public id.
+func (a *Actions) Item(ctx context.Context, publicID string) (Item, error) {
+	it, err := scanItem(a.db.QueryRow(ctx, itemSelect+` WHERE h.handoff_id = $1`, publicID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Item{}, desk.Errorf(desk.NotFound, "no handoff %q", publicID)
+	}
+	return it, err
+}
+
+// Items loads packages by row id, for the live desk to render what changed.
+func (a *Actions) Items(ctx context.Context, ids []int64) (map[int64]Item, error) {
+	rows, err := a.db.Query(ctx, itemSelect+` WHERE h.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	items, err := collectItems(rows)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]Item, len(items))
+	for _, it := range items {
+		byID[it.ID] = it
+	}
+	return byID, nil
+}
+
+// Note is a remark an agent left on a package, kept across transfers.
+type Note struct {
+	Author string
+	Body   string
+	At     time.Time
+}
+
+// Notes lists a package's notes, oldest first.
+func (a *Actions) Notes(ctx context.Context, id int64) ([]Note, error) {
+	rows, err := a.db.Query(ctx, `
+		SELECT u.display_name, n.body, n.created_at FROM handoff_notes n JOIN users u ON u.id = n.author_id
+		WHERE n.handoff_id = $1 ORDER BY n.id`, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Note])
+}
+
+// Open reports whether the package still waits or is being worked.
+func (it Item) Open() bool {
+	switch it.Status {
+	case StatusQueued, StatusReserved, StatusAccepted, StatusAwaitingApproval:
+		return true
+	}
+	return false
+}
+
+// HeldBy reports whether the user holds the package (reserved or accepted).
+func (it Item) HeldBy(userID int64) bool { return it.AssigneeID != nil && *it.AssigneeID == userID }
+
+// Permissions are the actions a user may take on a package now. They mirror the checks the
+// actions themselves make, so the desk only offers what will succeed.
+type Permissions struct {
+	Accept, Reject, Return, Transfer, Resolve bool
+}
+
+// PermissionsFor works out what user, who is a member of the package's queue or not, may do.
+func (it Item) PermissionsFor(user auth.User, member bool) Permissions {
+	supervisor := user.Role.AtLeast(auth.RoleSupervisor)
+	if !it.Open() || (!member && !supervisor) {
+		return Permissions{}
+	}
+	mine := it.HeldBy(user.ID)
+	takeable := it.Status == StatusQueued && !slices.Contains(it.RejectedBy, user.ID) && (!it.NeedsSupervisor || supervisor)
+	holderOrSupervisor := mine || supervisor
+	return Permissions{
+		Accept:   takeable || (it.Status == StatusReserved && mine),
+		Reject:   (it.Status == StatusReserved || it.Status == StatusAccepted) && holderOrSupervisor,
+		Return:   it.Status == StatusQueued || holderOrSupervisor,
+		Transfer: it.Status == StatusQueued || holderOrSupervisor,
+		Resolve:  it.Status == StatusAccepted && holderOrSupervisor,
+	}
+}

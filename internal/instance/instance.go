@@ -1,0 +1,76 @@
+// Package instance is one running desk: the HTTP server and the background work every instance
+// does beside it (live fan-out, presence, the sweeper, webhook delivery). `web serve` runs one;
+// tests run one or several against the same database.
+package instance
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
+)
+
+// SweepInterval is how often reservation timeouts and TTLs are enforced.
+const SweepInterval = 5 * time.Second
+
+// Options are what a desk instance needs besides the server's configuration.
+type Options struct {
+	Server server.Config
+	// DatabaseURL opens the one LISTEN connection, which lives outside the pool.
+	DatabaseURL   string
+	SweepInterval time.Duration
+	Webhook       webhook.Options
+}
+
+// Run serves on ln until ctx is done, then stops the server gracefully and the workers after it.
+func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Pool, ln net.Listener) error {
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = SweepInterval
+	}
+	hub := live.NewHub(db, logger)
+	notifier := live.NewNotifier(hub, func(ctx context.Context) error {
+		_, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, live.Channel)
+		return err
+	}, logger)
+	deliverer := webhook.NewDeliverer(db, logger, opts.Webhook)
+	changed := func() {
+		notifier.Changed()
+		deliverer.Wake()
+	}
+	actions := handoff.NewActions(db, changed)
+	presence := live.NewPresence(db, logger)
+	srv, err := server.New(opts.Server, logger, db, auth.NewService(db), queue.NewService(db),
+		handoff.NewIntake(db, changed), actions, hub, presence)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	var workers sync.WaitGroup
+	workers.Go(func() {
+		if err := hub.Run(workCtx); err != nil {
+			logger.Error("live hub stopped", "err", err)
+		}
+	})
+	workers.Go(func() { notifier.Run(workCtx) })
+	workers.Go(func() { live.Listen(workCtx, opts.DatabaseURL, hub, logger) })
+	workers.Go(func() { presence.Run(workCtx) })
+	workers.Go(func() { actions.RunSweeper(workCtx, opts.SweepInterval, logger.Info) })
+	workers.Go(func() { _ = deliverer.Run(workCtx) })
+
+	err = srv.Serve(ctx, ln)
+	stopWork()
+	workers.Wait()
+	return err
+}

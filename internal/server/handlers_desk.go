@@ -1,0 +1,203 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/views"
+)
+
+// mayView checks that the user works the queue (or oversees every queue) and says so in the
+// error otherwise.
+func (s *Server) mayView(ctx context.Context, user auth.User, queueID int64) (member bool, err error) {
+	member, err = s.queues.IsMember(ctx, user.ID, queueID)
+	if err != nil {
+		return false, err
+	}
+	if !member && !user.Role.AtLeast(auth.RoleSupervisor) {
+		return false, desk.Errorf(desk.Forbidden, "you are not a member of this queue")
+	}
+	return member, nil
+}
+
+func (s *Server) handleQueue(c echo.Context) error {
+	return s.renderQueue(c, c.Param("name"), "", http.StatusOK)
+}
+
+func (s *Server) renderQueue(c echo.Context, name, flash string, status int) error {
+	ctx := c.Request().Context()
+	user := currentUser(c)
+	q, err := s.queues.ByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, err := s.mayView(ctx, user, q.ID); err != nil {
+		return err
+	}
+	var after *handoff.Cursor
+	if raw := c.QueryParam("after"); raw != "" {
+		cursor, err := handoff.ParseCursor(raw)
+		if err != nil {
+			return err
+		}
+		after = &cursor
+	}
+	waiting, next, err := s.actions.Waiting(ctx, q.ID, after)
+	if err != nil {
+		return err
+	}
+	held, err := s.actions.Held(ctx, user.ID)
+	if err != nil {
+		return err
+	}
+	v := views.QueueView{Viewer: *viewer(c), Queue: q.Name, Flash: flash,
+		Live: views.LiveConfig{Queues: []string{q.Name}, Mark: string(s.hub.Mark())}}
+	for _, it := range waiting {
+		v.Cards = append(v.Cards, cardOf(it, visibility(user, it), user.ID, cardEntities))
+	}
+	for _, it := range held {
+		v.Held = append(v.Held, cardOf(it, visibility(user, it), user.ID, cardEntities))
+	}
+	if next != nil {
+		v.More = next.String()
+	}
+	return s.render(c, status, views.QueuePage(v))
+}
+
+// loadHandoff reads a package and what the user may do with it.
+func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (views.HandoffView, error) {
+	item, err := s.actions.Item(ctx, id)
+	if err != nil {
+		return views.HandoffView{}, err
+	}
+	member, err := s.mayView(ctx, user, item.QueueID)
+	if err != nil {
+		return views.HandoffView{}, err
+	}
+	notes, err := s.actions.Notes(ctx, item.ID)
+	if err != nil {
+		return views.HandoffView{}, err
+	}
+	perms := item.PermissionsFor(user, member)
+	var targets []string
+	if perms.Transfer {
+		q, err := s.queues.ByName(ctx, item.Queue)
+		if err != nil {
+			return views.HandoffView{}, err
+		}
+		if targets, err = s.queues.TransferTargets(ctx, q); err != nil {
+			return views.HandoffView{}, err
+		}
+	}
+	v := handoffView(item, user, perms, notes, targets)
+	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
+	return v, nil
+}
+
+func (s *Server) handleHandoff(c echo.Context) error {
+	return s.renderHandoff(c, c.Param("id"), "", http.StatusOK)
+}
+
+func (s *Server) renderHandoff(c echo.Context, id, flash string, status int) error {
+	v, err := s.loadHandoff(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	v.Viewer, v.Flash = viewer(c), flash
+	return s.render(c, status, views.HandoffPage(v))
+}
+
+func (s *Server) handleSidebar(c echo.Context) error {
+	s.allowFraming(c)
+	v, err := s.loadHandoff(c.Request().Context(), currentUser(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	v.Sidebar = true
+	return s.render(c, http.StatusOK, views.SidebarPage(v))
+}
+
+// allowFraming lets the configured CRM origins embed this response.
+func (s *Server) allowFraming(c echo.Context) {
+	ancestors := "'none'"
+	if len(s.cfg.FrameAncestors) > 0 {
+		ancestors = strings.Join(s.cfg.FrameAncestors, " ")
+	}
+	c.Response().Header().Set("Content-Security-Policy",
+		"default-src 'self'; img-src 'self' data:; frame-ancestors "+ancestors+"; base-uri 'none'; form-action 'self'")
+}
+
+// actionFailed shows an action's refusal on the page the agent acted from, with the status the
+// error maps to; other errors go to the error handler.
+func (s *Server) actionFailed(c echo.Context, id string, err error) error {
+	code := desk.ErrorCode(err)
+	if code == desk.Internal {
+		return err
+	}
+	return s.renderHandoff(c, id, desk.ErrorMessage(err), statusOf[code])
+}
+
+func (s *Server) handleNext(c echo.Context) error {
+	name := c.Param("name")
+	id, err := s.actions.Next(c.Request().Context(), currentUser(c), name)
+	if err != nil {
+		if code := desk.ErrorCode(err); code != desk.Internal {
+			return s.renderQueue(c, name, desk.ErrorMessage(err), statusOf[code])
+		}
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/handoffs/"+id)
+}
+
+func (s *Server) handleAccept(c echo.Context) error {
+	id := c.Param("id")
+	if err := s.actions.Accept(c.Request().Context(), currentUser(c), id); err != nil {
+		return s.actionFailed(c, id, err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/handoffs/"+id)
+}
+
+// closing runs an action after which the package leaves the agent's hands, and goes back to the
+// queue the package was in.
+func (s *Server) closing(c echo.Context, act func(ctx context.Context, user auth.User, id string) error) error {
+	id := c.Param("id")
+	ctx := c.Request().Context()
+	item, err := s.actions.Item(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := act(ctx, currentUser(c), id); err != nil {
+		return s.actionFailed(c, id, err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/queues/"+item.Queue)
+}
+
+func (s *Server) handleReject(c echo.Context) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+		return s.actions.Reject(ctx, user, id, strings.TrimSpace(c.FormValue("reason")), c.FormValue("queue"))
+	})
+}
+
+func (s *Server) handleReturn(c echo.Context) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+		return s.actions.ReturnToBot(ctx, user, id, c.FormValue("reason"), strings.TrimSpace(c.FormValue("note")))
+	})
+}
+
+func (s *Server) handleTransfer(c echo.Context) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+		return s.actions.Transfer(ctx, user, id, c.FormValue("queue"), strings.TrimSpace(c.FormValue("note")))
+	})
+}
+
+func (s *Server) handleResolve(c echo.Context) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+		return s.actions.Resolve(ctx, user, id, c.FormValue("code"), strings.TrimSpace(c.FormValue("note")))
+	})
+}

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/views"
+)
+
+// cardEntities is how many entities a card shows; the package view shows them all.
+const cardEntities = 3
+
+// visibility is what user may see of item: the queue's PII rule applied to the user's role.
+func visibility(user auth.User, item handoff.Item) handoff.Visibility {
+	return handoff.VisibilityFor(user.Role, item.PIIMinRole, item.PIIEntityKeys)
+}
+
+// cardOf maps a package, masked for the receiver, to its card. Masking happens here, before any
+// component sees the values.
+func cardOf(item handoff.Item, v handoff.Visibility, viewerID int64, entityLimit int) views.Card {
+	p := item.Package.MaskFor(v)
+	channel := string(p.ChannelOrigin)
+	if p.ChannelTarget != "" && p.ChannelTarget != p.ChannelOrigin {
+		channel += " → " + string(p.ChannelTarget)
+	}
+	contact := p.Contact.DisplayName
+	if contact == "" {
+		contact = p.Contact.ID
+	}
+	return views.Card{
+		ID: item.PublicID, Queue: item.Queue, Status: string(item.Status), Priority: string(item.Priority()),
+		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, entityLimit),
+		Sentiment: string(p.Sentiment), Channel: channel, EnqueuedAt: item.EnqueuedAt, SLA: item.SLA,
+		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
+		SortKey: item.SortKey(), Mine: item.HeldBy(viewerID),
+	}
+}
+
+// entities lists a package's entities, the queue-relevant ones first, in a stable order.
+func entities(p handoff.Package, limit int) []views.Entity {
+	keys := make([]string, 0, len(p.StructuredEntities))
+	for k := range p.StructuredEntities {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []views.Entity
+	for _, k := range keys {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		v := p.StructuredEntities[k]
+		value := v.Text()
+		if v.Kind() == handoff.EntityList {
+			value = strings.Join(v.List(), ", ")
+		}
+		out = append(out, views.Entity{Key: k, Value: value})
+	}
+	return out
+}
+
+func formatTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// linkable keeps schemes that cannot run script in the page; crm:// and policy:// links open in
+// whatever the agent's machine registered for them.
+func linkable(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme == "" {
+		return ""
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "javascript", "data", "vbscript", "file", "blob":
+		return ""
+	}
+	return uri
+}
+
+// handoffView maps a package to its full view for one receiver.
+func handoffView(item handoff.Item, user auth.User, perms handoff.Permissions, notes []handoff.Note, transferTargets []string) views.HandoffView {
+	vis := visibility(user, item)
+	p := item.Package.MaskFor(vis)
+	v := views.HandoffView{
+		Card:      cardOf(item, vis, user.ID, 0),
+		ContactID: p.Contact.ID, ContactEmail: p.Contact.Email, ContactPhone: p.Contact.Phone, PIIMasked: !vis.PII,
+		UserVerified: p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
+		SourceAgent: p.SourceAgent, Locale: p.Locale, OpenQuestions: p.OpenQuestions,
+		RecommendedNextStep: p.RecommendedNextStep, DraftReply: p.DraftReply, HandoffChain: p.HandoffChain,
+		Outcome:  item.Outcome,
+		Controls: controls(perms, transferTargets),
+	}
+	if p.Refund != nil {
+		v.Refund = p.Refund.Amount + " " + p.Refund.Currency
+	}
+	for _, a := range p.AttemptedActions {
+		v.AttemptedActions = append(v.AttemptedActions, views.Action{Tool: a.Tool, Result: a.Result, OK: a.OK, At: formatTime(a.At)})
+	}
+	for _, c := range p.Citations {
+		v.Citations = append(v.Citations, views.Citation{URI: c, Href: linkable(c)})
+	}
+	for _, t := range p.Transcript {
+		v.Transcript = append(v.Transcript, views.Turn{Role: string(t.Role), Content: t.Content, At: formatTime(t.At)})
+	}
+	for _, n := range notes {
+		v.Notes = append(v.Notes, views.Note{Author: n.Author, Body: n.Body, At: formatTime(&n.At)})
+	}
+	return v
+}
+
+func controls(perms handoff.Permissions, transferTargets []string) views.Controls {
+	return views.Controls{
+		CanAccept: perms.Accept, CanReject: perms.Reject, CanReturn: perms.Return,
+		CanTransfer: perms.Transfer, CanResolve: perms.Resolve, TransferTargets: transferTargets,
+		ReturnReasons: handoff.ReturnReasons, ResolutionCodes: handoff.ResolutionCodes,
+	}
+}

@@ -1,0 +1,329 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/views"
+)
+
+// Websocket timing, as in gorilla's chat example: the writer pings well inside the reader's
+// deadline, and a browser only ever sends small control messages.
+const (
+	writeWait      = 10 * time.Second
+	pongWait       = 60 * time.Second
+	pingPeriod     = pongWait * 9 / 10
+	maxMessageSize = 512
+	catchUpLimit   = 10000
+)
+
+// frame is what the browser receives.
+type frame struct {
+	Type      string     `json:"type"` // "hello" or "events"
+	Mark      live.Mark  `json:"mark"`
+	Fragments []fragment `json:"fragments,omitempty"`
+	// Urgent names urgent packages that just arrived, for the opt-in desktop notification.
+	Urgent []string `json:"urgent,omitempty"`
+}
+
+// fragment is one element to put in place, replace or remove, by id.
+type fragment struct {
+	Target string `json:"target"`
+	Op     string `json:"op"`             // "upsert", "replace" or "remove"
+	List   string `json:"list,omitempty"` // where an upserted element goes, ordered by Sort
+	Sort   string `json:"sort,omitempty"`
+	HTML   string `json:"html,omitempty"`
+}
+
+// watcher is what one socket shows: queue lists, one package, and the viewer's held list.
+type watcher struct {
+	user     auth.User
+	queueIDs []int64
+	handoff  int64
+}
+
+func (w watcher) watches(e live.Event) bool {
+	return e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID)
+}
+
+// checkOrigin accepts upgrades only from pages of this desk: a websocket is not covered by the
+// browser's same-origin rules, so without it any site could read a logged-in agent's queue.
+func (s *Server) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	base, _ := url.Parse(s.cfg.BaseURL)
+	return u.Host == r.Host || (u.Scheme == base.Scheme && u.Host == base.Host)
+}
+
+func (s *Server) handleSocket(c echo.Context) error {
+	ctx := c.Request().Context()
+	w := watcher{user: currentUser(c)}
+	for _, name := range splitNames(c.QueryParam("queues")) {
+		q, err := s.queues.ByName(ctx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := s.mayView(ctx, w.user, q.ID); err != nil {
+			return err
+		}
+		w.queueIDs = append(w.queueIDs, q.ID)
+	}
+	if id := c.QueryParam("handoff"); id != "" {
+		item, err := s.actions.Item(ctx, id)
+		if err != nil {
+			return err
+		}
+		if _, err := s.mayView(ctx, w.user, item.QueueID); err != nil {
+			return err
+		}
+		w.handoff = item.ID
+	}
+	since := live.Mark(c.QueryParam("since"))
+	if since != "" && !since.Valid() {
+		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
+	}
+	upgrader := websocket.Upgrader{CheckOrigin: s.checkOrigin}
+	conn, err := upgrader.Upgrade(c.Response(), c.Request(), nil)
+	if err != nil {
+		return nil // the upgrader has answered the client
+	}
+	defer conn.Close()
+
+	sub, mark := s.hub.Subscribe(w.watches)
+	defer s.hub.Unsubscribe(sub)
+	s.presence.Connect(w.user.ID)
+	defer s.presence.Disconnect(w.user.ID)
+
+	closed := make(chan struct{})
+	go s.readSocket(conn, w.user.ID, closed)
+	socketCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		<-closed
+		cancel()
+	}()
+
+	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
+		return nil
+	}
+	if since != "" {
+		if err := s.catchUp(socketCtx, conn, w, since); err != nil {
+			s.logger.Warn("websocket catch-up", "err", err)
+			return nil
+		}
+	}
+	ping := time.NewTicker(pingPeriod)
+	defer ping.Stop()
+	for {
+		select {
+		case <-closed:
+			return nil
+		case batch, ok := <-sub.C:
+			if !ok {
+				// Dropped for falling behind: closing makes the browser reconnect and catch up.
+				_ = conn.WriteControl(websocket.CloseMessage,
+					websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "fell behind"), time.Now().Add(writeWait))
+				return nil
+			}
+			f, err := s.framesFor(socketCtx, w, batch)
+			if err != nil {
+				s.logger.Error("websocket render", "err", err)
+				return nil
+			}
+			if err := writeFrame(conn, f); err != nil {
+				return nil
+			}
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// readSocket is the connection's one reader: it keeps the pong deadline and takes the browser's
+// presence messages.
+func (s *Server) readSocket(conn *websocket.Conn, userID int64, closed chan<- struct{}) {
+	defer close(closed)
+	conn.SetReadLimit(maxMessageSize)
+	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var msg struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(data, &msg) == nil {
+			switch msg.Type {
+			case "away":
+				s.presence.SetAway(userID, true)
+			case "back":
+				s.presence.SetAway(userID, false)
+			}
+		}
+	}
+}
+
+func writeFrame(conn *websocket.Conn, f frame) error {
+	_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+	return conn.WriteJSON(f)
+}
+
+// catchUp sends what changed between the browser's last mark and now.
+func (s *Server) catchUp(ctx context.Context, conn *websocket.Conn, w watcher, since live.Mark) error {
+	var missed []live.Event
+	mark := since
+	for {
+		events, next, err := live.Read(ctx, s.db, mark, catchUpLimit)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			if w.watches(e) {
+				missed = append(missed, e)
+			}
+		}
+		mark = next
+		if len(events) < catchUpLimit {
+			break
+		}
+	}
+	f, err := s.framesFor(ctx, w, live.Batch{Events: missed, Mark: mark, Shared: live.NewShared()})
+	if err != nil {
+		return err
+	}
+	return writeFrame(conn, f)
+}
+
+// framesFor renders what one socket shows of a batch. Items are loaded once per batch and each
+// card once per visibility, however many sockets receive it.
+func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame, error) {
+	items, err := s.batchItems(ctx, b)
+	if err != nil {
+		return frame{}, err
+	}
+	f := frame{Type: "events", Mark: b.Mark}
+	seen := map[int64]bool{}
+	for _, e := range b.Events {
+		if !w.watches(e) || seen[e.HandoffID] {
+			continue
+		}
+		seen[e.HandoffID] = true
+		item, ok := items[e.HandoffID]
+		if !ok {
+			continue
+		}
+		if len(w.queueIDs) > 0 {
+			f.Fragments = append(f.Fragments, s.listFragments(ctx, w, item, b.Shared)...)
+			if e.Kind == "queued" && item.Status == handoff.StatusQueued && item.Priority() == handoff.PriorityUrgent {
+				f.Urgent = append(f.Urgent, item.PublicID)
+			}
+		}
+		if item.ID == w.handoff {
+			frags, err := s.packageFragments(ctx, w.user, item)
+			if err != nil {
+				return frame{}, err
+			}
+			f.Fragments = append(f.Fragments, frags...)
+		}
+	}
+	return f, nil
+}
+
+func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handoff.Item, error) {
+	type loaded struct {
+		items map[int64]handoff.Item
+		err   error
+	}
+	l := b.Shared.Memo("items", func() any {
+		ids := make([]int64, 0, len(b.Events))
+		for _, e := range b.Events {
+			ids = append(ids, e.HandoffID)
+		}
+		items, err := s.actions.Items(ctx, ids)
+		return loaded{items, err}
+	}).(loaded)
+	return l.items, l.err
+}
+
+// listFragments places or removes the package's card in a queue list and in the held list.
+func (s *Server) listFragments(ctx context.Context, w watcher, item handoff.Item, shared *live.Shared) []fragment {
+	cardID, heldID := "card-"+item.PublicID, "held-"+item.PublicID
+	var out []fragment
+	waiting := item.Status == handoff.StatusQueued || item.Status == handoff.StatusReserved
+	if waiting && slices.Contains(w.queueIDs, item.QueueID) {
+		vis := visibility(w.user, item)
+		html := shared.Memo(cardKey{item.ID, vis.PII}, func() any {
+			return renderString(ctx, views.QueueCard(cardOf(item, vis, 0, cardEntities)))
+		}).(string)
+		out = append(out, fragment{Target: cardID, Op: "upsert", List: "cards", Sort: item.SortKey(), HTML: html})
+	} else {
+		out = append(out, fragment{Target: cardID, Op: "remove"})
+	}
+	if item.HeldBy(w.user.ID) && item.Open() {
+		card := cardOf(item, visibility(w.user, item), w.user.ID, cardEntities)
+		out = append(out, fragment{Target: heldID, Op: "upsert", List: "held", Sort: item.SortKey(), HTML: renderString(ctx, views.HeldCard(card))})
+	} else {
+		out = append(out, fragment{Target: heldID, Op: "remove"})
+	}
+	return out
+}
+
+type cardKey struct {
+	id  int64
+	pii bool
+}
+
+// packageFragments refreshes an open package view: its status bar and the actions the viewer
+// may now take.
+func (s *Server) packageFragments(ctx context.Context, user auth.User, item handoff.Item) ([]fragment, error) {
+	v, err := s.loadHandoff(ctx, user, item.PublicID)
+	if err != nil {
+		return nil, err
+	}
+	return []fragment{
+		{Target: "status-" + item.PublicID, Op: "replace", HTML: renderString(ctx, views.HandoffHeader(v.Card, v.Outcome))},
+		{Target: "actions-" + item.PublicID, Op: "replace", HTML: renderString(ctx, views.ActionPanel(v.Card, v.Controls))},
+	}, nil
+}
+
+func renderString(ctx context.Context, c templ.Component) string {
+	var buf bytes.Buffer
+	if err := c.Render(ctx, &buf); err != nil {
+		return ""
+	}
+	return buf.String()
+}
+
+func splitNames(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+// Handoff Desk's live client. One websocket keeps the page current: the server sends fragments
+// rendered by the same components as the page, the client puts them in place by id. After a
+// disconnect it reconnects with the last mark it applied and the server sends what it missed.
+// It also drives the keyboard shortcuts, the SLA timers and the opt-in urgent notification.
+(() => {
+  "use strict";
+  const root = document.getElementById("live");
+  if (!root) return;
+  const offline = document.getElementById("offline");
+  let mark = root.dataset.mark || "";
+  let retry = 250;
+
+  function socketURL() {
+    const u = new URL("/ws", location.href);
+    u.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+    if (root.dataset.queues) u.searchParams.set("queues", root.dataset.queues);
+    if (root.dataset.handoff) u.searchParams.set("handoff", root.dataset.handoff);
+    if (mark) u.searchParams.set("since", mark);
+    return u;
+  }
+
+  let socket;
+  function connect() {
+    socket = new WebSocket(socketURL());
+    socket.onopen = () => {
+      retry = 250;
+      offline.classList.add("hidden");
+      document.body.dataset.live = "online";
+      sendPresence();
+    };
+    socket.onmessage = (ev) => apply(JSON.parse(ev.data));
+    socket.onclose = () => {
+      document.body.dataset.live = "offline";
+      offline.classList.remove("hidden");
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 10000);
+    };
+  }
+
+  function fromHTML(html) {
+    const t = document.createElement("template");
+    t.innerHTML = html.trim();
+    return t.content.firstElementChild;
+  }
+
+  function apply(frame) {
+    // A hello carries the server's mark; with a mark of our own, the catch-up frame that follows
+    // moves it, so a drop during catch-up loses nothing.
+    if (frame.type === "hello") {
+      if (!mark) mark = frame.mark;
+      return;
+    }
+    const focused = document.activeElement && document.activeElement.id;
+    for (const f of frame.fragments || []) {
+      const old = document.getElementById(f.target);
+      if (f.op === "remove") {
+        if (old) old.remove();
+      } else if (f.op === "replace") {
+        if (old) old.replaceWith(fromHTML(f.html));
+      } else if (f.op === "upsert") {
+        const list = document.getElementById(f.list);
+        if (!list) continue;
+        if (old) old.remove();
+        const el = fromHTML(f.html);
+        let before = null;
+        for (const child of list.children) {
+          if ((child.dataset.sort || "") > f.sort) { before = child; break; }
+        }
+        list.insertBefore(el, before);
+      }
+    }
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+    mark = frame.mark || mark;
+    document.body.dataset.mark = mark;
+    const empty = document.getElementById("empty");
+    const cards = document.getElementById("cards");
+    if (empty && cards) empty.classList.toggle("hidden", cards.children.length > 0);
+    tick();
+    if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
+  }
+
+  function sendPresence() {
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({ type: document.hidden ? "away" : "back" }));
+    }
+  }
+  document.addEventListener("visibilitychange", sendPresence);
+
+  function formatAge(ms) {
+    const s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return s + "s";
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + "m";
+    const h = Math.floor(m / 60);
+    if (h < 24) return h + "h " + String(m % 60).padStart(2, "0") + "m";
+    return Math.floor(h / 24) + "d " + (h % 24) + "h";
+  }
+
+  function tick() {
+    const now = Date.now();
+    for (const el of document.querySelectorAll("[data-since]")) {
+      const age = now - Number(el.dataset.since);
+      el.textContent = formatAge(age);
+      const late = age > Number(el.dataset.sla);
+      el.classList.toggle("text-red-600", late);
+      el.classList.toggle("font-semibold", late);
+      el.classList.toggle("text-slate-500", !late);
+    }
+  }
+  setInterval(tick, 1000);
+
+  // Desktop notification and a short tone for new urgent packages, once the agent opts in.
+  const optIn = document.querySelector("[data-notify-optin]");
+  if (optIn) {
+    optIn.addEventListener("click", async () => {
+      if ("Notification" in window) await Notification.requestPermission();
+      localStorage.setItem("desk.notify", "on");
+      optIn.textContent = "Urgent notifications on";
+    });
+    if (localStorage.getItem("desk.notify") === "on") optIn.textContent = "Urgent notifications on";
+  }
+  function notifyUrgent(ids) {
+    if (localStorage.getItem("desk.notify") !== "on") return;
+    if ("Notification" in window && Notification.permission === "granted") {
+      new Notification("Urgent handoff waiting", { body: ids.join(", "), tag: "desk-urgent" });
+    }
+    try {
+      const audio = new AudioContext();
+      const tone = audio.createOscillator();
+      tone.frequency.value = 880;
+      tone.connect(audio.destination);
+      tone.start();
+      tone.stop(audio.currentTime + 0.15);
+    } catch (_) { /* no audio device: the notification is enough */ }
+  }
+
+  // Keyboard first. Keys act on the page's [data-key] controls and on the focused card; typing in
+  // a field is never taken over, and Escape leaves the field.
+  function cards() { return [...document.querySelectorAll("#cards > li")]; }
+  function moveFocus(step) {
+    const list = cards();
+    if (!list.length) return;
+    const at = list.indexOf(document.activeElement);
+    list[Math.min(Math.max(at + step, 0), list.length - 1)].focus();
+  }
+  document.addEventListener("keydown", (ev) => {
+    const target = ev.target;
+    if (ev.key === "Escape" && target.matches("input, textarea, select")) { target.blur(); return; }
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || target.matches("input, textarea, select")) return;
+    const key = ev.key.toLowerCase();
+    const card = target.closest && target.closest("#cards > li");
+    if (key === "j") { moveFocus(1); ev.preventDefault(); return; }
+    if (key === "k") { moveFocus(-1); ev.preventDefault(); return; }
+    if (card && key === "a") { card.querySelector("[data-accept]")?.click(); ev.preventDefault(); return; }
+    if (card && key === "enter") { card.querySelector("[data-open]")?.click(); ev.preventDefault(); return; }
+    const control = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    if (!control) return;
+    ev.preventDefault();
+    if (control.matches("button")) control.click();
+    else control.focus();
+  });
+
+  tick();
+  connect();
+})();

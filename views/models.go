@@ -86,6 +86,7 @@ type QueueView struct {
 type LiveConfig struct {
 	Queues  []string
 	Handoff string
+	Roster  bool
 	Mark    string
 }
 
@@ -157,4 +158,38 @@ type HandoffView struct {
 	Controls            Controls
 	Live                LiveConfig
 	Flash               string
+}
+
+// QueueHealth is one queue on the roster.
+type QueueHealth struct {
+	Name         string
+	Waiting      int
+	Reserved     int
+	Accepted     int
+	OldestWait   time.Duration
+	OverSLA      bool
+	AgentsOnline int
+}
+
+// AgentLoad is one agent on the roster.
+type AgentLoad struct {
+	Name     string
+	Role     string
+	Status   string
+	Holding  int
+	Capacity int
+	Queues   string
+}
+
+// RosterView is the supervisors' live roster.
+type RosterView struct {
+	Queues []QueueHealth
+	Agents []AgentLoad
+}
+
+// DashboardView is the supervisors' page.
+type DashboardView struct {
+	Viewer Viewer
+	Roster RosterView
+	Live   LiveConfig
 }

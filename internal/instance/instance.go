@@ -48,7 +48,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		deliverer.Wake()
 	}
 	actions := handoff.NewActions(db, changed)
-	presence := live.NewPresence(db, logger)
+	presence := live.NewPresence(db, logger, notifier.Changed)
 	srv, err := server.New(opts.Server, logger, db, auth.NewService(db), queue.NewService(db),
 		handoff.NewIntake(db, changed), actions, hub, presence)
 	if err != nil {

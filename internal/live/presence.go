@@ -25,18 +25,24 @@ type Presence struct {
 	logger   *slog.Logger
 	instance string
 
-	mu    sync.Mutex
-	users map[int64]*sockets
-	dirty chan struct{}
+	mu      sync.Mutex
+	users   map[int64]*sockets
+	dirty   chan struct{}
+	changed func()
 }
+
+// KindPresence is the event kind written when someone's presence changes.
+const KindPresence = "presence"
 
 type sockets struct {
 	open, away int
 }
 
-// NewPresence returns a Presence for this instance; Run keeps the table current.
-func NewPresence(db *pgxpool.Pool, logger *slog.Logger) *Presence {
-	return &Presence{db: db, logger: logger, instance: rand.Text(), users: map[int64]*sockets{}, dirty: make(chan struct{}, 1)}
+// NewPresence returns a Presence for this instance; Run keeps the table current and calls
+// changed after writing a presence event.
+func NewPresence(db *pgxpool.Pool, logger *slog.Logger, changed func()) *Presence {
+	return &Presence{db: db, logger: logger, instance: rand.Text(), users: map[int64]*sockets{},
+		dirty: make(chan struct{}, 1), changed: changed}
 }
 
 func (p *Presence) change(userID int64, f func(*sockets)) {
@@ -82,6 +88,7 @@ func (p *Presence) Run(ctx context.Context) {
 	ticker := time.NewTicker(heartbeat)
 	defer ticker.Stop()
 	for {
+		announce := false
 		select {
 		case <-ctx.Done():
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -90,15 +97,18 @@ func (p *Presence) Run(ctx context.Context) {
 			return
 		case <-p.dirty:
 			time.Sleep(flushCoalesce)
+			announce = true
 		case <-ticker.C:
 		}
-		if err := p.flush(ctx); err != nil && ctx.Err() == nil {
+		if err := p.flush(ctx, announce); err != nil && ctx.Err() == nil {
 			p.logger.Warn("writing presence", "err", err)
 		}
 	}
 }
 
-func (p *Presence) flush(ctx context.Context) error {
+// flush writes this instance's presence rows; announce also writes a presence event, so that
+// every instance's hub refreshes the supervisors' rosters.
+func (p *Presence) flush(ctx context.Context, announce bool) error {
 	p.mu.Lock()
 	var online, away, gone []int64
 	var counts []int32
@@ -118,8 +128,15 @@ func (p *Presence) flush(ctx context.Context) error {
 	_, err := p.db.Exec(ctx, `
 		WITH gone AS (DELETE FROM presence WHERE instance_id = $1 AND user_id = ANY($2))
 		INSERT INTO presence (instance_id, user_id, sockets, away, seen_at)
-		SELECT $1, u, c, u = ANY($5), now() FROM unnest($3::bigint[], $4::int[]) AS t(u, c)
+		SELECT $1, u, c, coalesce(u = ANY($5::bigint[]), false), now() FROM unnest($3::bigint[], $4::int[]) AS t(u, c)
 		ON CONFLICT (instance_id, user_id) DO UPDATE SET sockets = excluded.sockets, away = excluded.away, seen_at = now()`,
 		p.instance, gone, online, counts, away)
+	if err != nil || !announce {
+		return err
+	}
+	_, err = p.db.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (0, 0, $1)`, KindPresence)
+	if err == nil {
+		p.changed()
+	}
 	return err
 }

@@ -35,6 +35,9 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
 	e.GET("/ws", s.handleSocket, agent)
 
+	supervisor := s.requireRole(auth.RoleSupervisor)
+	e.GET("/dashboard", s.handleDashboard, supervisor)
+
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
 	e.GET("/api/openapi.yaml", s.handleOpenAPI)
 	bot := e.Group("/api/v1", s.requireBot)

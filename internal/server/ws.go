@@ -54,10 +54,11 @@ type watcher struct {
 	user     auth.User
 	queueIDs []int64
 	handoff  int64
+	roster   bool // every change anywhere moves the supervisors' roster
 }
 
 func (w watcher) watches(e live.Event) bool {
-	return e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID)
+	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID)
 }
 
 // checkOrigin accepts upgrades only from pages of this desk: a websocket is not covered by the
@@ -97,6 +98,12 @@ func (s *Server) handleSocket(c echo.Context) error {
 			return err
 		}
 		w.handoff = item.ID
+	}
+	if c.QueryParam("roster") == "true" {
+		if !w.user.Role.AtLeast(auth.RoleSupervisor) {
+			return desk.Errorf(desk.Forbidden, "the roster is for supervisors")
+		}
+		w.roster = true
 	}
 	since := live.Mark(c.QueryParam("since"))
 	if since != "" && !since.Valid() {
@@ -226,6 +233,20 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		return frame{}, err
 	}
 	f := frame{Type: "events", Mark: b.Mark}
+	if w.roster && len(b.Events) > 0 {
+		type rendered struct {
+			html string
+			err  error
+		}
+		r := b.Shared.Memo("roster", func() any {
+			v, err := s.rosterView(ctx)
+			return rendered{renderString(ctx, views.Roster(v)), err}
+		}).(rendered)
+		if r.err != nil {
+			return frame{}, r.err
+		}
+		f.Fragments = append(f.Fragments, fragment{Target: "roster", Op: "replace", HTML: r.html})
+	}
 	seen := map[int64]bool{}
 	for _, e := range b.Events {
 		if !w.watches(e) || seen[e.HandoffID] {

@@ -15,6 +15,7 @@
     u.protocol = location.protocol === "https:" ? "wss:" : "ws:";
     if (root.dataset.queues) u.searchParams.set("queues", root.dataset.queues);
     if (root.dataset.handoff) u.searchParams.set("handoff", root.dataset.handoff);
+    if (root.dataset.roster === "true") u.searchParams.set("roster", "true");
     if (mark) u.searchParams.set("since", mark);
     return u;
   }

@@ -1,0 +1,109 @@
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PresenceStale is how old a presence row may be and still count; it matches the heartbeat of
+// live.Presence with room for one missed beat and a slow write.
+const PresenceStale = 30 * time.Second
+
+// Health is one queue's line on the supervisors' roster.
+type Health struct {
+	Name         string
+	Waiting      int
+	Reserved     int
+	Accepted     int
+	OldestWait   *time.Time
+	SLA          time.Duration
+	AgentsOnline int
+}
+
+// AgentLoad is one agent's line on the roster.
+type AgentLoad struct {
+	ID       int64
+	Name     string
+	Role     string
+	Status   string // online, away or offline
+	Holding  int
+	Capacity int
+	Queues   []string
+}
+
+// Roster is what supervisors watch: every queue's health and every agent's presence and load.
+type Roster struct {
+	Queues []Health
+	Agents []AgentLoad
+}
+
+// presenceCTE lists each user's state across instances: online if any fresh socket is not away.
+const presenceCTE = `
+	presence_now AS (
+		SELECT user_id, CASE WHEN bool_and(away) THEN 'away' ELSE 'online' END AS status
+		FROM presence WHERE seen_at > now() - $1::interval GROUP BY user_id)`
+
+// Roster reads the whole roster in two queries.
+func (s *Service) Roster(ctx context.Context) (Roster, error) {
+	var r Roster
+	rows, err := s.db.Query(ctx, `WITH `+presenceCTE+`
+		SELECT q.name,
+			count(h.id) FILTER (WHERE h.status = 'queued'),
+			count(h.id) FILTER (WHERE h.status = 'reserved'),
+			count(h.id) FILTER (WHERE h.status IN ('accepted', 'awaiting_approval')),
+			min(h.enqueued_at) FILTER (WHERE h.status = 'queued'),
+			q.sla,
+			(SELECT count(*) FROM queue_members m JOIN presence_now p ON p.user_id = m.user_id
+				WHERE m.queue_id = q.id AND p.status = 'online')
+		FROM queues q LEFT JOIN handoffs h ON h.queue_id = q.id
+			AND h.status IN ('queued', 'reserved', 'accepted', 'awaiting_approval')
+		WHERE q.enabled GROUP BY q.id ORDER BY q.name`, PresenceStale)
+	if err != nil {
+		return r, err
+	}
+	if r.Queues, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Health]); err != nil {
+		return r, err
+	}
+	rows, err = s.db.Query(ctx, `WITH `+presenceCTE+`
+		SELECT u.id, u.display_name, u.role, coalesce(p.status, 'offline'),
+			(SELECT count(*) FROM handoffs h WHERE h.assignee_id = u.id
+				AND h.status IN ('reserved', 'accepted', 'awaiting_approval')),
+			u.capacity,
+			coalesce((SELECT array_agg(q.name ORDER BY q.name) FROM queue_members m JOIN queues q ON q.id = m.queue_id
+				WHERE m.user_id = u.id), '{}')
+		FROM users u LEFT JOIN presence_now p ON p.user_id = u.id
+		WHERE NOT u.disabled AND u.role IN ('agent', 'supervisor')
+		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale)
+	if err != nil {
+		return r, err
+	}
+	r.Agents, err = pgx.CollectRows(rows, pgx.RowToStructByPos[AgentLoad])
+	return r, err
+}
+
+// OnlineWithRoom reports whether the user has a fresh, not-away presence and holds fewer packages
+// than their capacity: the condition for offering them a package first.
+func OnlineWithRoom(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, userID int64) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
+		SELECT EXISTS (SELECT 1 FROM presence_now p JOIN users u ON u.id = p.user_id
+			WHERE p.user_id = $2 AND p.status = 'online' AND u.capacity > (SELECT count(*) FROM handoffs
+				WHERE assignee_id = u.id AND status IN ('reserved', 'accepted', 'awaiting_approval')))`,
+		PresenceStale, userID).Scan(&ok)
+	return ok, err
+}
+
+// AgentsOnline counts the queue's members who are online and not away.
+func AgentsOnline(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, queueID int64) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
+		SELECT count(*) FROM queue_members m JOIN presence_now p ON p.user_id = m.user_id
+		WHERE m.queue_id = $2 AND p.status = 'online'`, PresenceStale, queueID).Scan(&n)
+	return n, err
+}

@@ -146,7 +146,7 @@ func TestBrowserSeesPackageArriveAndWorksIt(t *testing.T) {
 func TestTwoInstancesShareEveryChange(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
-	other := app.start(t) // a second instance on the same database, as behind a load balancer
+	other, _ := app.start(t) // a second instance on the same database, as behind a load balancer
 	key := app.botKey(t, "tier1", "billing_t2")
 	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
 	ctx := browser(t)
@@ -166,5 +166,44 @@ func TestTwoInstancesShareEveryChange(t *testing.T) {
 	expect(t, "cancel on the other instance", cancelled, http.StatusOK)
 	if err := chromedp.Do(waitCtx, chromedp.WaitNotPresent(`#card-`+id)); err != nil {
 		t.Fatalf("the cancel on instance B never removed the card on instance A: %v", err)
+	}
+}
+
+func TestKeyboardAndOfflineBanner(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	base, stop := app.start(t)
+	ctx := browser(t)
+	browserLogin(t, ctx, base, "dana@example.com")
+	openQueue(t, ctx, base, "billing_t2")
+	pkg := harbor(t, func(p map[string]any) { p["priority"] = "urgent" })
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+
+	// N takes the next package (a reservation), A accepts it: no mouse.
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`#card-`+id),
+		chromedp.KeyEvent("n"),
+		chromedp.WaitVisible(`[data-testid="handoff"][data-handoff="`+id+`"]`),
+	); err != nil {
+		t.Fatalf("N: %v", err)
+	}
+	if got := text(t, ctx, `[data-testid="status"]`); got != "reserved" {
+		t.Fatalf("after N the package is %q, want reserved", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitReady(`body[data-live="online"]`), chromedp.KeyEvent("a"),
+		chromedp.WaitVisible(`[data-testid="resolve-form"]`)); err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	if got := text(t, ctx, `[data-testid="status"]`); got != "accepted" {
+		t.Fatalf("after A the package is %q, want accepted", got)
+	}
+
+	// The instance goes away: the page says it is offline instead of showing stale data silently.
+	stop()
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`[data-testid="offline"]`)); err != nil {
+		t.Fatalf("no offline banner after the server stopped: %v", err)
 	}
 }

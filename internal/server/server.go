@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,6 +44,11 @@ type Server struct {
 	echo          *echo.Echo
 	secureCookies bool
 	csrf          *http.CrossOriginProtection
+
+	// shutdown closes when the server stops, telling websockets (which http.Server.Shutdown does
+	// not track once hijacked) to say goodbye; sockets counts them until they have.
+	shutdown chan struct{}
+	sockets  sync.WaitGroup
 }
 
 // New builds a server from its dependencies.
@@ -67,6 +73,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		// covers production and `make run`; a plain-http LAN address would lose its login.
 		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),
 		csrf:          http.NewCrossOriginProtection(),
+		shutdown:      make(chan struct{}),
 	}
 	if err := s.csrf.AddTrustedOrigin(base.Scheme + "://" + base.Host); err != nil {
 		return nil, err
@@ -118,8 +125,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.logger.Info("shutting down", "grace", shutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
+	close(s.shutdown)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return err
+	}
+	socketsClosed := make(chan struct{})
+	go func() {
+		s.sockets.Wait()
+		close(socketsClosed)
+	}()
+	select {
+	case <-socketsClosed:
+	case <-shutdownCtx.Done():
+		return shutdownCtx.Err()
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err

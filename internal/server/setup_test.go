@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func setup(t *testing.T) *testApp {
 	app := &testApp{DBURL: dbURL}
 	app.DB = openPool(t, dbURL)
 	app.Auth, app.Queues = auth.NewService(app.DB), queue.NewService(app.DB)
-	app.URL = app.start(t)
+	app.URL, _ = app.start(t)
 	return app
 }
 
@@ -55,9 +56,10 @@ func openPool(t *testing.T, url string) *pgxpool.Pool {
 	return pool
 }
 
-// start runs one more desk instance on the app's database and returns its URL; several
-// instances share the database as they would behind a load balancer.
-func (a *testApp) start(t *testing.T) string {
+// start runs one more desk instance on the app's database and returns its URL and a function
+// that stops it (the test's end stops it too); several instances share the database as they
+// would behind a load balancer.
+func (a *testApp) start(t *testing.T) (string, func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,13 +76,17 @@ func (a *testApp) start(t *testing.T) string {
 	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: url}, DatabaseURL: a.DBURL,
 		SweepInterval: 200 * time.Millisecond}
 	go func() { done <- instance.Run(ctx, opts, logger, db, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return url
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return url, stop
 }
 
 // user creates a user with testPassword who works the named queues (created if missing).

@@ -110,6 +110,8 @@ func (s *Server) handleSocket(c echo.Context) error {
 		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
 	}
 	upgrader := websocket.Upgrader{CheckOrigin: s.checkOrigin}
+	s.sockets.Add(1)
+	defer s.sockets.Done()
 	conn, err := upgrader.Upgrade(c.Response(), c.Request(), nil)
 	if err != nil {
 		return nil // the upgrader has answered the client
@@ -144,6 +146,11 @@ func (s *Server) handleSocket(c echo.Context) error {
 	for {
 		select {
 		case <-closed:
+			return nil
+		case <-s.shutdown:
+			// Going away: the browser reconnects, through the load balancer, to another instance.
+			_ = conn.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(writeWait))
 			return nil
 		case batch, ok := <-sub.C:
 			if !ok {

@@ -297,17 +297,17 @@ func HandoffBody(v HandoffView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if a.OK == nil {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<span class=\"w-12 shrink-0 text-slate-400\">—</span> ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<span class=\"w-16 shrink-0 whitespace-nowrap text-slate-400\">—</span> ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 				} else if *a.OK {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<span class=\"w-12 shrink-0 font-medium text-emerald-700\" data-testid=\"ok\">✓ ok</span> ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<span class=\"w-16 shrink-0 whitespace-nowrap font-medium text-emerald-700\" data-testid=\"ok\">✓ ok</span> ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 				} else {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<span class=\"w-12 shrink-0 font-medium text-red-700\" data-testid=\"failed\">✗ failed</span> ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<span class=\"w-16 shrink-0 whitespace-nowrap font-medium text-red-700\" data-testid=\"failed\">✗ failed</span> ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

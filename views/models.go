@@ -11,7 +11,6 @@ type Viewer struct {
 	Email        string
 	Role         string
 	IsSupervisor bool
-	IsAdmin      bool
 }
 
 // LoginView is the login form, possibly redisplayed after a failure.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,7 +24,7 @@ import (
 // MergeErrors; values of the wrong type are left out of it.
 //
 // Decode applies no defaults: an absent priority stays empty for the queue to
-// fill. It stores timestamps in UTC.
+// fill. It stores timestamps in UTC. Of a member given twice, the last counts.
 func Decode(body []byte) (Package, error) {
 	root, err := parseJSON(body)
 	if err != nil {
@@ -41,19 +43,11 @@ func Decode(body []byte) (Package, error) {
 		return Package{}, &ValidationError{Fields: []FieldError{unsupportedVersion(v)}}
 	}
 
-	var shape shapeChecker
-	shape.checkStruct("", obj, reflect.TypeFor[Package]())
-	clean := body
-	if len(shape.errs) > 0 {
-		if clean, err = json.Marshal(obj); err != nil {
-			return Package{}, fmt.Errorf("handoff: re-encoding the fields that fit: %w", err)
-		}
-	}
+	// The body is parsed once: the shape check fills the package from the
+	// parsed values as it goes, rather than decoding the body a second time.
 	var p Package
-	if err := json.Unmarshal(clean, &p); err != nil {
-		// The shape check lets through only what fits, so this is a bug here, not a bad package.
-		return Package{}, fmt.Errorf("handoff: decoding a shape-checked package: %w", err)
-	}
+	var shape shapeChecker
+	shape.decodeStruct("", obj, reflect.ValueOf(&p).Elem())
 	p.timesToUTC()
 	return p, newValidationError(append(shape.errs, p.fieldErrors()...))
 }
@@ -78,34 +72,50 @@ func toUTC(t *time.Time) {
 // parseJSON decodes body keeping numbers as written, so that entity values
 // survive to the package digit for digit.
 func parseJSON(body []byte) (any, error) {
-	if !json.Valid(body) {
-		// Unmarshal is the one that says where the body went wrong.
-		err := json.Unmarshal(body, new(any))
-		if serr, ok := errors.AsType[*json.SyntaxError](err); ok {
-			return nil, newSyntaxError(body, serr.Offset, serr.Error())
-		}
-		return nil, err
-	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var root any
-	err := dec.Decode(&root)
-	return root, err
+	if err := dec.Decode(&root); err == nil && isJSONSpace(body[dec.InputOffset():]) {
+		return root, nil
+	}
+	// Unmarshal is the one that says where the body went wrong.
+	err := json.Unmarshal(body, new(any))
+	if serr, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return nil, newSyntaxError(body, serr.Offset, serr.Error())
+	}
+	return nil, err
+}
+
+// isJSONSpace reports whether b holds nothing but JSON whitespace, as may
+// follow the one value of a body.
+func isJSONSpace(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 // shapeChecker compares decoded JSON with the Go types of the package. It
-// records unknown fields and values of the wrong JSON type, and removes them
-// so that what is left decodes into a Package without error.
+// records unknown fields and values of the wrong JSON type, and leaves them
+// out of what it decodes.
 type shapeChecker struct {
 	errs []FieldError
 }
 
-// check reports whether v fits type t; the caller removes v when it does not.
-func (c *shapeChecker) check(path string, v any, t reflect.Type) bool {
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// decode stores v in dst, of the type v should have, and reports whether v
+// fits that type; when it does not, dst is left as it was.
+func (c *shapeChecker) decode(path string, v any, dst reflect.Value) bool {
+	if dst.Kind() == reflect.Pointer {
+		elem := reflect.New(dst.Type().Elem())
+		if !c.decode(path, v, elem.Elem()) {
+			return false
+		}
+		dst.Set(elem)
+		return true
 	}
-	switch t {
+	switch dst.Type() {
 	case reflect.TypeFor[time.Time]():
 		s, ok := v.(string)
 		if !ok {
@@ -116,85 +126,117 @@ func (c *shapeChecker) check(path string, v any, t reflect.Type) bool {
 			c.add(path, ruleDatetime, path+" must be an RFC 3339 timestamp, like 2026-06-02T14:03:11Z")
 			return false
 		}
+		dst.Set(reflect.ValueOf(tm))
 		return true
 	case reflect.TypeFor[EntityValue]():
-		if _, ok := entityFromJSON(v); !ok {
+		ev, ok := entityFromJSON(v)
+		if !ok {
 			return c.wrongType(path, v, "a string, number, boolean or list of strings")
 		}
+		dst.Set(reflect.ValueOf(ev))
 		return true
 	}
 
-	switch t.Kind() {
+	switch dst.Kind() {
 	case reflect.String:
-		if _, ok := v.(string); !ok {
+		s, ok := v.(string)
+		if !ok {
 			return c.wrongType(path, v, "a string")
 		}
+		dst.SetString(s)
 	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
+		b, ok := v.(bool)
+		if !ok {
 			return c.wrongType(path, v, "a boolean")
 		}
+		dst.SetBool(b)
 	case reflect.Slice:
 		items, ok := v.([]any)
 		if !ok {
 			return c.wrongType(path, v, "an array")
 		}
+		// An item of the wrong type stays the zero value, which keeps the
+		// indexes of the items after it; its own errors the type error shadows.
+		s := reflect.MakeSlice(dst.Type(), len(items), len(items))
 		for i, item := range items {
-			if !c.check(fmt.Sprintf("%s[%d]", path, i), item, t.Elem()) {
-				// null keeps the indexes of the items after it; it decodes
-				// to a zero value whose own errors the type error shadows.
-				items[i] = nil
-			}
+			c.decode(path+"["+strconv.Itoa(i)+"]", item, s.Index(i))
 		}
+		dst.Set(s)
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			return c.wrongType(path, v, "an object")
 		}
-		for key, val := range obj {
-			if !c.check(path+"."+key, val, t.Elem()) {
-				delete(obj, key)
+		m := reflect.MakeMapWithSize(dst.Type(), len(obj))
+		val := reflect.New(dst.Type().Elem()).Elem()
+		for key, item := range obj {
+			val.SetZero()
+			if c.decode(path+"."+key, item, val) {
+				m.SetMapIndex(reflect.ValueOf(key).Convert(dst.Type().Key()), val)
 			}
 		}
+		dst.Set(m)
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			return c.wrongType(path, v, "an object")
 		}
-		c.checkStruct(path, obj, t)
+		c.decodeStruct(path, obj, dst)
 	default:
-		panic("handoff: no JSON shape for " + t.String())
+		panic("handoff: no JSON shape for " + dst.Type().String())
 	}
 	return true
 }
 
-func (c *shapeChecker) checkStruct(path string, obj map[string]any, t reflect.Type) {
-	members, known := len(obj), 0
-	for f := range t.Fields() {
-		name := jsonName(f)
-		v, ok := obj[name]
+// decodeStruct stores the members of obj in the fields of dst, a struct, by
+// their JSON names, and records the members that name no field.
+func (c *shapeChecker) decodeStruct(path string, obj map[string]any, dst reflect.Value) {
+	t := dst.Type()
+	known := 0
+	for i, f := range structFields(t) {
+		v, ok := obj[f.name]
 		if !ok {
 			continue
 		}
 		known++
-		fieldPath := joinPath(path, name)
-		if !c.check(fieldPath, v, f.Type) {
-			delete(obj, name)
+		fieldPath := joinPath(path, f.name)
+		if !c.decode(fieldPath, v, dst.Field(i)) {
 			continue
 		}
-		if s, ok := v.(string); ok && s == "" && !slices.Contains(tagRules(f), ruleRequired) {
+		if s, ok := v.(string); ok && s == "" && !f.required {
 			c.add(fieldPath, ruleEmpty, fieldPath+" must not be empty; leave the field out instead")
 		}
 	}
-	if known == members {
+	if known == len(obj) {
 		return
 	}
 	for name := range obj {
 		if !hasJSONField(t, name) {
 			fieldPath := joinPath(path, name)
 			c.add(fieldPath, ruleUnknownField, fieldPath+" is not a field of the handoff package (schema v1)")
-			delete(obj, name)
 		}
 	}
+}
+
+// jsonField is what decoding needs of a struct field, read once per type.
+type jsonField struct {
+	name     string
+	required bool
+}
+
+var jsonFields sync.Map // reflect.Type → []jsonField, indexed like the struct's fields
+
+// structFields lists the JSON names of t's fields, in field order.
+func structFields(t reflect.Type) []jsonField {
+	if fields, ok := jsonFields.Load(t); ok {
+		return fields.([]jsonField)
+	}
+	fields := make([]jsonField, 0, t.NumField())
+	for f := range t.Fields() {
+		fields = append(fields, jsonField{name: jsonName(f), required: slices.Contains(tagRules(f), ruleRequired)})
+	}
+	jsonFields.Store(t, fields)
+	return fields
 }
 
 func (c *shapeChecker) wrongType(path string, v any, want string) bool {
@@ -214,12 +256,7 @@ func joinPath(parent, name string) string {
 }
 
 func hasJSONField(t reflect.Type, name string) bool {
-	for f := range t.Fields() {
-		if jsonName(f) == name {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(structFields(t), func(f jsonField) bool { return f.name == name })
 }
 
 func jsonName(f reflect.StructField) string {

@@ -140,7 +140,6 @@ func viewer(c echo.Context) *views.Viewer {
 		Email:        user.Email,
 		Role:         string(user.Role),
 		IsSupervisor: user.Role.AtLeast(auth.RoleSupervisor),
-		IsAdmin:      user.Role.AtLeast(auth.RoleAdmin),
 	}
 }
 

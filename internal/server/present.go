@@ -3,6 +3,7 @@ package server
 import (
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,9 +54,16 @@ func entities(p handoff.Package, limit int) []views.Entity {
 			break
 		}
 		v := p.StructuredEntities[k]
-		value := v.Text()
-		if v.Kind() == handoff.EntityList {
+		var value string
+		switch v.Kind() {
+		case handoff.EntityList:
 			value = strings.Join(v.List(), ", ")
+		case handoff.EntityNumber:
+			value = v.Number().String()
+		case handoff.EntityBool:
+			value = strconv.FormatBool(v.Bool())
+		default:
+			value = v.Text()
 		}
 		out = append(out, views.Entity{Key: k, Value: value})
 	}

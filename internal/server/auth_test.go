@@ -189,3 +189,44 @@ func TestBrowserLogsInAndSeesMyQueues(t *testing.T) {
 		t.Fatalf("viewer %q queues %v, want dana with billing_t2,tech_t2", viewer, queues)
 	}
 }
+
+func TestSidebarFramableOnlyByConfiguredOrigins(t *testing.T) {
+	t.Parallel()
+	app := setup(t, "https://crm.example.com")
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	pkg := harbor(t, nil)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	c := app.client(t)
+	resp, err := c.PostForm(app.URL+"/login", url.Values{"email": {"dana@example.com"}, "password": {testPassword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var session *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "desk_session" {
+			session = ck
+		}
+	}
+	if session == nil || session.SameSite != http.SameSiteNoneMode || !session.Secure || !session.Partitioned {
+		t.Fatalf("embedded desk session cookie %+v, want SameSite=None; Secure; Partitioned", session)
+	}
+	for path, want := range map[string]string{
+		"/sidebar/" + pkg["handoff_id"].(string): "frame-ancestors https://crm.example.com;",
+		"/login":                                 "frame-ancestors https://crm.example.com;",
+		"/":                                      "frame-ancestors 'none'",
+		"/handoffs/" + pkg["handoff_id"].(string): "frame-ancestors 'none'",
+	} {
+		resp, body := get(t, c, app.URL+path)
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, want) {
+			t.Errorf("%s: CSP %q, want %q", path, csp, want)
+		}
+		if resp.Header.Get("X-Frame-Options") != "" {
+			t.Errorf("%s sets X-Frame-Options, which would override frame-ancestors", path)
+		}
+		if strings.HasPrefix(path, "/sidebar/") && (!strings.Contains(body, `data-testid="handoff"`) || strings.Contains(body, `data-testid="viewer"`)) {
+			t.Errorf("sidebar should show the package without the desk's navigation")
+		}
+	}
+}

@@ -10,7 +10,9 @@ import (
 	"github.com/handoffdesk/desk/views"
 )
 
+// The login page may be framed where the sidebar may: an agent logs in inside the CRM.
 func (s *Server) handleLoginForm(c echo.Context) error {
+	s.allowFraming(c)
 	if viewer(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
@@ -18,6 +20,7 @@ func (s *Server) handleLoginForm(c echo.Context) error {
 }
 
 func (s *Server) handleLogin(c echo.Context) error {
+	s.allowFraming(c)
 	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
 	user, err := s.auth.Authenticate(c.Request().Context(), email, password)
 	if desk.ErrorCode(err) == desk.Unauthorized {

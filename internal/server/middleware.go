@@ -143,16 +143,25 @@ func viewer(c echo.Context) *views.Viewer {
 	}
 }
 
+// sessionCookieFor sets the session cookie's flags. Lax keeps it off cross-site subrequests;
+// when a CRM may embed the sidebar, the cookie must travel inside the CRM's iframe, so it becomes
+// SameSite=None, Secure and Partitioned (kept apart per embedding site).
+func (s *Server) sessionCookieFor(value string) *http.Cookie {
+	ck := &http.Cookie{Name: sessionCookie, Value: value, Path: "/", HttpOnly: true, Secure: s.secureCookies, SameSite: http.SameSiteLaxMode}
+	if len(s.cfg.FrameAncestors) > 0 {
+		ck.SameSite, ck.Secure, ck.Partitioned = http.SameSiteNoneMode, true, true
+	}
+	return ck
+}
+
 func (s *Server) setSessionCookie(c echo.Context, sess auth.Session) {
-	c.SetCookie(&http.Cookie{
-		Name: sessionCookie, Value: sess.Token, Path: "/", Expires: sess.ExpiresAt,
-		HttpOnly: true, Secure: s.secureCookies, SameSite: http.SameSiteLaxMode,
-	})
+	ck := s.sessionCookieFor(sess.Token)
+	ck.Expires = sess.ExpiresAt
+	c.SetCookie(ck)
 }
 
 func (s *Server) clearSessionCookie(c echo.Context) {
-	c.SetCookie(&http.Cookie{
-		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, Secure: s.secureCookies, SameSite: http.SameSiteLaxMode,
-	})
+	ck := s.sessionCookieFor("")
+	ck.MaxAge = -1
+	c.SetCookie(ck)
 }

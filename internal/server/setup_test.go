@@ -32,14 +32,16 @@ type testApp struct {
 	DB     *pgxpool.Pool
 	Auth   *auth.Service
 	Queues *queue.Service
+
+	frameAncestors []string
 }
 
 const testPassword = "correct-horse"
 
-func setup(t *testing.T) *testApp {
+func setup(t *testing.T, frameAncestors ...string) *testApp {
 	t.Helper()
 	dbURL := pgtest.URL(t)
-	app := &testApp{DBURL: dbURL}
+	app := &testApp{DBURL: dbURL, frameAncestors: frameAncestors}
 	app.DB = openPool(t, dbURL)
 	app.Auth, app.Queues = auth.NewService(app.DB), queue.NewService(app.DB)
 	app.URL, _ = app.start(t)
@@ -73,7 +75,7 @@ func (a *testApp) start(t *testing.T) (string, func()) {
 	db := openPool(t, a.DBURL)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: url}, DatabaseURL: a.DBURL,
+	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: url, FrameAncestors: a.frameAncestors}, DatabaseURL: a.DBURL,
 		SweepInterval: 200 * time.Millisecond}
 	go func() { done <- instance.Run(ctx, opts, logger, db, ln) }()
 	var once sync.Once

@@ -14,17 +14,6 @@ import (
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
-// splitList turns "a, b,,c" into [a b c].
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
-}
-
 func required(command string, flags map[string]string) error {
 	for name, value := range flags {
 		if strings.TrimSpace(value) == "" {
@@ -58,7 +47,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		queueService := queue.NewService(db)
 		// Unknown queues are refused before the user exists, so a typo leaves nothing half-made.
-		if _, err := queueService.IDsByName(ctx, splitList(queues)); err != nil {
+		if _, err := queueService.IDsByName(ctx, queue.SplitNames(queues)); err != nil {
 			return fmt.Errorf("user add: %w", err)
 		}
 		user, err := auth.NewService(db).CreateUser(ctx, auth.NewUser{
@@ -67,7 +56,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return fmt.Errorf("user add: %w", err)
 		}
-		if err := queueService.AddMembers(ctx, user.ID, splitList(queues)); err != nil {
+		if err := queueService.AddMembers(ctx, user.ID, queue.SplitNames(queues)); err != nil {
 			return fmt.Errorf("user add: %w", err)
 		}
 		_, err = fmt.Fprintf(stdout, "user %s (%s) added with id %d\n", user.Email, user.Role, user.ID)
@@ -115,7 +104,7 @@ func apikeyAdd(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
-		queueIDs, err := queue.NewService(db).IDsByName(ctx, splitList(queues))
+		queueIDs, err := queue.NewService(db).IDsByName(ctx, queue.SplitNames(queues))
 		if err != nil {
 			return fmt.Errorf("apikey add: %w", err)
 		}

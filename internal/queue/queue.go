@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -263,4 +264,16 @@ func IsMember(ctx context.Context, db interface {
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queue_members WHERE queue_id = $1 AND user_id = $2)`,
 		queueID, userID).Scan(&member)
 	return member, err
+}
+
+// SplitNames reads a comma-separated list of queue names, as the CLI and the websocket take them:
+// "a, b,,c" is [a b c].
+func SplitNames(list string) []string {
+	var names []string
+	for _, part := range strings.Split(list, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			names = append(names, part)
+		}
+	}
+	return names
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -18,6 +17,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -79,7 +79,7 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 func (s *Server) handleSocket(c echo.Context) error {
 	ctx := c.Request().Context()
 	w := watcher{user: currentUser(c)}
-	for _, name := range splitNames(c.QueryParam("queues")) {
+	for _, name := range queue.SplitNames(c.QueryParam("queues")) {
 		q, err := s.queues.ByName(ctx, name)
 		if err != nil {
 			return err
@@ -344,14 +344,4 @@ func renderString(ctx context.Context, c templ.Component) string {
 		return ""
 	}
 	return buf.String()
-}
-
-func splitNames(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

@@ -246,6 +246,8 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			err  error
 		}
 		r := b.Shared.Memo("roster", func() any {
+			ctx, cancel := sharedContext(ctx)
+			defer cancel()
 			v, err := s.rosterView(ctx)
 			return rendered{renderString(ctx, views.Roster(v)), err}
 		}).(rendered)
@@ -291,10 +293,21 @@ func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handof
 		for _, e := range b.Events {
 			ids = append(ids, e.HandoffID)
 		}
+		ctx, cancel := sharedContext(ctx)
+		defer cancel()
 		items, err := s.actions.Items(ctx, ids)
 		return loaded{items, err}
 	}).(loaded)
 	return l.items, l.err
+}
+
+// sharedLoadTimeout bounds a load whose result every socket of a batch shares.
+const sharedLoadTimeout = 10 * time.Second
+
+// sharedContext detaches a shared load from the socket that happens to run it: that socket
+// closing must not fail the load for all the others.
+func sharedContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), sharedLoadTimeout)
 }
 
 // listFragments places or removes the package's card in a queue list and in the held list.

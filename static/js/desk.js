@@ -161,6 +161,8 @@
     else control.focus();
   });
 
+  // Focus starts on the first card, so J/K/A work without a click.
+  if (document.activeElement === document.body) cards()[0]?.focus();
   tick();
   connect();
 })();

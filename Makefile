@@ -36,6 +36,16 @@ check-generated: generate
 	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || \
 		{ echo "new generated files are not committed" >&2; exit 1; }
 
+## bench-intake: HTTP intake vs raw INSERT on the same PostgreSQL, ~2 minutes (BENCH_FLAGS="-duration 2s" to change).
+bench-intake:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchintake $(BENCH_FLAGS)
+
+## bench-desk: the live desk under load against same-run baselines (about 5 minutes; BENCH_FLAGS=-quick for a smoke run).
+bench-desk:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchdesk $(BENCH_FLAGS)
+
 ## db-stop: stop the private PostgreSQL that `make run` may have started under .data/.
 db-stop:
 	@if [ -f .data/postgres/postmaster.pid ]; then \

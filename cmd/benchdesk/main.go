@@ -1,0 +1,226 @@
+// Command benchdesk measures the live desk under load, each figure beside a baseline measured in
+// the same run on the same machine and database:
+//
+//  1. ingest→frame latency across two instances, against a bare NOTIFY→LISTEN round trip;
+//  2. fan-out of one event to thousands of sockets, against a bare gorilla broadcast;
+//  3. server memory per idle socket, against the same bare gorilla server;
+//  4. agents racing Next→Accept→Resolve, against bare SKIP LOCKED claims;
+//  5. the queue page over a deep queue, against GET /healthz.
+//
+// Everything runs on loopback against a fresh database that is dropped at exit. The client
+// sockets live in a child process (this binary again, see farm.go), so the server's memory and
+// garbage collector are its own. Targets are informational; the exit status is 1 only when a
+// correctness check fails (a socket missed a card, a package was claimed twice, a request failed).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// defaultAdminURL is where `make test` finds PostgreSQL too (pgtest.DefaultAdminURL, not imported
+// so that the command does not link the testing package).
+const defaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// farmEnv, set in its environment, makes this binary the child that holds the client sockets.
+const farmEnv = "BENCHDESK_FARM"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if os.Getenv(farmEnv) != "" {
+		if err := serveFarm(ctx, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "benchdesk farm: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "benchdesk: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program; main only wires it to the process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, command, err := parseConfig(args[1:], getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the flag package printed the usage
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "command:    %s\n", command)
+	fmt.Fprintf(stdout, "Go:         %s %s/%s, GOMAXPROCS=%d, NumCPU=%d (server, client sockets and PostgreSQL share these)\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	start := time.Now()
+	res, err := measure(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	report(stdout, res, time.Since(start))
+	if len(res.failures) > 0 {
+		return fmt.Errorf("%d correctness check(s) failed: %s", len(res.failures), strings.Join(res.failures, "; "))
+	}
+	return nil
+}
+
+// config is what one run measures. Sizes of zero skip nothing: -scenarios picks what runs.
+type config struct {
+	adminURL    string
+	examplePath string // the package the bodies are built from
+	serverConns int    // pool_max_conns of each instance's pool
+	scenarios   []int  // which of 1..5 run
+	runs        int    // rounds of the queue-page loop; its report is the median round
+	cpuProfile  string
+	memProfile  string
+	keep        bool // keep the bench database for inspection
+
+	users int // agents created; every socket and racer is one of them
+
+	latencySockets  int     // 1: sockets on instance B
+	latencyPackages int     // 1: packages posted to instance A (also the NOTIFY round trips)
+	latencyRate     float64 // 1: packages per second
+
+	fanoutSockets int // 2, 3: sockets on one instance, and on the bare gorilla server
+	fanoutEvents  int // 2: events measured (after one warm-up)
+
+	racePackages int // 4
+	raceAgents   int // 4
+	raceVia      string
+	raceLimit    time.Duration // 4: agents start no new cycle after this
+	webhookWatch time.Duration // 4: how long the deliverers are watched after the race
+
+	pagePackages    int // 5
+	pageRequests    int // 5: requests per loop
+	pageConcurrency int // 5
+
+	collectTimeout time.Duration // the longest a socket may take to receive a card before it counts as missed
+}
+
+func (c config) runs1() bool { return slices.Contains(c.scenarios, 1) }
+func (c config) runs2() bool {
+	return slices.Contains(c.scenarios, 2) || slices.Contains(c.scenarios, 3)
+}
+func (c config) runs4() bool { return slices.Contains(c.scenarios, 4) }
+func (c config) runs5() bool { return slices.Contains(c.scenarios, 5) }
+
+// quickSizes shrink every scenario for a smoke run; flags given explicitly still win.
+func quickSizes() map[string]string {
+	return map[string]string{
+		"users": "60", "latency-sockets": "50", "latency-packages": "40", "latency-rate": "40",
+		"fanout-sockets": "500", "fanout-events": "5", "race-packages": "1000", "race-agents": "20",
+		"page-packages": "1000", "page-requests": "50", "runs": "1", "webhook-watch": "2s",
+	}
+}
+
+func parseConfig(args []string, getenv func(string) string) (cfg config, command string, err error) {
+	adminURL := getenv("TEST_DATABASE_URL")
+	if adminURL == "" {
+		adminURL = defaultAdminURL
+	}
+	fs := flag.NewFlagSet("benchdesk", flag.ContinueOnError)
+	fs.StringVar(&cfg.adminURL, "database-url", adminURL, "admin URL of the PostgreSQL to create the bench database on")
+	fs.StringVar(&cfg.examplePath, "example", "internal/handoff/testdata/harbor-v1.json", "the package the bodies are built from")
+	fs.IntVar(&cfg.serverConns, "server-conns", 16, "pool_max_conns of each of the two instances' pools")
+	scenarios := fs.String("scenarios", "1,2,3,4,5", "scenarios to run, comma-separated (2 and 3 run together)")
+	fs.IntVar(&cfg.runs, "runs", 3, "rounds of the queue-page loops (5); the report shows the median round")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server side; the sockets are in a child)")
+	fs.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile of the server with the fan-out sockets open and idle (3)")
+	fs.IntVar(&cfg.users, "users", 500, "agents created; sockets are spread over them round-robin, racers are the first ones")
+	fs.IntVar(&cfg.latencySockets, "latency-sockets", 500, "1: agent sockets on instance B")
+	fs.IntVar(&cfg.latencyPackages, "latency-packages", 300, "1: packages posted to instance A, and NOTIFY round trips")
+	fs.Float64Var(&cfg.latencyRate, "latency-rate", 20, "1: packages per second")
+	fs.IntVar(&cfg.fanoutSockets, "fanout-sockets", 5000, "2, 3: sockets on one instance and on the bare gorilla server")
+	fs.IntVar(&cfg.fanoutEvents, "fanout-events", 20, "2: events measured on each side, after one warm-up")
+	fs.IntVar(&cfg.racePackages, "race-packages", 20000, "4: packages the agents drain")
+	fs.IntVar(&cfg.raceAgents, "race-agents", 200, "4: agents racing")
+	fs.DurationVar(&cfg.raceLimit, "race-limit", 4*time.Minute, "4: agents start no new cycle after this long (the run stays bounded; the report says so)")
+	fs.DurationVar(&cfg.webhookWatch, "webhook-watch", 10*time.Second, "4: how long to watch the webhook deliverers work off the race's backlog, with no agents")
+	fs.StringVar(&cfg.raceVia, "race-via", "http", "4: how agents act: http (POST next/accept/resolve) or actions (handoff.Actions in-process)")
+	fs.IntVar(&cfg.pagePackages, "page-packages", 10000, "5: open packages in the queue")
+	fs.IntVar(&cfg.pageRequests, "page-requests", 200, "5: requests per loop")
+	fs.IntVar(&cfg.pageConcurrency, "page-concurrency", 4, "5: concurrent requests")
+	fs.DurationVar(&cfg.collectTimeout, "collect-timeout", 15*time.Second, "1, 2: how long to wait for every socket to receive a card")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the bench database at exit, for inspection (the report says how to connect)")
+	quick := fs.Bool("quick", false, "shrink every size for a smoke run (explicit flags still win)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, "", err
+	}
+	if fs.NArg() > 0 {
+		return config{}, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *quick {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, value := range quickSizes() {
+			if !given[name] {
+				if err := fs.Set(name, value); err != nil {
+					return config{}, "", err
+				}
+			}
+		}
+	}
+	if cfg.scenarios, err = parseInts(*scenarios); err != nil {
+		return config{}, "", fmt.Errorf("-scenarios: %w", err)
+	}
+	for _, s := range cfg.scenarios {
+		if s > 5 {
+			return config{}, "", fmt.Errorf("-scenarios: %d is not one of 1..5", s)
+		}
+	}
+	if cfg.raceVia != "http" && cfg.raceVia != "actions" {
+		return config{}, "", fmt.Errorf("-race-via: %q is not http or actions", cfg.raceVia)
+	}
+	for name, v := range map[string]int{"server-conns": cfg.serverConns, "runs": cfg.runs, "users": cfg.users,
+		"latency-sockets": cfg.latencySockets, "latency-packages": cfg.latencyPackages, "fanout-sockets": cfg.fanoutSockets,
+		"fanout-events": cfg.fanoutEvents, "race-packages": cfg.racePackages, "race-agents": cfg.raceAgents,
+		"page-packages": cfg.pagePackages, "page-requests": cfg.pageRequests, "page-concurrency": cfg.pageConcurrency} {
+		if v <= 0 {
+			return config{}, "", fmt.Errorf("-%s must be positive", name)
+		}
+	}
+	if cfg.latencyRate <= 0 || cfg.collectTimeout <= 0 || cfg.raceLimit <= 0 || cfg.webhookWatch <= 0 {
+		return config{}, "", errors.New("-latency-rate, -collect-timeout, -race-limit and -webhook-watch must be positive")
+	}
+	if cfg.raceAgents > cfg.users {
+		return config{}, "", fmt.Errorf("-race-agents %d needs as many -users (%d)", cfg.raceAgents, cfg.users)
+	}
+	command = "go run ./cmd/benchdesk"
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := f.Value.String(); v != "" && f.Name != "quick" {
+			if f.Name == "database-url" {
+				v = redacted(v)
+			}
+			command += " -" + f.Name + "=" + v
+		}
+	})
+	if *quick {
+		command += " (-quick)"
+	}
+	return cfg, command, nil
+}
+
+// parseInts reads a comma-separated list of positive integers such as "1,2,5".
+func parseInts(list string) ([]int, error) {
+	var out []int
+	for field := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", field)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

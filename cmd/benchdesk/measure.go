@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// result is everything the report prints.
+type result struct {
+	database string // dropped by the time measure returns
+	latency  *latencyResult
+	fanout   *fanoutResult
+	race     *raceResult
+	page     *pageResult
+	warnings map[string]int // the desk's own warnings and errors during the run, by message
+	failures []string       // correctness checks that failed: the exit status
+}
+
+func (r *result) fail(format string, args ...any) {
+	r.failures = append(r.failures, fmt.Sprintf(format, args...))
+}
+
+// measure sets up, runs the chosen scenarios in order and tears down, printing progress to out.
+func measure(ctx context.Context, cfg config, out io.Writer) (res result, err error) {
+	b, teardown, err := setUp(ctx, cfg, out)
+	if err != nil {
+		return result{}, errors.Join(err, teardown())
+	}
+	defer func() { err = errors.Join(err, teardown()) }()
+	res.database = b.dbName
+
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	step := func(name string, f func() error) error {
+		t0, cpu0 := time.Now(), processCPU()
+		fmt.Fprintf(out, "%s ... (load average %s)\n", name, loadAverage())
+		if err := f(); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: interrupted: %w", name, ctx.Err())
+			}
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		took, cpu := time.Since(t0), processCPU()-cpu0
+		fmt.Fprintf(out, "%s done in %s (load average %s; this process, server side, used %.1fs of CPU: %.0f%% of one core)\n\n",
+			name, took.Round(100*time.Millisecond), loadAverage(), cpu.Seconds(), 100*cpu.Seconds()/took.Seconds())
+		return nil
+	}
+	if cfg.runs1() {
+		if err := step("1. ingest→frame latency, two instances", func() (err error) {
+			res.latency, err = b.latency(ctx, out, &res)
+			return err
+		}); err != nil {
+			return res, err
+		}
+	}
+	if cfg.runs2() {
+		if err := step("2+3. fan-out and memory per idle socket", func() (err error) {
+			res.fanout, err = b.fanout(ctx, out, &res)
+			return err
+		}); err != nil {
+			return res, err
+		}
+	}
+	// 5 before 4: the race leaves a webhook backlog that the deliverers work off for minutes, and
+	// the page figures should not carry it.
+	if cfg.runs5() {
+		if err := step("5. queue page over a deep queue", func() (err error) {
+			res.page, err = b.queuePage(ctx, out, &res)
+			return err
+		}); err != nil {
+			return res, err
+		}
+	}
+	if cfg.runs4() {
+		if err := step("4. agents racing to accept", func() (err error) {
+			res.race, err = b.race(ctx, out, &res)
+			return err
+		}); err != nil {
+			return res, err
+		}
+	}
+	res.warnings = b.warns.all()
+	return res, nil
+}
+
+// percentile is the nearest-rank percentile of sorted durations: an observed value, never an
+// interpolation between two.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p*float64(len(sorted))/100 + 0.999999) // ceil(p/100 × n)
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+func sorted(d []time.Duration) []time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d
+}
+
+// median of values; the mean of the middle two for an even count.
+func median[T ~int64 | ~float64 | ~int](values []T) T {
+	if len(values) == 0 {
+		return 0
+	}
+	v := slices.Clone(values)
+	slices.Sort(v)
+	mid := len(v) / 2
+	if len(v)%2 == 0 {
+		return (v[mid-1] + v[mid]) / 2
+	}
+	return v[mid]
+}
+
+// errorLog counts failed operations and keeps the first few messages.
+type errorLog struct {
+	mu      sync.Mutex
+	count   int
+	samples []string
+}
+
+const keptErrors = 5
+
+func (l *errorLog) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count++
+	if len(l.samples) < keptErrors {
+		l.samples = append(l.samples, err.Error())
+	}
+}
+
+func (l *errorLog) n() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count
+}
+
+// sleepUntil waits for t or ctx.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// processCPU is the user and system CPU time this process has used (the farm child excluded).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAverage is the machine's 1-, 5- and 15-minute load: the cores are shared, and what else
+// runs moves every figure.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) < 3 {
+		return "unknown"
+	}
+	return strings.Join(fields[:3], " ")
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+// waitSampler samples what the bench database's backends are doing (pg_stat_activity) every
+// sampleEvery, so a figure comes with where PostgreSQL spent the time: on CPU, waiting for the
+// client, for a lock, or for the WAL to reach the disk.
+type waitSampler struct {
+	stop   context.CancelFunc
+	done   chan struct{}
+	counts map[string]int
+	total  int
+}
+
+const sampleEvery = 50 * time.Millisecond
+
+func (b *bench) sampleWaits(ctx context.Context) *waitSampler {
+	ctx, stop := context.WithCancel(ctx)
+	s := &waitSampler{stop: stop, done: make(chan struct{}), counts: map[string]int{}}
+	go func() {
+		defer close(s.done)
+		conn, err := b.db.Acquire(ctx)
+		if err != nil {
+			return
+		}
+		defer conn.Release()
+		ticker := time.NewTicker(sampleEvery)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			rows, err := conn.Query(ctx, `
+				SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type || ':' || wait_event, 'CPU')
+					ELSE state || coalesce(' (' || wait_event || ')', '') END
+				FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+					AND state <> 'idle'`)
+			if err != nil {
+				return
+			}
+			for rows.Next() {
+				var what string
+				if rows.Scan(&what) == nil {
+					s.counts[what]++
+					s.total++
+				}
+			}
+			rows.Close()
+		}
+	}()
+	return s
+}
+
+// top stops the sampler and returns its n most frequent states as "share state" items.
+func (s *waitSampler) top(n int) string {
+	s.stop()
+	<-s.done
+	type kv struct {
+		k string
+		v int
+	}
+	var all []kv
+	for k, v := range s.counts {
+		all = append(all, kv{k, v})
+	}
+	slices.SortFunc(all, func(a, b kv) int { return b.v - a.v })
+	var parts []string
+	for _, x := range all[:min(n, len(all))] {
+		parts = append(parts, fmt.Sprintf("%.0f%% %s", 100*float64(x.v)/float64(s.total), x.k))
+	}
+	if len(parts) == 0 {
+		return "no busy backends sampled"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// xidSampler samples, cluster-wide, the oldest transaction that holds a transaction id. The live
+// feed reads only events below the oldest running xid (pg_snapshot_xmin), and xids are shared by
+// every database of a cluster, so any such transaction, here or in another database, holds back
+// every card committed after it began until the hub reads again once it has ended.
+type xidSampler struct {
+	stop    context.CancelFunc
+	done    chan struct{}
+	ages    []time.Duration // per sample; 0 when no transaction held an xid
+	foreign int             // samples whose oldest holder was in another database and older than xidOld
+}
+
+const xidOld = 20 * time.Millisecond
+
+func (b *bench) sampleXIDs(ctx context.Context) *xidSampler {
+	ctx, stop := context.WithCancel(ctx)
+	s := &xidSampler{stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		conn, err := b.db.Acquire(ctx)
+		if err != nil {
+			return
+		}
+		defer conn.Release()
+		ticker := time.NewTicker(sampleEvery)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			var ageMS float64
+			var here bool
+			err := conn.QueryRow(ctx, `
+				SELECT extract(epoch FROM clock_timestamp() - xact_start) * 1000, datname = current_database()
+				FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+				ORDER BY xact_start LIMIT 1`).Scan(&ageMS, &here)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				s.ages = append(s.ages, 0)
+			case err != nil:
+				return
+			default:
+				age := time.Duration(ageMS * float64(time.Millisecond))
+				s.ages = append(s.ages, age)
+				if !here && age > xidOld {
+					s.foreign++
+				}
+			}
+		}
+	}()
+	return s
+}
+
+// summary stops the sampler and describes what it saw.
+func (s *xidSampler) summary() string {
+	s.stop()
+	<-s.done
+	if len(s.ages) == 0 {
+		return "no samples"
+	}
+	d := sorted(s.ages)
+	return fmt.Sprintf("oldest xid-holding transaction in the cluster, every %s: p50 %s, p99 %s, max %s; older than %s and in another database in %.0f%% of %d samples",
+		sampleEvery, ms(percentile(d, 50)), ms(percentile(d, 99)), ms(d[len(d)-1]), xidOld, 100*float64(s.foreign)/float64(len(d)), len(d))
+}

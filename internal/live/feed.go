@@ -49,27 +49,37 @@ func (m Mark) Valid() bool {
 // transactions below the oldest one still running (the snapshot's xmin): those are final, and no
 // event can appear below that mark later. A long transaction delays events; it never hides one.
 func Read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark, error) {
+	events, next, _, err := read(ctx, db, from, limit)
+	return events, next, err
+}
+
+// read is Read that also says whether committed or running events wait at or above the new
+// mark, held back by an older transaction somewhere on the cluster: the hub reads again soon
+// rather than waiting for the next notification.
+func read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark, bool, error) {
 	rows, err := db.Query(ctx, `
 		WITH bound AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS upto)
-		SELECT e.seq, e.queue_id, e.handoff_id, e.kind, e.xid::text, bound.upto::text
+		SELECT e.seq, e.queue_id, e.handoff_id, e.kind, e.xid::text, bound.upto::text,
+			EXISTS (SELECT 1 FROM desk_events w WHERE w.xid >= bound.upto)
 		FROM bound LEFT JOIN LATERAL (
 			SELECT * FROM desk_events
 			WHERE xid >= $1::text::xid8 AND xid < bound.upto
 			ORDER BY xid, seq LIMIT $2
 		) e ON true`, string(from), limit)
 	if err != nil {
-		return nil, from, err
+		return nil, from, false, err
 	}
 	defer rows.Close()
 	var events []Event
 	next := from
 	var lastXID string
+	var waiting bool
 	for rows.Next() {
 		var seq, queueID, handoffID *int64
 		var kind, xid *string
 		var upto string
-		if err := rows.Scan(&seq, &queueID, &handoffID, &kind, &xid, &upto); err != nil {
-			return nil, from, err
+		if err := rows.Scan(&seq, &queueID, &handoffID, &kind, &xid, &upto, &waiting); err != nil {
+			return nil, from, false, err
 		}
 		next = Mark(upto)
 		if seq == nil {
@@ -79,13 +89,13 @@ func Read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark,
 		lastXID = *xid
 	}
 	if err := rows.Err(); err != nil {
-		return nil, from, err
+		return nil, from, false, err
 	}
 	if len(events) == limit {
 		// More may wait in the same transaction or later ones: resume at the last transaction
 		// read (its remaining events are re-read, and re-delivering an event is harmless
 		// because a fragment shows current state).
-		next = Mark(lastXID)
+		next, waiting = Mark(lastXID), true
 	}
-	return events, next, nil
+	return events, next, waiting, nil
 }

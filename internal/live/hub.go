@@ -12,6 +12,11 @@ import (
 const (
 	PollInterval = time.Second
 	readLimit    = 10000
+	// Held-back events are read again after a backoff from retryMin doubling to retryMax: a
+	// transaction elsewhere on the cluster ends in a few milliseconds as a rule, and waiting for
+	// the next poll would add up to a second to the desk's latency.
+	retryMin = 5 * time.Millisecond
+	retryMax = 100 * time.Millisecond
 	// subscriberBuffer is how many batches a socket may fall behind before it is dropped; a
 	// dropped browser reconnects and catches up from its mark.
 	subscriberBuffer = 64
@@ -129,15 +134,19 @@ func (h *Hub) Run(ctx context.Context) error {
 	h.mu.Unlock()
 	ticker := time.NewTicker(PollInterval)
 	defer ticker.Stop()
+	var retry <-chan time.Time
+	backoff := retryMin
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-h.wake:
 		case <-ticker.C:
+		case <-retry:
 		}
+		retry = nil
 		for {
-			events, next, err := Read(ctx, h.db, mark, readLimit)
+			events, next, waiting, err := read(ctx, h.db, mark, readLimit)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -147,9 +156,16 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 			mark = next
 			h.publish(Batch{Events: events, Mark: next, Shared: NewShared()})
-			if len(events) < readLimit {
-				break
+			if len(events) == readLimit {
+				continue
 			}
+			if waiting {
+				retry = time.After(backoff)
+				backoff = min(backoff*2, retryMax)
+			} else {
+				backoff = retryMin
+			}
+			break
 		}
 	}
 }

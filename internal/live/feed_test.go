@@ -185,3 +185,15 @@ func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
 		t.Fatalf("%d subscribers left, want 2", n)
 	}
 }
+
+func TestSharedMemoComputesOncePerKeyAndNests(t *testing.T) {
+	s := NewShared()
+	calls := 0
+	outer := s.Memo("frame", func() any {
+		return s.Memo("items", func() any { calls++; return 1 }).(int) + 1
+	})
+	again := s.Memo("items", func() any { calls++; return 99 })
+	if outer != 2 || again != 1 || calls != 1 {
+		t.Fatalf("outer %v, items %v, %d computations; want 2, 1 and one", outer, again, calls)
+	}
+}

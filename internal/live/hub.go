@@ -19,7 +19,7 @@ const (
 	retryMax = 100 * time.Millisecond
 	// subscriberBuffer is how many batches a socket may fall behind before it is dropped; a
 	// dropped browser reconnects and catches up from its mark.
-	subscriberBuffer = 64
+	subscriberBuffer = 16
 )
 
 // Batch is what one read of the event stream delivers: the events and the mark after them.
@@ -33,23 +33,30 @@ type Batch struct {
 // Shared is per-batch memory the receivers of a batch share.
 type Shared struct {
 	mu     sync.Mutex
-	values map[any]any
+	values map[any]*memo
+}
+
+type memo struct {
+	once  sync.Once
+	value any
 }
 
 // NewShared returns empty per-batch memory, for batches made outside the hub (catch-up).
-func NewShared() *Shared { return &Shared{values: map[any]any{}} }
+func NewShared() *Shared { return &Shared{values: map[any]*memo{}} }
 
 // Memo returns the value for key, computing it with f the first time it is asked for; receivers
-// asking meanwhile wait rather than compute it again.
+// asking for the same key meanwhile wait rather than compute it again. f may itself use Memo with
+// other keys.
 func (s *Shared) Memo(key any, f func() any) any {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.values[key]; ok {
-		return v
+	m, ok := s.values[key]
+	if !ok {
+		m = &memo{}
+		s.values[key] = m
 	}
-	v := f()
-	s.values[key] = v
-	return v
+	s.mu.Unlock()
+	m.once.Do(func() { m.value = f() })
+	return m.value
 }
 
 // Subscriber receives the batches touching what it watches. Its channel closes when the hub

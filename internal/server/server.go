@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
@@ -49,6 +50,7 @@ type Server struct {
 	// not track once hijacked) to say goodbye; sockets counts them until they have.
 	shutdown chan struct{}
 	sockets  sync.WaitGroup
+	upgrader websocket.Upgrader
 }
 
 // New builds a server from its dependencies.
@@ -74,6 +76,14 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),
 		csrf:          http.NewCrossOriginProtection(),
 		shutdown:      make(chan struct{}),
+	}
+	s.upgrader = websocket.Upgrader{
+		CheckOrigin: s.checkOrigin,
+		// Browsers send only small presence messages; frames are written through a shared pool,
+		// so an idle socket holds no write buffer.
+		ReadBufferSize:  maxMessageSize,
+		WriteBufferSize: 4096,
+		WriteBufferPool: &sync.Pool{},
 	}
 	if err := s.csrf.AddTrustedOrigin(base.Scheme + "://" + base.Host); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -109,76 +110,78 @@ func (s *Server) handleSocket(c echo.Context) error {
 	if since != "" && !since.Valid() {
 		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
 	}
-	upgrader := websocket.Upgrader{CheckOrigin: s.checkOrigin}
-	s.sockets.Add(1)
-	defer s.sockets.Done()
-	conn, err := upgrader.Upgrade(c.Response(), c.Request(), nil)
+	conn, err := s.upgrader.Upgrade(c.Response(), c.Request(), nil)
 	if err != nil {
 		return nil // the upgrader has answered the client
 	}
-	defer conn.Close()
+	// The socket lives on in its own goroutines and the handler returns: net/http's connection
+	// goroutine, its stack grown by the middleware and queries above, goes away.
+	s.sockets.Add(1)
+	go s.serveSocket(context.WithoutCancel(ctx), conn, w, since)
+	return nil
+}
 
+// serveSocket is the connection's one writer; readSocket is its one reader.
+func (s *Server) serveSocket(ctx context.Context, conn *websocket.Conn, w watcher, since live.Mark) {
+	defer s.sockets.Done()
+	defer conn.Close()
 	sub, mark := s.hub.Subscribe(w.watches)
 	defer s.hub.Unsubscribe(sub)
 	s.presence.Connect(w.user.ID)
 	defer s.presence.Disconnect(w.user.ID)
 
-	closed := make(chan struct{})
-	go s.readSocket(conn, w.user.ID, closed)
-	socketCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		<-closed
-		cancel()
-	}()
+	go s.readSocket(conn, w.user.ID, cancel)
 
 	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
-		return nil
+		return
 	}
 	if since != "" {
-		if err := s.catchUp(socketCtx, conn, w, since); err != nil {
+		if err := s.catchUp(ctx, conn, w, since); err != nil {
 			s.logger.Warn("websocket catch-up", "err", err)
-			return nil
+			return
 		}
 	}
 	ping := time.NewTicker(pingPeriod)
 	defer ping.Stop()
 	for {
 		select {
-		case <-closed:
-			return nil
+		case <-ctx.Done():
+			return
 		case <-s.shutdown:
 			// Going away: the browser reconnects, through the load balancer, to another instance.
 			_ = conn.WriteControl(websocket.CloseMessage,
 				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(writeWait))
-			return nil
+			return
 		case batch, ok := <-sub.C:
 			if !ok {
 				// Dropped for falling behind: closing makes the browser reconnect and catch up.
 				_ = conn.WriteControl(websocket.CloseMessage,
 					websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "fell behind"), time.Now().Add(writeWait))
-				return nil
+				return
 			}
-			f, err := s.framesFor(socketCtx, w, batch)
+			msg, err := s.messageFor(ctx, w, batch)
 			if err != nil {
 				s.logger.Error("websocket render", "err", err)
-				return nil
+				return
 			}
-			if err := writeFrame(conn, f); err != nil {
-				return nil
+			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := conn.WritePreparedMessage(msg); err != nil {
+				return
 			}
 		case <-ping.C:
 			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				return nil
+				return
 			}
 		}
 	}
 }
 
-// readSocket is the connection's one reader: it keeps the pong deadline and takes the browser's
-// presence messages.
-func (s *Server) readSocket(conn *websocket.Conn, userID int64, closed chan<- struct{}) {
-	defer close(closed)
+// readSocket keeps the pong deadline and takes the browser's presence messages; when the
+// connection ends it cancels the writer.
+func (s *Server) readSocket(conn *websocket.Conn, userID int64, cancel context.CancelFunc) {
+	defer cancel()
 	conn.SetReadLimit(maxMessageSize)
 	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
@@ -199,6 +202,60 @@ func (s *Server) readSocket(conn *websocket.Conn, userID int64, closed chan<- st
 			}
 		}
 	}
+}
+
+// messageFor encodes what one socket shows of a batch. Sockets that would receive the same frame
+// (the same queues and role, no package page or roster, holding none of the batch's packages)
+// share one encoded message: a busy queue watched by thousands of agents is rendered and
+// encoded once per role, not once per socket.
+func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*websocket.PreparedMessage, error) {
+	items, err := s.batchItems(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	encode := func() any {
+		f, err := s.framesFor(ctx, w, b)
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		msg, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+		if err != nil {
+			return err
+		}
+		return msg
+	}
+	var result any
+	if key, ok := w.shareKey(items); ok {
+		result = b.Shared.Memo(key, encode)
+	} else {
+		result = encode()
+	}
+	if err, ok := result.(error); ok {
+		return nil, err
+	}
+	return result.(*websocket.PreparedMessage), nil
+}
+
+// frameKey names a frame that several sockets share.
+type frameKey struct {
+	queues string
+	role   auth.Role
+}
+
+func (w watcher) shareKey(items map[int64]handoff.Item) (frameKey, bool) {
+	if w.roster || w.handoff != 0 {
+		return frameKey{}, false
+	}
+	for _, it := range items {
+		if it.HeldBy(w.user.ID) {
+			return frameKey{}, false
+		}
+	}
+	return frameKey{queues: fmt.Sprint(w.queueIDs), role: w.user.Role}, true
 }
 
 func writeFrame(conn *websocket.Conn, f frame) error {

@@ -92,7 +92,32 @@ const itemSelect = `
 		coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
-func scanItem(row pgx.Row) (Item, error) {
+// cardFields is the part of a stored package that lists show. Lists decode only it: the
+// transcript and the rest are most of a package's bytes and none of a card's.
+type cardFields struct {
+	ProblemStatement   string                 `json:"problem_statement"`
+	Contact            Contact                `json:"contact"`
+	StructuredEntities map[string]EntityValue `json:"structured_entities"`
+	Sentiment          Sentiment              `json:"sentiment"`
+	ChannelOrigin      Channel                `json:"channel_origin"`
+	ChannelTarget      Channel                `json:"channel_target"`
+}
+
+// decodeCard fills only what a card shows.
+func decodeCard(pkg []byte, p *Package) error {
+	var c cardFields
+	if err := json.Unmarshal(pkg, &c); err != nil {
+		return err
+	}
+	*p = Package{ProblemStatement: c.ProblemStatement, Contact: c.Contact, StructuredEntities: c.StructuredEntities,
+		Sentiment: c.Sentiment, ChannelOrigin: c.ChannelOrigin, ChannelTarget: c.ChannelTarget}
+	return nil
+}
+
+// decodeFull fills the whole package.
+func decodeFull(pkg []byte, p *Package) error { return json.Unmarshal(pkg, p) }
+
+func scanItem(row pgx.Row, decode func([]byte, *Package) error) (Item, error) {
 	var it Item
 	var pkg []byte
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
@@ -102,14 +127,15 @@ func scanItem(row pgx.Row) (Item, error) {
 		return Item{}, err
 	}
 	// Stored packages were validated at intake; decoding them again only has to read them.
-	if err := json.Unmarshal(pkg, &it.Package); err != nil {
+	if err := decode(pkg, &it.Package); err != nil {
 		return Item{}, fmt.Errorf("stored package %s: %w", it.PublicID, err)
 	}
 	return it, nil
 }
 
-func collectItems(rows pgx.Rows) ([]Item, error) {
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) { return scanItem(row) })
+// collectCards reads list rows, decoding only what cards show.
+func collectCards(rows pgx.Rows) ([]Item, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) { return scanItem(row, decodeCard) })
 }
 
 // PageSize is how many cards a queue page shows before "more".
@@ -133,7 +159,7 @@ func (a *Actions) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]
 	if err != nil {
 		return nil, nil, err
 	}
-	items, err := collectItems(rows)
+	items, err := collectCards(rows)
 	if err != nil || len(items) <= PageSize {
 		return items, nil, err
 	}
@@ -150,25 +176,26 @@ func (a *Actions) Held(ctx context.Context, userID int64) ([]Item, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collectItems(rows)
+	return collectCards(rows)
 }
 
 // Item returns one package by its public id.
 func (a *Actions) Item(ctx context.Context, publicID string) (Item, error) {
-	it, err := scanItem(a.db.QueryRow(ctx, itemSelect+` WHERE h.handoff_id = $1`, publicID))
+	it, err := scanItem(a.db.QueryRow(ctx, itemSelect+` WHERE h.handoff_id = $1`, publicID), decodeFull)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Item{}, desk.Errorf(desk.NotFound, "no handoff %q", publicID)
 	}
 	return it, err
 }
 
-// Items loads packages by row id, for the live desk to render what changed.
+// Items loads packages by row id as cards (only what cards show is decoded), for the live desk
+// to render what changed.
 func (a *Actions) Items(ctx context.Context, ids []int64) (map[int64]Item, error) {
 	rows, err := a.db.Query(ctx, itemSelect+` WHERE h.id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
-	items, err := collectItems(rows)
+	items, err := collectCards(rows)
 	if err != nil {
 		return nil, err
 	}

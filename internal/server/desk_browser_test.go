@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -41,9 +42,12 @@ func openQueue(t *testing.T, ctx context.Context, base, queue string) {
 	}
 }
 
+// text reads an element's text in one step in the page: live fragments replace elements at any
+// moment, so a node looked up first and read afterwards may already be gone.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	got, err := chromedp.Run(ctx, chromedp.Text(sel))
+	quoted, _ := json.Marshal(sel)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+string(quoted)+`) || {innerText: ""}).innerText.trim()`))
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
 	}

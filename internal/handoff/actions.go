@@ -52,41 +52,35 @@ type held struct {
 	OfferedUntil    *time.Time
 	APIKeyID        int64
 	Queue           queue.Queue
+	// Member says whether the acting user works the package's queue.
+	Member bool
 }
 
 func (h held) heldBy(userID int64) bool { return h.AssigneeID != nil && *h.AssigneeID == userID }
 
 // lock takes the package's row lock for the rest of tx: whoever comes second waits, then sees the
-// first one's result. That is what makes accept exactly-once across agents and instances.
-func lock(ctx context.Context, tx pgx.Tx, handoffID string) (held, error) {
+// first one's result. That is what makes accept exactly-once across agents and instances. The
+// same round trip reads the package's queue and whether the user works it.
+func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (held, error) {
 	var h held
-	var queueID int64
+	targets := append([]any{&h.ID, &h.PublicID, &h.Status, &h.AssigneeID, &h.ReservedUntil, &h.RejectedBy, &h.Rejections,
+		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &h.Member}, h.Queue.ScanTargets()...)
 	err := tx.QueryRow(ctx, `
-		SELECT id, handoff_id, status, assignee_id, reserved_until, rejected_by, rejections, needs_supervisor,
-			offered_to, offered_until, api_key_id, queue_id
-		FROM handoffs WHERE handoff_id = $1 FOR UPDATE`, handoffID).
-		Scan(&h.ID, &h.PublicID, &h.Status, &h.AssigneeID, &h.ReservedUntil, &h.RejectedBy, &h.Rejections,
-			&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID)
+		SELECT h.id, h.handoff_id, h.status, h.assignee_id, h.reserved_until, h.rejected_by, h.rejections,
+			h.needs_supervisor, h.offered_to, h.offered_until, h.api_key_id,
+			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2), q.*
+		FROM handoffs h, LATERAL (SELECT `+queue.Columns+` FROM queues WHERE id = h.queue_id) q
+		WHERE h.handoff_id = $1 FOR UPDATE OF h`, handoffID, user.ID).Scan(targets...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return held{}, desk.Errorf(desk.NotFound, "no handoff %q", handoffID)
 	}
-	if err != nil {
-		return held{}, err
-	}
-	h.Queue, err = queueByID(ctx, tx, queueID)
 	return h, err
 }
 
-// mayWork checks that the user works the package's queue: its members, and supervisors anywhere.
-func mayWork(ctx context.Context, tx pgx.Tx, user auth.User, queueID int64) error {
-	if user.Role.AtLeast(auth.RoleSupervisor) {
-		return nil
-	}
-	member, err := queue.IsMember(ctx, tx, user.ID, queueID)
-	if err != nil {
-		return err
-	}
-	if !member {
+// mayAct checks that the user works the locked package's queue: its members, and supervisors
+// anywhere.
+func (h held) mayAct(user auth.User) error {
+	if !h.Member && !user.Role.AtLeast(auth.RoleSupervisor) {
 		return desk.Errorf(desk.Forbidden, "you are not a member of this queue")
 	}
 	return nil
@@ -102,6 +96,10 @@ func checkRoom(ctx context.Context, tx pgx.Tx, user auth.User) error {
 	if err != nil {
 		return err
 	}
+	return roomFor(capacity, holding)
+}
+
+func roomFor(capacity, holding int) error {
 	if holding >= capacity {
 		return &desk.Error{Code: desk.Conflict, Reason: "at_capacity",
 			Message: fmt.Sprintf("you already hold %d of your %d packages: resolve or hand one on first", holding, capacity)}
@@ -130,44 +128,50 @@ func offeredToOther(h held, userID int64, now time.Time) bool {
 func (a *Actions) Next(ctx context.Context, user auth.User, queueName string) (string, error) {
 	var handoffID string
 	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		q, err := queue.ScanQueue(tx.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE name = $1`, queueName))
+		var q queue.Queue
+		var member bool
+		var capacity, holding int
+		// The agent's own row is locked so that two tabs of one agent claim one at a time.
+		err := tx.QueryRow(ctx, `
+			SELECT q.*, EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = q.id AND m.user_id = $2),
+				u.capacity, (SELECT count(*) FROM handoffs WHERE assignee_id = u.id AND status IN `+openStatuses+`)
+			FROM (SELECT `+queue.Columns+` FROM queues WHERE name = $1) q, users u
+			WHERE u.id = $2 FOR UPDATE OF u`, queueName, user.ID).
+			Scan(append(q.ScanTargets(), &member, &capacity, &holding)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return desk.Errorf(desk.NotFound, "queue %q does not exist", queueName)
+		}
 		if err != nil {
 			return err
 		}
-		if err := mayWork(ctx, tx, user, q.ID); err != nil {
+		if err := (held{Member: member}).mayAct(user); err != nil {
 			return err
 		}
-		if err := checkRoom(ctx, tx, user); err != nil {
+		if err := roomFor(capacity, holding); err != nil {
 			return err
 		}
 		supervisor := user.Role.AtLeast(auth.RoleSupervisor)
-		var id int64
+		var id, apiKeyID int64
 		err = tx.QueryRow(ctx, `
-			SELECT id, handoff_id FROM handoffs
+			SELECT id, handoff_id, api_key_id FROM handoffs
 			WHERE queue_id = $1 AND status = 'queued' AND NOT ($2 = ANY (rejected_by))
 				AND (NOT needs_supervisor OR $3)
 				AND (offered_to IS NULL OR offered_to = $2 OR offered_until <= $4)
 			ORDER BY priority_rank, enqueued_at, id
-			LIMIT 1 FOR UPDATE SKIP LOCKED`, q.ID, user.ID, supervisor, now).Scan(&id, &handoffID)
+			LIMIT 1 FOR UPDATE SKIP LOCKED`, q.ID, user.ID, supervisor, now).Scan(&id, &handoffID, &apiKeyID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return desk.Errorf(desk.NotFound, "nothing is waiting for you in %s", queueName)
 		}
 		if err != nil {
 			return err
 		}
-		h, err := lock(ctx, tx, handoffID)
-		if err != nil {
-			return err
-		}
 		until := now.Add(q.ReservationTimeout)
-		if _, err := tx.Exec(ctx, `
+		return apply(ctx, tx, `
 			UPDATE handoffs SET status = 'reserved', assignee_id = $2, reserved_until = $3, updated_at = $4
-			WHERE id = $1`, id, user.ID, until, now); err != nil {
-			return err
-		}
-		return record(ctx, tx, change{HandoffID: id, PublicID: handoffID, QueueID: q.ID, Queue: q.Name, APIKeyID: h.APIKeyID,
-			Kind: "reserved", Status: StatusReserved, ActorUser: &user.ID, Assignee: user.DisplayName, At: now,
-			Detail: map[string]any{"reserved_until": until}})
+			WHERE id = $1`, []any{id, user.ID, until, now},
+			change{HandoffID: id, PublicID: handoffID, QueueID: q.ID, Queue: q.Name, APIKeyID: apiKeyID,
+				Kind: "reserved", Status: StatusReserved, ActorUser: &user.ID, Assignee: user.DisplayName, At: now,
+				Detail: map[string]any{"reserved_until": until}})
 	})
 	return handoffID, err
 }
@@ -176,11 +180,11 @@ func (a *Actions) Next(ctx context.Context, user auth.User, queueName string) (s
 // pick from the list. Across all agents and instances exactly one accept wins.
 func (a *Actions) Accept(ctx context.Context, user auth.User, handoffID string) error {
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		h, err := lock(ctx, tx, handoffID)
+		h, err := lock(ctx, tx, user, handoffID)
 		if err != nil {
 			return err
 		}
-		if err := mayWork(ctx, tx, user, h.Queue.ID); err != nil {
+		if err := h.mayAct(user); err != nil {
 			return err
 		}
 		switch {
@@ -201,13 +205,11 @@ func (a *Actions) Accept(ctx context.Context, user auth.User, handoffID string) 
 		default:
 			return alreadyTaken(ctx, tx, h)
 		}
-		if _, err := tx.Exec(ctx, `
+		return apply(ctx, tx, `
 			UPDATE handoffs SET status = 'accepted', assignee_id = $2, reserved_until = NULL, accepted_at = $3, updated_at = $3
-			WHERE id = $1`, h.ID, user.ID, now); err != nil {
-			return err
-		}
-		return record(ctx, tx, change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name,
-			APIKeyID: h.APIKeyID, Kind: "accepted", Status: StatusAccepted, ActorUser: &user.ID, Assignee: user.DisplayName, At: now})
+			WHERE id = $1`, []any{h.ID, user.ID, now},
+			change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name,
+				APIKeyID: h.APIKeyID, Kind: "accepted", Status: StatusAccepted, ActorUser: &user.ID, Assignee: user.DisplayName, At: now})
 	})
 }
 
@@ -242,7 +244,7 @@ func (a *Actions) Reject(ctx context.Context, user auth.User, handoffID, reason,
 		return desk.Errorf(desk.Invalid, "a rejection needs a reason")
 	}
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		h, err := lock(ctx, tx, handoffID)
+		h, err := lock(ctx, tx, user, handoffID)
 		if err != nil {
 			return err
 		}
@@ -301,11 +303,11 @@ func (a *Actions) close(ctx context.Context, user auth.User, handoffID string, s
 		return desk.Errorf(desk.Invalid, "the note is over 2000 characters")
 	}
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		h, err := lock(ctx, tx, handoffID)
+		h, err := lock(ctx, tx, user, handoffID)
 		if err != nil {
 			return err
 		}
-		if err := mayWork(ctx, tx, user, h.Queue.ID); err != nil {
+		if err := h.mayAct(user); err != nil {
 			return err
 		}
 		if h.Status != StatusQueued || !slices.Contains(from, StatusQueued) {
@@ -313,15 +315,13 @@ func (a *Actions) close(ctx context.Context, user auth.User, handoffID string, s
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `
+		return apply(ctx, tx, `
 			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
 				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6)
-			WHERE id = $1`, h.ID, status, outcome, note, now, user.ID); err != nil {
-			return err
-		}
-		return record(ctx, tx, change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name,
-			APIKeyID: h.APIKeyID, Kind: kind, Status: status, ActorUser: &user.ID, Reason: outcome, Outcome: outcome,
-			Note: note, Assignee: user.DisplayName, At: now})
+			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID},
+			change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name,
+				APIKeyID: h.APIKeyID, Kind: kind, Status: status, ActorUser: &user.ID, Reason: outcome, Outcome: outcome,
+				Note: note, Assignee: user.DisplayName, At: now})
 	})
 }
 
@@ -345,11 +345,11 @@ func transferTarget(ctx context.Context, tx pgx.Tx, from queue.Queue, name strin
 // target queue's cooldown, so two teams cannot bounce a customer.
 func (a *Actions) Transfer(ctx context.Context, user auth.User, handoffID, toQueue, note string) error {
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		h, err := lock(ctx, tx, handoffID)
+		h, err := lock(ctx, tx, user, handoffID)
 		if err != nil {
 			return err
 		}
-		if err := mayWork(ctx, tx, user, h.Queue.ID); err != nil {
+		if err := h.mayAct(user); err != nil {
 			return err
 		}
 		if h.Status != StatusQueued {

@@ -63,7 +63,15 @@ func queueChange(b *pgx.Batch, c change) error {
 
 // record writes one change inside tx.
 func record(ctx context.Context, tx pgx.Tx, c change) error {
+	return apply(ctx, tx, "", nil, c)
+}
+
+// apply runs the statement that makes a change (if any) and records the change, in one round trip.
+func apply(ctx context.Context, tx pgx.Tx, update string, args []any, c change) error {
 	b := &pgx.Batch{}
+	if update != "" {
+		b.Queue(update, args...)
+	}
 	if err := queueChange(b, c); err != nil {
 		return err
 	}

@@ -134,13 +134,18 @@ const Columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
 	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id`
 
+// ScanTargets are the destinations of Columns, for a row that selects more than the queue.
+func (q *Queue) ScanTargets() []any {
+	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
+		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
+		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
+		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID}
+}
+
 // ScanQueue reads a row selected with Columns.
 func ScanQueue(row pgx.Row) (Queue, error) {
 	var q Queue
-	err := row.Scan(&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
-		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
-		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
-		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID)
+	err := row.Scan(q.ScanTargets()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Queue{}, desk.Errorf(desk.NotFound, "no such queue")
 	}

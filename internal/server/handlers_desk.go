@@ -168,14 +168,14 @@ func (s *Server) handleAccept(c echo.Context) error {
 func (s *Server) closing(c echo.Context, act func(ctx context.Context, user auth.User, id string) error) error {
 	id := c.Param("id")
 	ctx := c.Request().Context()
-	item, err := s.actions.Item(ctx, id)
+	from, err := s.actions.QueueOf(ctx, id)
 	if err != nil {
 		return err
 	}
 	if err := act(ctx, currentUser(c), id); err != nil {
 		return s.actionFailed(c, id, err)
 	}
-	return c.Redirect(http.StatusSeeOther, "/queues/"+item.Queue)
+	return c.Redirect(http.StatusSeeOther, "/queues/"+from)
 }
 
 func (s *Server) handleReject(c echo.Context) error {

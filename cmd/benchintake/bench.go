@@ -60,9 +60,23 @@ type sample struct {
 	ops      int
 	window   time.Duration
 	p50, p99 time.Duration
+	cpu      cpuUse // during the window
 }
 
 func (s sample) rate() float64 { return float64(s.ops) / s.window.Seconds() }
+
+// cpuPerOp is the CPU time of this process and of the PostgreSQL backends per operation;
+// postgres is negative when unknown.
+func (s sample) cpuPerOp() (self, postgres time.Duration) {
+	if s.ops == 0 {
+		return 0, -1
+	}
+	self, postgres = s.cpu.self/time.Duration(s.ops), s.cpu.postgres/time.Duration(s.ops)
+	if !s.cpu.postgresKnown {
+		postgres = -1
+	}
+	return self, postgres
+}
 
 // cell holds the runs of both sides at one concurrency and body size.
 type cell struct {
@@ -97,6 +111,7 @@ type bench struct {
 	auth   *auth.Service
 	queues *queue.Service
 	client *http.Client
+	meter  *meter
 	ids    atomic.Uint64 // makes every body a new package for a new contact
 	runs   int           // intake runs so far, which names each run's queue
 }
@@ -123,7 +138,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 
 	fmt.Fprintf(out, "PostgreSQL: %s\n", pgInfo)
 	fmt.Fprintf(out, "database:   %s (fresh, migrated, dropped at exit)\n", redacted(b.dbURL))
-	fmt.Fprintf(out, "server:     server.New + Serve in-process on %s, pool_max_conns=%d; webhook deliverer NOT started (outbox rows accumulate)\n", b.url, cfg.serverConns)
+	fmt.Fprintf(out, "server:     instance.Run in-process on %s (server, live hub, coalesced NOTIFY, webhook deliverer, sweeper), pool_max_conns=%d\n", b.url, cfg.serverConns)
 	fmt.Fprintf(out, "queues:     a new queue and API key per intake run (%s, ...), default guards; every package has its own handoff_id and contact.id\n", queueName(1))
 	fmt.Fprintf(out, "            (intake answers each package's position by counting the packages waiting ahead of it, so one queue\n")
 	fmt.Fprintf(out, "            growing across runs would slow the later ones; each run's queue starts empty and ends ≈ ops/s × %s deep)\n", cfg.duration+cfg.duration/warmupFraction)
@@ -165,8 +180,8 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 				c.baseline, c.intake = append(c.baseline, base), append(c.intake, in)
 				c.baselineErrs += baseErrs
 				c.errs += inErrs
-				fmt.Fprintf(out, "run %d/%d  bots=%-3d size=%-6d baseline %7.0f ops/s p50 %-8s p99 %-8s | intake %7.0f ops/s p50 %-8s p99 %-8s errors %d\n",
-					run, cfg.runs, n, c.size, base.rate(), ms(base.p50), ms(base.p99), in.rate(), ms(in.p50), ms(in.p99), baseErrs+inErrs)
+				fmt.Fprintf(out, "run %d/%d  bots=%-3d size=%-6d baseline %7.0f ops/s p50 %-8s p99 %-8s cpu/op %s | intake %7.0f ops/s p50 %-8s p99 %-8s cpu/op %s  errors %d\n",
+					run, cfg.runs, n, c.size, base.rate(), ms(base.p50), ms(base.p99), cpuPerOp(base), in.rate(), ms(in.p50), ms(in.p99), cpuPerOp(in), baseErrs+inErrs)
 			}
 			res.cells = append(res.cells, c)
 		}
@@ -229,6 +244,12 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 	if _, err := b.db.Exec(ctx, `CREATE TABLE bench_raw (id bigserial PRIMARY KEY, body jsonb NOT NULL)`); err != nil {
 		return nil, "", teardown, err
 	}
+	meterConn, err := pgx.Connect(ctx, b.dbURL)
+	if err != nil {
+		return nil, "", teardown, err
+	}
+	b.meter = &meter{conn: meterConn}
+	undo = append(undo, func() error { return meterConn.Close(context.Background()) })
 	b.auth, b.queues = auth.NewService(b.db), queue.NewService(b.db)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -284,7 +305,7 @@ func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, err
 	}
 	defer pool.Close()
 	before := errs.count
-	s := drive(ctx, "baseline", n, cfg.duration, errs, func() (func(context.Context) error, func()) {
+	s := drive(ctx, "baseline", n, cfg.duration, b.meter, errs, func() (func(context.Context) error, func()) {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -315,7 +336,7 @@ func (b *bench) intake(ctx context.Context, cfg config, n int, t template, errs 
 	}
 	t = t.inQueue(name)
 	before := errs.count
-	s := drive(ctx, "bots", n, cfg.duration, errs, func() (func(context.Context) error, func()) {
+	s := drive(ctx, "bots", n, cfg.duration, b.meter, errs, func() (func(context.Context) error, func()) {
 		return func(ctx context.Context) error { return b.submit(ctx, key.Key, t.body(b.ids.Add(1))) }, func() {}
 	})
 	return s, errs.count - before, nil
@@ -348,14 +369,21 @@ func (b *bench) submit(ctx context.Context, key string, body []byte) error {
 }
 
 // drive runs n workers for a warm-up and then the measured window, and records the latency of
-// each operation that completes inside the window. newWorker gives a worker its operation and
-// what to release when it stops; a nil operation means the worker could not start (already
-// counted in errs).
-func drive(ctx context.Context, label string, n int, window time.Duration, errs *errorLog, newWorker func() (op func(context.Context) error, release func())) sample {
+// each operation that completes inside the window and the CPU time the window cost. newWorker
+// gives a worker its operation and what to release when it stops; a nil operation means the
+// worker could not start (already counted in errs).
+func drive(ctx context.Context, label string, n int, window time.Duration, m *meter, errs *errorLog, newWorker func() (op func(context.Context) error, release func())) sample {
 	start := time.Now().Add(window / warmupFraction)
 	end := start.Add(window)
 	latencies := make([][]time.Duration, n)
+	var cpu cpuUse
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(time.Until(start))
+		first := m.read(ctx)
+		time.Sleep(time.Until(end))
+		cpu = m.read(ctx).since(first)
+	})
 	for i := range n {
 		wg.Go(func() {
 			pprof.Do(ctx, pprof.Labels("side", label), func(ctx context.Context) {
@@ -384,7 +412,7 @@ func drive(ctx context.Context, label string, n int, window time.Duration, errs 
 	wg.Wait()
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
-	return sample{ops: len(all), window: window, p50: percentile(all, 50), p99: percentile(all, 99)}
+	return sample{ops: len(all), window: window, p50: percentile(all, 50), p99: percentile(all, 99), cpu: cpu}
 }
 
 // percentile is the nearest-rank percentile of sorted durations: an observed value, never an
@@ -422,3 +450,17 @@ func redacted(raw string) string {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+// cpuPerOp shows a sample's CPU time per operation as "Go+PostgreSQL" microseconds.
+func cpuPerOp(s sample) string {
+	self, postgres := s.cpuPerOp()
+	return us(self) + "+" + us(postgres)
+}
+
+// us shows a duration in whole microseconds, or "?" for a negative (unknown) one.
+func us(d time.Duration) string {
+	if d < 0 {
+		return "?"
+	}
+	return strconv.FormatInt(d.Microseconds(), 10) + "µs"
+}

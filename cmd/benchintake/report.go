@@ -17,19 +17,25 @@ const (
 
 // summary is the median over the runs of one cell.
 type summary struct {
-	baseRate, intakeRate float64
-	baseP50, baseP99     time.Duration
-	intakeP50, intakeP99 time.Duration
+	baseRate, intakeRate   float64
+	baseP50, baseP99       time.Duration
+	intakeP50, intakeP99   time.Duration
+	baseCPU, intakeCPU     time.Duration // of this process per operation
+	basePGCPU, intakePGCPU time.Duration // of the PostgreSQL backends per operation; negative if unknown
 }
 
 func summarize(c cell) summary {
 	rate := func(s sample) float64 { return s.rate() }
 	p50 := func(s sample) time.Duration { return s.p50 }
 	p99 := func(s sample) time.Duration { return s.p99 }
+	self := func(s sample) time.Duration { self, _ := s.cpuPerOp(); return self }
+	postgres := func(s sample) time.Duration { _, pg := s.cpuPerOp(); return pg }
 	return summary{
 		baseRate: median(c.baseline, rate), intakeRate: median(c.intake, rate),
 		baseP50: median(c.baseline, p50), baseP99: median(c.baseline, p99),
 		intakeP50: median(c.intake, p50), intakeP99: median(c.intake, p99),
+		baseCPU: median(c.baseline, self), intakeCPU: median(c.intake, self),
+		basePGCPU: median(c.baseline, postgres), intakePGCPU: median(c.intake, postgres),
 	}
 }
 
@@ -47,13 +53,16 @@ func median[T ~int64 | ~float64](samples []sample, value func(sample) T) T {
 }
 
 func report(w io.Writer, cfg config, res result) {
-	fmt.Fprintf(w, "\nmedian of %d run(s) per cell; p50/p99 are exact per run (nearest rank over every request completed in the window)\n\n", cfg.runs)
+	fmt.Fprintf(w, "\nmedian of %d run(s) per cell; p50/p99 are exact per run (nearest rank over every request completed in the window);\n", cfg.runs)
+	fmt.Fprintf(w, "cpu/op is CPU time per operation in the window: Go is this whole process (server, bots or baseline workers, GC),\n")
+	fmt.Fprintf(w, "pg the PostgreSQL backends of the bench database (not the WAL writer or checkpointer); ? when /proc cannot tell\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "bots\tbytes\tbaseline ops/s\tintake ops/s\tintake/baseline\tintake p50\tintake p99\tbaseline p50\tbaseline p99\terrors\t")
+	fmt.Fprintln(tw, "bots\tbytes\tbaseline ops/s\tintake ops/s\tintake/baseline\tintake p50\tintake p99\tbaseline p50\tbaseline p99\tintake cpu/op Go+pg\tbaseline cpu/op Go+pg\terrors\t")
 	for _, c := range res.cells {
 		s := summarize(c)
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%d\t\n", c.concurrency, c.size, s.baseRate, s.intakeRate,
-			s.intakeRate/s.baseRate, ms(s.intakeP50), ms(s.intakeP99), ms(s.baseP50), ms(s.baseP99), c.errs+c.baselineErrs)
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", c.concurrency, c.size, s.baseRate, s.intakeRate,
+			s.intakeRate/s.baseRate, ms(s.intakeP50), ms(s.intakeP99), ms(s.baseP50), ms(s.baseP99),
+			us(s.intakeCPU)+"+"+us(s.intakePGCPU), us(s.baseCPU)+"+"+us(s.basePGCPU), c.errs+c.baselineErrs)
 	}
 	tw.Flush()
 
@@ -72,7 +81,7 @@ func report(w io.Writer, cfg config, res result) {
 	if !found {
 		fmt.Fprintf(w, "  not measured: -concurrency has no %d\n", targetBots)
 	}
-	fmt.Fprintf(w, "\nleft in the bench database before it was dropped: %d handoffs, %d webhook_outbox rows (no deliverer ran)\n", res.handoffs, res.outbox)
+	fmt.Fprintf(w, "\nleft in the bench database before it was dropped: %d handoffs, %d webhook_outbox rows (the deliverer marks the outbox rows no_endpoint: the bench's keys have no webhook URL)\n", res.handoffs, res.outbox)
 	fmt.Fprintf(w, "errors: %d\n", res.errors())
 	for _, e := range res.errorSamples {
 		fmt.Fprintf(w, "  %s\n", e)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Decode reads a package from a request body and checks it against the rules
@@ -72,13 +73,17 @@ func toUTC(t *time.Time) {
 // parseJSON decodes body keeping numbers as written, so that entity values
 // survive to the package digit for digit.
 func parseJSON(body []byte) (any, error) {
+	if v, ok := parseValid(body); ok {
+		return v, nil
+	}
+	// What the quick parser does not take is decoded by encoding/json, which
+	// also says where a body that is not JSON went wrong.
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var root any
-	if err := dec.Decode(&root); err == nil && isJSONSpace(body[dec.InputOffset():]) {
+	if err := dec.Decode(&root); err == nil && skipSpace(body, int(dec.InputOffset())) == len(body) {
 		return root, nil
 	}
-	// Unmarshal is the one that says where the body went wrong.
 	err := json.Unmarshal(body, new(any))
 	if serr, ok := errors.AsType[*json.SyntaxError](err); ok {
 		return nil, newSyntaxError(body, serr.Offset, serr.Error())
@@ -86,15 +91,238 @@ func parseJSON(body []byte) (any, error) {
 	return nil, err
 }
 
-// isJSONSpace reports whether b holds nothing but JSON whitespace, as may
-// follow the one value of a body.
-func isJSONSpace(b []byte) bool {
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return false
+// parseValid decodes a body of valid JSON in one pass to what
+// json.Decoder.UseNumber gives: map[string]any, []any, string, json.Number,
+// bool or nil. It reports false for anything it is not sure of, invalid JSON
+// included, and parseJSON then asks encoding/json. encoding/json's decoder
+// reads every body twice (once to find where the value ends, once to decode
+// it); intake decodes every package, so the common case is worth a parser of
+// its own.
+func parseValid(body []byte) (any, bool) {
+	p := jsonParser{data: body}
+	v, ok := p.value(0)
+	if !ok || skipSpace(body, p.pos) != len(body) {
+		return nil, false
+	}
+	return v, true
+}
+
+// maxParseDepth bounds the recursion of jsonParser; deeper bodies, which no
+// package has, are left to encoding/json.
+const maxParseDepth = 64
+
+// jsonParser reads the JSON in data; pos is the offset of the next byte.
+type jsonParser struct {
+	data []byte
+	pos  int
+}
+
+func (p *jsonParser) value(depth int) (any, bool) {
+	p.pos = skipSpace(p.data, p.pos)
+	if p.pos >= len(p.data) {
+		return nil, false
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.object(depth + 1)
+	case c == '[':
+		return p.array(depth + 1)
+	case c == '"':
+		return p.string()
+	case c == '-' || '0' <= c && c <= '9':
+		return p.number()
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	}
+	return nil, false
+}
+
+func (p *jsonParser) object(depth int) (map[string]any, bool) {
+	if depth > maxParseDepth {
+		return nil, false
+	}
+	p.pos++ // {
+	obj := map[string]any{}
+	if p.pos = skipSpace(p.data, p.pos); p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		return obj, true
+	}
+	for {
+		if p.pos = skipSpace(p.data, p.pos); p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return nil, false
+		}
+		key, ok := p.string()
+		if !ok {
+			return nil, false
+		}
+		if p.pos = skipSpace(p.data, p.pos); p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return nil, false
+		}
+		p.pos++
+		v, ok := p.value(depth)
+		if !ok {
+			return nil, false
+		}
+		obj[key] = v // as encoding/json does, the last of a repeated name counts
+		if more, ok := p.next('}'); !more {
+			return obj, ok
 		}
 	}
+}
+
+func (p *jsonParser) array(depth int) ([]any, bool) {
+	if depth > maxParseDepth {
+		return nil, false
+	}
+	p.pos++ // [
+	items := []any{}
+	if p.pos = skipSpace(p.data, p.pos); p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		return items, true
+	}
+	for {
+		v, ok := p.value(depth)
+		if !ok {
+			return nil, false
+		}
+		items = append(items, v)
+		if more, ok := p.next(']'); !more {
+			return items, ok
+		}
+	}
+}
+
+// next moves past the comma or the closing byte that follows a member or an
+// item, and reports whether another one follows and whether the JSON is well
+// formed so far.
+func (p *jsonParser) next(closing byte) (more, ok bool) {
+	if p.pos = skipSpace(p.data, p.pos); p.pos >= len(p.data) {
+		return false, false
+	}
+	c := p.data[p.pos]
+	p.pos++
+	return c == ',', c == ',' || c == closing
+}
+
+// string decodes the string at p.pos. A string with escapes or invalid UTF-8,
+// once checked to be well formed, is unquoted by encoding/json itself, so that
+// every replacement character lands where it would.
+func (p *jsonParser) string() (string, bool) {
+	start := p.pos
+	p.pos++ // "
+	plain := true
+	for p.pos < len(p.data) {
+		switch c := p.data[p.pos]; {
+		case c == '"':
+			p.pos++
+			raw := p.data[start:p.pos]
+			if plain {
+				return string(raw[1 : len(raw)-1]), true
+			}
+			var s string
+			return s, json.Unmarshal(raw, &s) == nil
+		case c == '\\':
+			plain = false
+			if !p.escape() {
+				return "", false
+			}
+		case c < ' ':
+			return "", false
+		case c < utf8.RuneSelf:
+			p.pos++
+		default:
+			r, size := utf8.DecodeRune(p.data[p.pos:])
+			if r == utf8.RuneError && size == 1 {
+				plain = false
+			}
+			p.pos += size
+		}
+	}
+	return "", false
+}
+
+// escape checks the escape sequence at p.pos and moves past it.
+func (p *jsonParser) escape() bool {
+	if p.pos+1 >= len(p.data) {
+		return false
+	}
+	switch p.data[p.pos+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		p.pos += 2
+		return true
+	case 'u':
+		if p.pos+6 > len(p.data) {
+			return false
+		}
+		for _, h := range p.data[p.pos+2 : p.pos+6] {
+			if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+				return false
+			}
+		}
+		p.pos += 6
+		return true
+	}
+	return false
+}
+
+// number reads a number by JSON's grammar, keeping it as written.
+func (p *jsonParser) number() (any, bool) {
+	start := p.pos
+	if p.data[p.pos] == '-' {
+		p.pos++
+	}
+	switch {
+	case p.pos < len(p.data) && p.data[p.pos] == '0':
+		p.pos++
+	case p.digits() == 0:
+		return nil, false
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '.' {
+		p.pos++
+		if p.digits() == 0 {
+			return nil, false
+		}
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if p.digits() == 0 {
+			return nil, false
+		}
+	}
+	return json.Number(p.data[start:p.pos]), true
+}
+
+func (p *jsonParser) digits() int {
+	start := p.pos
+	for p.pos < len(p.data) && '0' <= p.data[p.pos] && p.data[p.pos] <= '9' {
+		p.pos++
+	}
+	return p.pos - start
+}
+
+func (p *jsonParser) literal(word string) bool {
+	end := p.pos + len(word)
+	if end > len(p.data) || string(p.data[p.pos:end]) != word {
+		return false
+	}
+	p.pos = end
 	return true
+}
+
+// skipSpace returns the offset of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // shapeChecker compares decoded JSON with the Go types of the package. It

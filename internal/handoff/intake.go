@@ -92,7 +92,8 @@ func NewIntake(db *pgxpool.Pool, changed func()) *Intake {
 // receipt again (Replayed); the same id with another body is a Conflict. Guards are checked under
 // a per-contact lock in the same transaction as the insert, so two racing requests for one contact
 // cannot both pass. The transaction costs two round trips: one batch that begins, takes the lock
-// and reads everything the decision needs, and one that writes and commits.
+// and reads everything the decision needs, and one that writes and commits. Only a queue that
+// overflows when nobody is online, a long handoff chain or a preferred agent costs more.
 func (in *Intake) Submit(ctx context.Context, sender Sender, p Package) (Receipt, error) {
 	canonical, err := json.Marshal(p)
 	if err != nil {
@@ -119,7 +120,7 @@ func (in *Intake) Submit(ctx context.Context, sender Sender, p Package) (Receipt
 }
 
 // submit runs Submit's transaction on conn. BEGIN travels with the reads and COMMIT with the
-// writes, so the whole transaction costs two round trips; on any error the caller rolls back.
+// writes; on any error the caller rolls back.
 func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, sender Sender, p Package, canonical, digest []byte) (Receipt, error) {
 	now := in.now()
 	s, err := readSituation(ctx, conn, p, now)
@@ -162,7 +163,17 @@ func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, sender Sender, p P
 		}
 		q, receipt.Escalated = &escalation, true
 	}
+	// The policy of the queue the package would land in decides whether it may wait there.
+	routed, err := overflow(ctx, conn, *q, now)
+	if err != nil {
+		return Receipt{}, err
+	}
+	q = &routed
 	receipt.Queue = q.Name
+	offeredTo, offeredUntil, err := offer(ctx, conn, *q, p.PreferredAgent, now)
+	if err != nil {
+		return Receipt{}, err
+	}
 	priority := p.Priority
 	if priority == "" {
 		priority = Priority(q.DefaultPriority)
@@ -172,17 +183,21 @@ func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, sender Sender, p P
 	b := &pgx.Batch{}
 	b.Queue(`
 		INSERT INTO handoffs (id, handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent,
-			package, body_sha256, created_at, enqueued_at, expires_at, updated_at)
+			package, body_sha256, created_at, enqueued_at, expires_at, updated_at, offered_to, offered_until)
 		OVERRIDING SYSTEM VALUE
-		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $10, $11, $10)`,
+		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $10, $11, $10, $12, $13)`,
 		s.newID, p.HandoffID, sender.APIKeyID, q.ID, rank, p.Contact.ID, p.SourceAgent,
-		canonical, digest, now, now.Add(q.TTL))
+		canonical, digest, now, now.Add(q.TTL), offeredTo, offeredUntil)
 	if err := queueChange(b, change{
 		HandoffID: s.newID, PublicID: p.HandoffID, QueueID: q.ID, Queue: q.Name, APIKeyID: sender.APIKeyID,
 		Kind: "queued", Status: StatusQueued, ActorBot: &sender.APIKeyID, Reason: string(p.Trigger), At: now,
 	}); err != nil {
 		return Receipt{}, err
 	}
+	// With the parameters in view the planner always finds a custom plan cheaper, and planning
+	// the count costs PostgreSQL more than running it; the generic plan walks the queue's index
+	// in claim order just the same.
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	b.Queue(positionQuery, q.ID, rank, now, s.newID, maxPosition).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&receipt.Position)
 	})
@@ -266,7 +281,9 @@ func readSituation(ctx context.Context, conn *pgx.Conn, p Package, now time.Time
 		p.Contact.ID, now, p.SourceAgent, p.TargetProfile).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&g.openID, &g.hourly, &g.oldestHourly, &g.daily, &g.oldestDaily, &g.lastPair)
 	})
-	b.Queue(`SELECT nextval(pg_get_serial_sequence('handoffs', 'id'))`).QueryRow(func(row pgx.Row) error {
+	// The sequence by the name the migration gives it: pg_get_serial_sequence would search the
+	// catalog for it on every call.
+	b.Queue(`SELECT nextval('handoffs_id_seq')`).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&s.newID)
 	})
 	return s, conn.SendBatch(ctx, b).Close()
@@ -306,11 +323,14 @@ func refused(reason string, retryAfter time.Duration, format string, args ...any
 const maxPosition = 100
 
 // positionQuery counts the waiting packages of a queue that "next" takes before the given
-// (rank, enqueued_at, id), walking the claim index and stopping at maxPosition.
+// (rank, enqueued_at, id), walking the claim index and stopping at maxPosition. The count needs no
+// order, but asking for the index's makes it the only good plan even when the parameters are
+// unknown (a generic plan), where another index of queued packages would otherwise look as cheap.
 const positionQuery = `
 	SELECT count(*) FROM (
 		SELECT 1 FROM handoffs
 		WHERE queue_id = $1 AND status = 'queued' AND (priority_rank, enqueued_at, id) < ($2, $3, $4)
+		ORDER BY priority_rank, enqueued_at, id
 		LIMIT $5) ahead`
 
 // position is a package's place in its queue's claim order.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
@@ -61,6 +62,7 @@ type checker struct {
 	validate                                 *validator.Validate
 	version, handoffID, key, singleParagraph *regexp.Regexp
 	bcp47, amount, zeroAmount                *regexp.Regexp
+	enums                                    sync.Map // reflect.Type → []string, its allowed values
 }
 
 func newChecker() *checker {
@@ -80,8 +82,7 @@ func newChecker() *checker {
 	// the field's enum type, so each list is written once, and uri insists on
 	// a scheme where the built-in also takes a bare path.
 	c.register("oneof", func(s string, fl validator.FieldLevel) bool {
-		values, _ := allowedValues(fl.Field().Interface())
-		return slices.Contains(values, s)
+		return slices.Contains(c.enumValues(fl.Field()), s)
 	})
 	c.register("uri", func(s string, _ validator.FieldLevel) bool {
 		u, err := url.Parse(s)
@@ -99,6 +100,17 @@ func newChecker() *checker {
 		return c.amount.MatchString(s) && !c.zeroAmount.MatchString(s)
 	})
 	return c
+}
+
+// enumValues returns the allowed values of v's enum type. They are listed once
+// per type: every package has several enum fields, one per transcript turn.
+func (c *checker) enumValues(v reflect.Value) []string {
+	if values, ok := c.enums.Load(v.Type()); ok {
+		return values.([]string)
+	}
+	values, _ := allowedValues(v.Interface())
+	c.enums.Store(v.Type(), values)
+	return values
 }
 
 // register adds a rule on string fields, including named string types.

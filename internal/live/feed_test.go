@@ -197,3 +197,16 @@ func TestSharedMemoComputesOncePerKeyAndNests(t *testing.T) {
 		t.Fatalf("outer %v, items %v, %d computations; want 2, 1 and one", outer, again, calls)
 	}
 }
+
+func TestListenAcceptsPoolSettingsInTheURL(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t) + "&pool_max_conns=4"
+	db := pgtest.New(t)
+	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	// listenOnce returns only on failure; a connection that LISTENs blocks until the deadline.
+	if err := listenOnce(ctx, url, hub); ctx.Err() == nil {
+		t.Fatalf("listen with pool_max_conns in the URL failed: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Channel is the PostgreSQL notification channel instances wake each other on.
@@ -81,7 +82,13 @@ func Listen(ctx context.Context, connString string, hub *Hub, logger *slog.Logge
 }
 
 func listenOnce(ctx context.Context, connString string, hub *Hub) error {
-	conn, err := pgx.Connect(ctx, connString)
+	// The pool's parser, so that pool settings in DATABASE_URL (pool_max_conns, ...) are taken off
+	// rather than sent to the server as unknown parameters.
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return err
 	}

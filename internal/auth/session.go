@@ -48,8 +48,13 @@ func (s *Service) EndSession(ctx context.Context, token string) error {
 	return err
 }
 
-// PurgeExpiredSessions deletes sessions past their expiry and reports how many went.
-func (s *Service) PurgeExpiredSessions(ctx context.Context) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, s.now())
-	return tag.RowsAffected(), err
+// Purge deletes sessions past their expiry and login failures past the throttling window, and
+// reports how many rows went.
+func (s *Service) Purge(ctx context.Context) (int64, error) {
+	sessions, err := s.db.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, s.now())
+	if err != nil {
+		return 0, err
+	}
+	failures, err := s.db.Exec(ctx, `DELETE FROM login_failures WHERE at <= $1`, s.now().Add(-loginWindow))
+	return sessions.RowsAffected() + failures.RowsAffected(), err
 }

@@ -162,14 +162,45 @@ func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
 		`SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1) AND NOT disabled`, strings.TrimSpace(email)))
 }
 
+// Login throttling: after maxLoginFailures wrong passwords for one email within loginWindow,
+// further attempts for it are refused until the oldest failure leaves the window. It slows
+// password guessing to a crawl while a mistyping person waits minutes at most.
+const (
+	maxLoginFailures = 10
+	loginWindow      = 15 * time.Minute
+)
+
 // Authenticate checks an email and password. Both a wrong email and a wrong password give the
-// same Unauthorized error, in about the same time.
+// same Unauthorized error, in about the same time; too many failures for one email give
+// RateLimited, whether or not the account exists.
 func (s *Service) Authenticate(ctx context.Context, email, password string) (User, error) {
+	email = strings.TrimSpace(email)
+	var failures int
+	var oldest *time.Time
+	if err := s.db.QueryRow(ctx, `
+		SELECT count(*), min(at) FROM login_failures WHERE lower(email) = lower($1) AND at > $2`,
+		email, s.now().Add(-loginWindow)).Scan(&failures, &oldest); err != nil {
+		return User{}, err
+	}
+	if failures >= maxLoginFailures {
+		return User{}, &desk.Error{Code: desk.RateLimited, Reason: "login_throttled", RetryAfter: oldest.Add(loginWindow).Sub(s.now()),
+			Message: "too many failed logins for this email; try again in a few minutes"}
+	}
+	u, err := s.checkPassword(ctx, email, password)
+	if desk.ErrorCode(err) == desk.Unauthorized {
+		if _, ierr := s.db.Exec(ctx, `INSERT INTO login_failures (email, at) VALUES ($1, $2)`, email, s.now()); ierr != nil {
+			return User{}, ierr
+		}
+	}
+	return u, err
+}
+
+func (s *Service) checkPassword(ctx context.Context, email, password string) (User, error) {
 	var u User
 	var hash string
 	err := s.db.QueryRow(ctx,
 		`SELECT `+userColumns+`, password_hash FROM users WHERE lower(email) = lower($1) AND NOT disabled`,
-		strings.TrimSpace(email)).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &hash)
+		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.dummyOnce.Do(func() { s.dummyHash, _ = HashPassword("not a real password") })
 		hash = s.dummyHash

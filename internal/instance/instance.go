@@ -23,6 +23,9 @@ import (
 // SweepInterval is how often reservation timeouts and TTLs are enforced.
 const SweepInterval = 5 * time.Second
 
+// purgeInterval is how often expired sessions and old login failures are deleted.
+const purgeInterval = 10 * time.Minute
+
 // Options are what a desk instance needs besides the server's configuration.
 type Options struct {
 	Server server.Config
@@ -49,7 +52,8 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	}
 	actions := handoff.NewActions(db, changed)
 	presence := live.NewPresence(db, logger, notifier.Changed)
-	srv, err := server.New(opts.Server, logger, db, auth.NewService(db), queue.NewService(db),
+	people := auth.NewService(db)
+	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
 		handoff.NewIntake(db, changed), actions, hub, presence)
 	if err != nil {
 		ln.Close()
@@ -68,9 +72,27 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	workers.Go(func() { presence.Run(workCtx) })
 	workers.Go(func() { actions.RunSweeper(workCtx, opts.SweepInterval, logger.Info) })
 	workers.Go(func() { _ = deliverer.Run(workCtx) })
+	workers.Go(func() { purge(workCtx, people, logger) })
 
 	err = srv.Serve(ctx, ln)
 	stopWork()
 	workers.Wait()
 	return err
+}
+
+func purge(ctx context.Context, people *auth.Service, logger *slog.Logger) {
+	ticker := time.NewTicker(purgeInterval)
+	defer ticker.Stop()
+	for {
+		if n, err := people.Purge(ctx); err != nil && ctx.Err() == nil {
+			logger.Warn("purging sessions", "err", err)
+		} else if n > 0 {
+			logger.Info("purged expired sessions and login failures", "rows", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -229,4 +230,33 @@ func TestSidebarFramableOnlyByConfiguredOrigins(t *testing.T) {
 			t.Errorf("sidebar should show the package without the desk's navigation")
 		}
 	}
+}
+
+func TestLoginThrottledAfterRepeatedFailures(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+	attempt := func(password string) (*http.Response, string) {
+		t.Helper()
+		resp, err := c.PostForm(app.URL+"/login", url.Values{"email": {"Dana@example.com"}, "password": {password}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	for i := range 10 {
+		if resp, _ := attempt("guess-" + strconv.Itoa(i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong password %d: %d, want 401", i, resp.StatusCode)
+		}
+	}
+	resp, body := attempt(testPassword)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "too many failed logins") {
+		t.Fatalf("the right password after 10 failures: %d, want 429 naming the reason", resp.StatusCode)
+	}
+	// Another account is not affected.
+	app.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
+	app.login(t, app.client(t), "bea@example.com")
 }

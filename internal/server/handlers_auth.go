@@ -23,9 +23,9 @@ func (s *Server) handleLogin(c echo.Context) error {
 	s.allowFraming(c)
 	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
 	user, err := s.auth.Authenticate(c.Request().Context(), email, password)
-	if desk.ErrorCode(err) == desk.Unauthorized {
-		s.logger.Info("login failed", "email", email, "remote", c.RealIP())
-		return s.render(c, http.StatusUnauthorized, views.LoginPage(views.LoginView{Email: email, Error: desk.ErrorMessage(err), Next: next}))
+	if code := desk.ErrorCode(err); code == desk.Unauthorized || code == desk.RateLimited {
+		s.logger.Info("login failed", "email", email, "remote", c.RealIP(), "reason", code)
+		return s.render(c, statusOf[code], views.LoginPage(views.LoginView{Email: email, Error: desk.ErrorMessage(err), Next: next}))
 	}
 	if err != nil {
 		return err

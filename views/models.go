@@ -67,7 +67,6 @@ type Card struct {
 	NeedsSupervisor  bool
 	Rejections       int
 	SortKey          string
-	Mine             bool
 }
 
 // QueueView is the live queue page.

@@ -59,10 +59,10 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	v := views.QueueView{Viewer: *viewer(c), Queue: q.Name, Flash: flash,
 		Live: views.LiveConfig{Queues: []string{q.Name}, Mark: string(s.hub.Mark())}}
 	for _, it := range waiting {
-		v.Cards = append(v.Cards, cardOf(it, visibility(user, it), user.ID, cardEntities))
+		v.Cards = append(v.Cards, cardOf(it, visibility(user, it), cardEntities))
 	}
 	for _, it := range held {
-		v.Held = append(v.Held, cardOf(it, visibility(user, it), user.ID, cardEntities))
+		v.Held = append(v.Held, cardOf(it, visibility(user, it), cardEntities))
 	}
 	if next != nil {
 		v.More = next.String()

@@ -22,7 +22,7 @@ func visibility(user auth.User, item handoff.Item) handoff.Visibility {
 
 // cardOf maps a package, masked for the receiver, to its card. Masking happens here, before any
 // component sees the values.
-func cardOf(item handoff.Item, v handoff.Visibility, viewerID int64, entityLimit int) views.Card {
+func cardOf(item handoff.Item, v handoff.Visibility, entityLimit int) views.Card {
 	p := item.Package.MaskFor(v)
 	channel := string(p.ChannelOrigin)
 	if p.ChannelTarget != "" && p.ChannelTarget != p.ChannelOrigin {
@@ -37,7 +37,7 @@ func cardOf(item handoff.Item, v handoff.Visibility, viewerID int64, entityLimit
 		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, entityLimit),
 		Sentiment: string(p.Sentiment), Channel: channel, EnqueuedAt: item.EnqueuedAt, SLA: item.SLA,
 		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
-		SortKey: item.SortKey(), Mine: item.HeldBy(viewerID),
+		SortKey: item.SortKey(),
 	}
 }
 
@@ -96,7 +96,7 @@ func handoffView(item handoff.Item, user auth.User, perms handoff.Permissions, n
 	vis := visibility(user, item)
 	p := item.Package.MaskFor(vis)
 	v := views.HandoffView{
-		Card:      cardOf(item, vis, user.ID, 0),
+		Card:      cardOf(item, vis, 0),
 		ContactID: p.Contact.ID, ContactEmail: p.Contact.Email, ContactPhone: p.Contact.Phone, PIIMasked: !vis.PII,
 		UserVerified: p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
 		SourceAgent: p.SourceAgent, Locale: p.Locale, OpenQuestions: p.OpenQuestions,

@@ -375,14 +375,14 @@ func (s *Server) listFragments(ctx context.Context, w watcher, item handoff.Item
 	if waiting && slices.Contains(w.queueIDs, item.QueueID) {
 		vis := visibility(w.user, item)
 		html := shared.Memo(cardKey{item.ID, vis.PII}, func() any {
-			return renderString(ctx, views.QueueCard(cardOf(item, vis, 0, cardEntities)))
+			return renderString(ctx, views.QueueCard(cardOf(item, vis, cardEntities)))
 		}).(string)
 		out = append(out, fragment{Target: cardID, Op: "upsert", List: "cards", Sort: item.SortKey(), HTML: html})
 	} else {
 		out = append(out, fragment{Target: cardID, Op: "remove"})
 	}
 	if item.HeldBy(w.user.ID) && item.Open() {
-		card := cardOf(item, visibility(w.user, item), w.user.ID, cardEntities)
+		card := cardOf(item, visibility(w.user, item), cardEntities)
 		out = append(out, fragment{Target: heldID, Op: "upsert", List: "held", Sort: item.SortKey(), HTML: renderString(ctx, views.HeldCard(card))})
 	} else {
 		out = append(out, fragment{Target: heldID, Op: "remove"})

@@ -253,7 +253,7 @@ func TestLoginThrottledAfterRepeatedFailures(t *testing.T) {
 		}
 	}
 	resp, body := attempt(testPassword)
-	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "too many failed logins") {
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "too many failed logins") || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("the right password after 10 failures: %d, want 429 naming the reason", resp.StatusCode)
 	}
 	// Another account is not affected.

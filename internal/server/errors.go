@@ -95,9 +95,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		body.Error = fmt.Sprintf("the package is invalid: %d field(s) break the rules, listed in fields", len(invalid.Fields))
 	case errors.As(err, &de):
 		body.Reason, body.Details = de.Reason, de.Details
-		if de.RetryAfter > 0 {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(de.RetryAfter.Seconds()))))
-		}
+		setRetryAfter(c, de)
 	}
 	status := statusOf[body.Code]
 	if he != nil {
@@ -114,6 +112,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	if err != nil {
 		s.logger.Error("writing error response", "err", err)
+	}
+}
+
+// setRetryAfter tells a refused client, in whole seconds rounded up, when to try again.
+func setRetryAfter(c echo.Context, e *desk.Error) {
+	if e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -25,6 +26,10 @@ func (s *Server) handleLogin(c echo.Context) error {
 	user, err := s.auth.Authenticate(c.Request().Context(), email, password)
 	if code := desk.ErrorCode(err); code == desk.Unauthorized || code == desk.RateLimited {
 		s.logger.Info("login failed", "email", email, "remote", c.RealIP(), "reason", code)
+		var refusal *desk.Error
+		if errors.As(err, &refusal) {
+			setRetryAfter(c, refusal)
+		}
 		return s.render(c, statusOf[code], views.LoginPage(views.LoginView{Email: email, Error: desk.ErrorMessage(err), Next: next}))
 	}
 	if err != nil {

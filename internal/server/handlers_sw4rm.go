@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"math"
 	"net/http"
 	"strconv"
 
@@ -40,9 +39,7 @@ func (s *Server) handleSW4RM(c echo.Context) error {
 		for k, v := range refusal.Details {
 			metadata[k] = v
 		}
-		if refusal.RetryAfter > 0 {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(refusal.RetryAfter.Seconds()))))
-		}
+		setRetryAfter(c, refusal)
 		return c.JSON(statusOf[refusal.Code], handoff.SW4RMResponse{
 			RequestID: req.RequestID, Accepted: false, HandoffID: pkg.HandoffID,
 			RejectionReason: refusal.Message, Status: handoff.SW4RMRejected, Metadata: metadata,

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -13,11 +15,12 @@ import (
 )
 
 // On a machine shared with other work, rates move with the neighbours' load; the CPU time each
-// operation costs moves far less, and it tells where the time goes. A meter reads it for this
-// process (server, bots and baseline workers alike) and for the PostgreSQL backends serving the
-// bench database. The backends' figure needs PostgreSQL on this machine with its /proc readable;
-// without it the PostgreSQL side reads as unknown. PostgreSQL's shared processes (WAL writer,
-// checkpointer, autovacuum) are not counted.
+// operation costs moves less, and it tells which side the time goes to. A meter reads it for this
+// process (server, bots and baseline workers alike) and for the processes connected to the bench
+// database (its backends, and autovacuum workers while they run). The latter needs PostgreSQL on
+// this machine with its /proc readable; without it the PostgreSQL side reads as unknown.
+// PostgreSQL's shared background processes (WAL writer, checkpointer, background writer) are not
+// counted.
 type meter struct {
 	conn *pgx.Conn // to the bench database, to list its backends
 }
@@ -54,10 +57,14 @@ func (m *meter) read(ctx context.Context) cpuReading {
 	r.backends = make(map[int]time.Duration, len(pids))
 	for _, pid := range pids {
 		used, err := processCPU(pid)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// The backend ended after the listing: like one that ends inside the window, lost.
+		case err != nil:
 			return cpuReading{self: r.self}
+		default:
+			r.backends[pid] = used
 		}
-		r.backends[pid] = used
 	}
 	return r
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ func TestMeasureBothSides(t *testing.T) {
 	}
 	if n := res.errors(); n != 0 {
 		t.Errorf("%d operations failed, first: %q", n, res.errorSamples)
+	}
+	if c.baseline[0].cpu.self <= 0 || c.intake[0].cpu.self <= 0 {
+		t.Errorf("CPU time of this process: baseline %v, intake %v; want both above zero", c.baseline[0].cpu.self, c.intake[0].cpu.self)
 	}
 	if res.handoffs < int64(c.intake[0].ops) {
 		t.Errorf("%d handoffs stored, fewer than the %d answered 201 in the window", res.handoffs, c.intake[0].ops)
@@ -74,5 +78,21 @@ func TestPercentileIsNearestRank(t *testing.T) {
 		if got := percentile(c.sorted, c.p); got != c.want {
 			t.Errorf("p%d of %d values = %d, want %d", c.p, len(c.sorted), got, c.want)
 		}
+	}
+}
+
+func TestProcessCPUReadsProcStat(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc here")
+	}
+	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
+		// Burn enough CPU for at least one clock tick.
+	}
+	used, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used <= 0 {
+		t.Errorf("this process used %v of CPU, want more than zero", used)
 	}
 }

@@ -55,7 +55,7 @@ func median[T ~int64 | ~float64](samples []sample, value func(sample) T) T {
 func report(w io.Writer, cfg config, res result) {
 	fmt.Fprintf(w, "\nmedian of %d run(s) per cell; p50/p99 are exact per run (nearest rank over every request completed in the window);\n", cfg.runs)
 	fmt.Fprintf(w, "cpu/op is CPU time per operation in the window: Go is this whole process (server, bots or baseline workers, GC),\n")
-	fmt.Fprintf(w, "pg the PostgreSQL backends of the bench database (not the WAL writer or checkpointer); ? when /proc cannot tell\n\n")
+	fmt.Fprintf(w, "pg the PostgreSQL processes of the bench database (not the WAL writer or checkpointer); ? when /proc cannot tell\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "bots\tbytes\tbaseline ops/s\tintake ops/s\tintake/baseline\tintake p50\tintake p99\tbaseline p50\tbaseline p99\tintake cpu/op Go+pg\tbaseline cpu/op Go+pg\terrors\t")
 	for _, c := range res.cells {

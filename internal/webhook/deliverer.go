@@ -159,6 +159,9 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 		inFlight = map[string]chan struct{}{} // per webhook URL
 	)
 	for _, row := range rows {
+		if row.webhookURL == "" {
+			continue // settled as no_endpoint by the claim
+		}
 		slots, ok := inFlight[row.webhookURL]
 		if !ok {
 			slots = make(chan struct{}, d.opts.MaxInFlight)
@@ -198,7 +201,8 @@ func (d *Deliverer) wallClock() time.Time {
 // disjoint rows, and moving next_attempt_at forward by the lease hides the rows from them after
 // this commits, until the lease runs out. A deliverer that dies mid-pass thus delays its rows by
 // at most the lease. Counting the attempt here, not after the request, keeps a row that crashes
-// its deliverer every time from being retried forever.
+// its deliverer every time from being retried forever. Rows of keys without a webhook URL are
+// settled here too: they need no request, and a commit each would cost as much as the intake's.
 func (d *Deliverer) claim(ctx context.Context) ([]claimed, error) {
 	rows, err := d.db.Query(ctx, `
 		WITH due AS (
@@ -210,7 +214,8 @@ func (d *Deliverer) claim(ctx context.Context) ([]claimed, error) {
 		)
 		UPDATE webhook_outbox o
 		SET attempts = o.attempts + 1,
-			next_attempt_at = coalesce($1::timestamptz, now()) + $3::interval
+			next_attempt_at = coalesce($1::timestamptz, now()) + $3::interval,
+			state = CASE WHEN k.webhook_url IS NULL THEN 'no_endpoint' ELSE o.state END
 		FROM due, api_keys k
 		WHERE o.id = due.id AND k.id = o.api_key_id
 		RETURNING o.id, o.event_id, o.event, o.payload, o.attempts, k.webhook_url, k.webhook_secret`,
@@ -242,9 +247,6 @@ type result struct {
 }
 
 func (d *Deliverer) deliver(ctx context.Context, row claimed) error {
-	if row.webhookURL == "" {
-		return d.record(ctx, row, result{state: StateNoEndpoint})
-	}
 	status, err := d.post(ctx, row)
 	if err != nil && ctx.Err() != nil {
 		// Shutting down: the failure is ours, not the endpoint's. The lease brings the row back.

@@ -110,13 +110,16 @@ func (s *Server) handleSocket(c echo.Context) error {
 	if since != "" && !since.Valid() {
 		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
 	}
+	// Counted before the upgrade: until the hijack, http.Server.Shutdown waits for this request,
+	// so the count is in place before Serve waits for the sockets.
+	s.sockets.Add(1)
 	conn, err := s.upgrader.Upgrade(c.Response(), c.Request(), nil)
 	if err != nil {
+		s.sockets.Done()
 		return nil // the upgrader has answered the client
 	}
 	// The socket lives on in its own goroutines and the handler returns: net/http's connection
 	// goroutine, its stack grown by the middleware and queries above, goes away.
-	s.sockets.Add(1)
 	go s.serveSocket(context.WithoutCancel(ctx), conn, w, since)
 	return nil
 }

@@ -77,6 +77,15 @@ func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (hel
 	return h, err
 }
 
+// lockToAct locks the package and checks that the user may act in its queue.
+func lockToAct(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (held, error) {
+	h, err := lock(ctx, tx, user, handoffID)
+	if err != nil {
+		return held{}, err
+	}
+	return h, h.mayAct(user)
+}
+
 // mayAct checks that the user works the locked package's queue: its members, and supervisors
 // anywhere.
 func (h held) mayAct(user auth.User) error {
@@ -180,11 +189,8 @@ func (a *Actions) Next(ctx context.Context, user auth.User, queueName string) (s
 // pick from the list. Across all agents and instances exactly one accept wins.
 func (a *Actions) Accept(ctx context.Context, user auth.User, handoffID string) error {
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		h, err := lock(ctx, tx, user, handoffID)
+		h, err := lockToAct(ctx, tx, user, handoffID)
 		if err != nil {
-			return err
-		}
-		if err := h.mayAct(user); err != nil {
 			return err
 		}
 		switch {
@@ -259,25 +265,14 @@ func (a *Actions) Reject(ctx context.Context, user auth.User, handoffID, reason,
 		}
 		rejections := h.Rejections + 1
 		needsSupervisor := rejections >= h.Queue.MaxRejections
-		if _, err := tx.Exec(ctx, `
+		return apply(ctx, tx, `
 			UPDATE handoffs SET status = 'queued', assignee_id = NULL, reserved_until = NULL, accepted_at = NULL,
 				rejected_by = array_append(rejected_by, $2), rejections = $3, needs_supervisor = $4,
 				queue_id = $5, offered_to = NULL, offered_until = NULL, updated_at = $6
-			WHERE id = $1`, h.ID, user.ID, rejections, needsSupervisor, target.ID, now); err != nil {
-			return err
-		}
-		c := change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, APIKeyID: h.APIKeyID,
-			Kind: "rejected", Status: StatusQueued, ActorUser: &user.ID, Reason: reason, At: now,
-			Detail: map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name}}
-		if err := record(ctx, tx, c); err != nil {
-			return err
-		}
-		if target.ID != h.Queue.ID {
-			// The old queue's pages drop the card too.
-			c.QueueID, c.Kind = h.Queue.ID, "moved"
-			return record(ctx, tx, c)
-		}
-		return nil
+			WHERE id = $1`, []any{h.ID, user.ID, rejections, needsSupervisor, target.ID, now},
+			change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
+				APIKeyID: h.APIKeyID, Kind: "rejected", Status: StatusQueued, ActorUser: &user.ID, Reason: reason, At: now,
+				Detail: map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name}})
 	})
 }
 
@@ -303,11 +298,8 @@ func (a *Actions) close(ctx context.Context, user auth.User, handoffID string, s
 		return desk.Errorf(desk.Invalid, "the note is over 2000 characters")
 	}
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		h, err := lock(ctx, tx, user, handoffID)
+		h, err := lockToAct(ctx, tx, user, handoffID)
 		if err != nil {
-			return err
-		}
-		if err := h.mayAct(user); err != nil {
 			return err
 		}
 		if h.Status != StatusQueued || !slices.Contains(from, StatusQueued) {
@@ -345,11 +337,8 @@ func transferTarget(ctx context.Context, tx pgx.Tx, from queue.Queue, name strin
 // target queue's cooldown, so two teams cannot bounce a customer.
 func (a *Actions) Transfer(ctx context.Context, user auth.User, handoffID, toQueue, note string) error {
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
-		h, err := lock(ctx, tx, user, handoffID)
+		h, err := lockToAct(ctx, tx, user, handoffID)
 		if err != nil {
-			return err
-		}
-		if err := h.mayAct(user); err != nil {
 			return err
 		}
 		if h.Status != StatusQueued {
@@ -381,20 +370,13 @@ func (a *Actions) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `
+		return apply(ctx, tx, `
 			UPDATE handoffs SET queue_id = $2, status = 'queued', assignee_id = NULL, reserved_until = NULL, accepted_at = NULL,
 				rejected_by = '{}', needs_supervisor = false, offered_to = NULL, offered_until = NULL,
 				expires_at = greatest(expires_at, $3::timestamptz + $4::interval), updated_at = $3
-			WHERE id = $1`, h.ID, target.ID, now, target.TTL); err != nil {
-			return err
-		}
-		c := change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, APIKeyID: h.APIKeyID,
-			Kind: "transferred", Status: StatusQueued, ActorUser: &user.ID, Note: note, At: now,
-			Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}}
-		if err := record(ctx, tx, c); err != nil {
-			return err
-		}
-		c.QueueID, c.Kind = h.Queue.ID, "moved"
-		return record(ctx, tx, c)
+			WHERE id = $1`, []any{h.ID, target.ID, now, target.TTL},
+			change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
+				APIKeyID: h.APIKeyID, Kind: "transferred", Status: StatusQueued, ActorUser: &user.ID, Note: note, At: now,
+				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}})
 	})
 }

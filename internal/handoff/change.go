@@ -16,7 +16,10 @@ type change struct {
 	PublicID  string // the bot's handoff_id
 	QueueID   int64
 	Queue     string
-	APIKeyID  int64
+	// FromQueueID is the queue the package left, when the change moved it: pages of that queue
+	// drop its card.
+	FromQueueID int64
+	APIKeyID    int64
 	// Kind is the event's name: a webhook event (queued, accepted, ...) or a desk-only one
 	// (reserved, released, moved) that bots are not told about.
 	Kind      string
@@ -50,6 +53,10 @@ func queueChange(b *pgx.Batch, c change) error {
 	}
 	b.Queue(`INSERT INTO desk_events (queue_id, handoff_id, kind, created_at) VALUES ($1, $2, $3, $4)`,
 		c.QueueID, c.HandoffID, c.Kind, c.At)
+	if c.FromQueueID != 0 && c.FromQueueID != c.QueueID {
+		b.Queue(`INSERT INTO desk_events (queue_id, handoff_id, kind, created_at) VALUES ($1, $2, 'moved', $3)`,
+			c.FromQueueID, c.HandoffID, c.At)
+	}
 	b.Queue(`INSERT INTO audit_log (at, actor_user, actor_bot, action, handoff_id, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
 		c.At, c.ActorUser, c.ActorBot, c.Kind, c.HandoffID, detailJSON)
 	if !webhook.IsEvent(c.Kind) {

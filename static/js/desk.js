@@ -44,6 +44,15 @@
     return t.content.firstElementChild;
   }
 
+  // editing reports whether the agent is filling in a form inside el: a live refresh must not
+  // throw their input away (the server checks the action anyway when it is sent).
+  function editing(el) {
+    if (el.contains(document.activeElement) && document.activeElement.matches("input, select, textarea")) return true;
+    for (const f of el.querySelectorAll("input, textarea")) if (f.value !== f.defaultValue) return true;
+    for (const s of el.querySelectorAll("select")) if (s.selectedIndex >= 0 && !s.options[s.selectedIndex].defaultSelected && s.selectedIndex !== 0) return true;
+    return false;
+  }
+
   function apply(frame) {
     // A hello carries the server's mark; with a mark of our own, the catch-up frame that follows
     // moves it, so a drop during catch-up loses nothing.
@@ -57,7 +66,7 @@
       if (f.op === "remove") {
         if (old) old.remove();
       } else if (f.op === "replace") {
-        if (old) old.replaceWith(fromHTML(f.html));
+        if (old && !editing(old)) old.replaceWith(fromHTML(f.html));
       } else if (f.op === "upsert") {
         const list = document.getElementById(f.list);
         if (!list) continue;

@@ -8,6 +8,8 @@ import (
 	"runtime/pprof"
 	"strings"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // fanoutResult is scenarios 2 and 3: thousands of sockets on one instance, one event at a time
@@ -111,7 +113,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		return nil, err
 	}
 	fmt.Fprintf(out, "  desk: %d events, frame %d bytes: last arrival median %s p99 %s; first arrival median %s; POST median %s\n",
-		len(r.desk.last), r.frameBytes, ms(median(r.desk.last)), ms(percentile(r.desk.last, 99)), ms(median(r.desk.first)), ms(median(r.deskPost)))
+		len(r.desk.last), r.frameBytes, ms(median(r.desk.last)), ms(loadtest.Percentile(r.desk.last, 99)), ms(median(r.desk.first)), ms(median(r.deskPost)))
 
 	// Bare gorilla: the same number of sockets, the same frame size, the same client.
 	settle(ctx)
@@ -157,7 +159,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		return nil, err
 	}
 	fmt.Fprintf(out, "  bare: %d broadcasts of %d bytes: last arrival median %s p99 %s; first arrival median %s\n",
-		len(r.bare.last), size, ms(median(r.bare.last)), ms(percentile(r.bare.last, 99)), ms(median(r.bare.first)))
+		len(r.bare.last), size, ms(median(r.bare.last)), ms(loadtest.Percentile(r.bare.last, 99)), ms(median(r.bare.first)))
 
 	if errs.n() > 0 {
 		res.fail("2: %d intake POSTs failed, first: %q", errs.n(), errs.samples)

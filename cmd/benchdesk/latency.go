@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // latencyResult is scenario 1: packages posted to instance A, cards arriving on sockets held by
@@ -41,7 +43,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 	if r.notify, err = b.notifyRoundTrips(ctx, cfg.latencyPackages); err != nil {
 		return nil, fmt.Errorf("NOTIFY baseline: %w", err)
 	}
-	fmt.Fprintf(out, "  baseline: %d NOTIFY→LISTEN round trips: p50 %s p99 %s\n", len(r.notify), ms(percentile(r.notify, 50)), ms(percentile(r.notify, 99)))
+	fmt.Fprintf(out, "  baseline: %d NOTIFY→LISTEN round trips: p50 %s p99 %s\n", len(r.notify), ms(loadtest.Percentile(r.notify, 50)), ms(loadtest.Percentile(r.notify, 99)))
 
 	t0 := time.Now()
 	if err := b.farm.dialDesk(b.b.url, queueLive, b.session[:r.users], r.sockets); err != nil {
@@ -121,8 +123,8 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 		return nil, err
 	}
 	fmt.Fprintf(out, "  desk: %d arrivals (%d missing), frame %d bytes: p50 %s p99 %s; first arrival p50 %s p99 %s; POST p50 %s\n",
-		len(r.all), r.missing, r.frameBytes, ms(percentile(r.all, 50)), ms(percentile(r.all, 99)),
-		ms(percentile(r.first, 50)), ms(percentile(r.first, 99)), ms(percentile(r.post, 50)))
+		len(r.all), r.missing, r.frameBytes, ms(loadtest.Percentile(r.all, 50)), ms(loadtest.Percentile(r.all, 99)),
+		ms(loadtest.Percentile(r.first, 50)), ms(loadtest.Percentile(r.first, 99)), ms(loadtest.Percentile(r.post, 50)))
 	fmt.Fprintf(out, "  %d of %d packages first arrived after %s; meanwhile the %s\n", r.late, n, lateAfter, r.xids)
 
 	if r.errors.n() > 0 {

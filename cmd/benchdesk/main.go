@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // defaultAdminURL is where `make test` finds PostgreSQL too (pgtest.DefaultAdminURL, not imported
@@ -201,7 +203,7 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs.VisitAll(func(f *flag.Flag) {
 		if v := f.Value.String(); v != "" && f.Name != "quick" {
 			if f.Name == "database-url" {
-				v = redacted(v)
+				v = loadtest.Redacted(v)
 			}
 			command += " -" + f.Name + "=" + v
 		}

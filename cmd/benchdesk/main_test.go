@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
@@ -77,7 +78,7 @@ func TestEveryScenarioIsCorrect(t *testing.T) {
 			t.Fatalf("an arrival %s is not after its POST: clocks or bookkeeping are wrong", d)
 		}
 	}
-	if percentile(l.notify, 50) <= 0 {
+	if loadtest.Percentile(l.notify, 50) <= 0 {
 		t.Errorf("NOTIFY baseline measured nothing")
 	}
 
@@ -147,26 +148,6 @@ func TestCardKeys(t *testing.T) {
 	}
 	if n := len(bareFrame("k", 2400)); n != 2400 {
 		t.Errorf("bareFrame is %d bytes, want 2400", n)
-	}
-}
-
-func TestPercentileIsNearestRank(t *testing.T) {
-	hundred := make([]time.Duration, 100)
-	for i := range hundred {
-		hundred[i] = time.Duration(i + 1)
-	}
-	cases := []struct {
-		sorted []time.Duration
-		p      float64
-		want   time.Duration
-	}{
-		{hundred, 50, 50}, {hundred, 95, 95}, {hundred, 99, 99}, {hundred[:10], 99, 10},
-		{hundred[:3], 50, 2}, {hundred[:1], 50, 1}, {hundred[:20], 99, 20}, {nil, 99, 0},
-	}
-	for _, c := range cases {
-		if got := percentile(c.sorted, c.p); got != c.want {
-			t.Errorf("p%v of %d values = %d, want %d", c.p, len(c.sorted), got, c.want)
-		}
 	}
 }
 

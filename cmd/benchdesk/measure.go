@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // result is everything the report prints.
@@ -102,16 +104,6 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	}
 	res.warnings = b.warns.all()
 	return res, nil
-}
-
-// percentile is the nearest-rank percentile of sorted durations: an observed value, never an
-// interpolation between two.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(p*float64(len(sorted))/100 + 0.999999) // ceil(p/100 × n)
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 func sorted(d []time.Duration) []time.Duration {
@@ -337,5 +329,5 @@ func (s *xidSampler) summary() string {
 	}
 	d := sorted(s.ages)
 	return fmt.Sprintf("oldest xid-holding transaction in the cluster, every %s: p50 %s, p99 %s, max %s; older than %s and in another database in %.0f%% of %d samples",
-		sampleEvery, ms(percentile(d, 50)), ms(percentile(d, 99)), ms(d[len(d)-1]), xidOld, 100*float64(s.foreign)/float64(len(d)), len(d))
+		sampleEvery, ms(loadtest.Percentile(d, 50)), ms(loadtest.Percentile(d, 99)), ms(d[len(d)-1]), xidOld, 100*float64(s.foreign)/float64(len(d)), len(d))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // pageResult is scenario 5: an agent's queue page (page 1, and page 2 through the page's own
@@ -130,7 +131,7 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 			return loopStats{}, err
 		}
 		d, err := b.getLoop(ctx, base, path, token, r.requests, r.concurrency, check, &r.errors)
-		return loopStats{percentile(d, 50), percentile(d, 95), percentile(d, 99)}, err
+		return loopStats{loadtest.Percentile(d, 50), loadtest.Percentile(d, 95), loadtest.Percentile(d, 99)}, err
 	}
 	for round := range cfg.runs {
 		h, err := loop("/healthz", checkHealth)
@@ -186,7 +187,7 @@ func (b *bench) timeWaiting(ctx context.Context, n int) (time.Duration, error) {
 		}
 		d = append(d, time.Since(t))
 	}
-	return percentile(sorted(d), 50), nil
+	return loadtest.Percentile(sorted(d), 50), nil
 }
 
 // explainPage runs EXPLAIN ANALYZE on page 1's query shape (a custom plan, as every new

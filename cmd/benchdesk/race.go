@@ -16,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // raceResult is scenario 4: agents on both instances loop Next→Accept→Resolve until the queue is
@@ -92,7 +93,7 @@ func (b *bench) sampleRoundTrips(ctx context.Context) func() time.Duration {
 	}()
 	return func() time.Duration {
 		stop()
-		return percentile(sorted(<-done), 50)
+		return loadtest.Percentile(sorted(<-done), 50)
 	}
 }
 
@@ -229,7 +230,7 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 	}
 	fmt.Fprintf(out, "  desk (%s): %d agents, %d accepts in %s: %.0f accepts/s; cycle p50 %s p99 %s; errors %d\n",
 		r.via, r.agents, r.accepted, r.took.Round(time.Millisecond), float64(r.accepted)/r.took.Seconds(),
-		ms(percentile(r.cycles, 50)), ms(percentile(r.cycles, 99)), r.errors.n())
+		ms(loadtest.Percentile(r.cycles, 50)), ms(loadtest.Percentile(r.cycles, 99)), r.errors.n())
 	fmt.Fprintf(out, "    database round trips by both instances (requests and background work): %d, %.1f per accepted package (baseline: 1 per claim)\n",
 		r.trips, float64(r.trips)/float64(max(r.accepted, 1)))
 	var parts []string

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // Targets, informational: the exit status does not depend on them.
@@ -28,19 +30,19 @@ func report(w io.Writer, res result, took time.Duration) {
 	}
 	if l := res.latency; l != nil {
 		scope := fmt.Sprintf("ingest→frame, POST on A, %d sockets on B (%d agents)", l.sockets, l.users)
-		row("1", scope+", p50 of all arrivals", ms(percentile(l.all, 50)), "NOTIFY→LISTEN p50 "+ms(percentile(l.notify, 50)),
-			ratio(percentile(l.all, 50), percentile(l.notify, 50)), "≤ "+ms(targetLatencyP50), verdict(percentile(l.all, 50) <= targetLatencyP50 && len(l.all) > 0))
-		row("1", fmt.Sprintf("  p99 of all %d (package, socket) arrivals", len(l.all)), ms(percentile(l.all, 99)), "NOTIFY→LISTEN p99 "+ms(percentile(l.notify, 99)),
-			ratio(percentile(l.all, 99), percentile(l.notify, 99)), "≤ "+ms(targetLatencyP99), verdict(percentile(l.all, 99) <= targetLatencyP99 && len(l.all) > 0))
-		row("1", fmt.Sprintf("  first arrival per package (%d), p50 / p99", len(l.first)), ms(percentile(l.first, 50))+" / "+ms(percentile(l.first, 99)),
+		row("1", scope+", p50 of all arrivals", ms(loadtest.Percentile(l.all, 50)), "NOTIFY→LISTEN p50 "+ms(loadtest.Percentile(l.notify, 50)),
+			ratio(loadtest.Percentile(l.all, 50), loadtest.Percentile(l.notify, 50)), "≤ "+ms(targetLatencyP50), verdict(loadtest.Percentile(l.all, 50) <= targetLatencyP50 && len(l.all) > 0))
+		row("1", fmt.Sprintf("  p99 of all %d (package, socket) arrivals", len(l.all)), ms(loadtest.Percentile(l.all, 99)), "NOTIFY→LISTEN p99 "+ms(loadtest.Percentile(l.notify, 99)),
+			ratio(loadtest.Percentile(l.all, 99), loadtest.Percentile(l.notify, 99)), "≤ "+ms(targetLatencyP99), verdict(loadtest.Percentile(l.all, 99) <= targetLatencyP99 && len(l.all) > 0))
+		row("1", fmt.Sprintf("  first arrival per package (%d), p50 / p99", len(l.first)), ms(loadtest.Percentile(l.first, 50))+" / "+ms(loadtest.Percentile(l.first, 99)),
 			"", "", "", "info")
 		row("1", fmt.Sprintf("  packages first arriving after %s", lateAfter), fmt.Sprintf("%d of %d", l.late, l.packages), "", "", "", "info")
-		row("1", "  intake POST answer on A, p50 / p99", ms(percentile(l.post, 50))+" / "+ms(percentile(l.post, 99)), "", "", "", "info")
+		row("1", "  intake POST answer on A, p50 / p99", ms(loadtest.Percentile(l.post, 50))+" / "+ms(loadtest.Percentile(l.post, 99)), "", "", "", "info")
 	}
 	if f := res.fanout; f != nil {
-		row("2", fmt.Sprintf("fan-out to %d sockets, last arrival p99 (%d events)", f.sockets, len(f.desk.last)), ms(percentile(f.desk.last, 99)),
-			"bare gorilla p99 "+ms(percentile(f.bare.last, 99)), ratio(percentile(f.desk.last, 99), percentile(f.bare.last, 99)),
-			"≤ "+ms(targetFanoutP99), verdict(percentile(f.desk.last, 99) <= targetFanoutP99 && len(f.desk.last) > 0))
+		row("2", fmt.Sprintf("fan-out to %d sockets, last arrival p99 (%d events)", f.sockets, len(f.desk.last)), ms(loadtest.Percentile(f.desk.last, 99)),
+			"bare gorilla p99 "+ms(loadtest.Percentile(f.bare.last, 99)), ratio(loadtest.Percentile(f.desk.last, 99), loadtest.Percentile(f.bare.last, 99)),
+			"≤ "+ms(targetFanoutP99), verdict(loadtest.Percentile(f.desk.last, 99) <= targetFanoutP99 && len(f.desk.last) > 0))
 		row("2", "  last arrival, median", ms(median(f.desk.last)), "bare gorilla median "+ms(median(f.bare.last)),
 			ratio(median(f.desk.last), median(f.bare.last)), "", "info")
 		row("2", "  last minus first arrival (the fan-out alone), median", ms(median(f.desk.spread)), "bare gorilla median "+ms(median(f.bare.spread)),
@@ -60,7 +62,7 @@ func report(w io.Writer, res result, took time.Duration) {
 		row("4", fmt.Sprintf("%d agents (%s, A and B) Next→Accept→Resolve over %d packages, accepts/s", r.agents, r.via, r.packages),
 			fmt.Sprintf("%.0f/s", rate), fmt.Sprintf("bare SKIP LOCKED %.0f claims/s", base), fmt.Sprintf("%.2f", rate/base),
 			fmt.Sprintf("≥ %.0f/s", targetAccepts), verdict(rate >= targetAccepts))
-		row("4", "  Next→Accept→Resolve cycle, p50 / p99", ms(percentile(r.cycles, 50))+" / "+ms(percentile(r.cycles, 99)), "", "", "", "info")
+		row("4", "  Next→Accept→Resolve cycle, p50 / p99", ms(loadtest.Percentile(r.cycles, 50))+" / "+ms(loadtest.Percentile(r.cycles, 99)), "", "", "", "info")
 		row("4", "  webhook rows settled by the deliverers during the race, per second", fmt.Sprintf("%.0f/s (%d of %d; %d left pending)",
 			float64(r.webhooksSettled)/r.took.Seconds(), r.webhooksSettled, r.webhooksWritten, r.webhooksPending), "", "", "", "info")
 		row("4", "  database round trips per accepted package", fmt.Sprintf("%.1f", float64(r.trips)/float64(max(r.accepted, 1))), "1 per claim", "", "", "info")

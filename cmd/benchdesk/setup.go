@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/instance"
+	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
@@ -101,11 +101,6 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 		return nil, teardown, err
 	}
 
-	admin, err := url.Parse(cfg.adminURL)
-	if err != nil {
-		return nil, teardown, fmt.Errorf("database url: %w", err)
-	}
-	b.dbName = "bench_desk_" + strings.ToLower(rand.Text())
 	conn, err := pgx.Connect(ctx, cfg.adminURL)
 	if err != nil {
 		return nil, teardown, err
@@ -116,18 +111,15 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 		current_setting('autovacuum')`).Scan(&version, &syncCommit, &fsync, &maxConns, &autovacuum); err != nil {
 		return nil, teardown, err
 	}
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{b.dbName}.Sanitize()); err != nil {
+	if b.dbName, b.dbURL, err = loadtest.CreateDatabase(ctx, cfg.adminURL, "bench_desk_"); err != nil {
 		return nil, teardown, err
 	}
-	benchURL := *admin
-	benchURL.Path = "/" + b.dbName
-	b.dbURL = benchURL.String()
 	undo = append(undo, func() error {
 		if cfg.keep {
-			fmt.Fprintf(out, "kept the bench database: psql '%s'\n", redacted(b.dbURL))
+			fmt.Fprintf(out, "kept the bench database: psql '%s'\n", loadtest.Redacted(b.dbURL))
 			return nil
 		}
-		return dropDatabase(cfg.adminURL, b.dbName)
+		return loadtest.DropDatabase(cfg.adminURL, b.dbName)
 	})
 
 	b.warns = &warnCounter{counts: map[string]int{}}
@@ -188,7 +180,7 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 	if cfg.keep {
 		fate = "kept at exit (-keep)"
 	}
-	fmt.Fprintf(out, "database:   %s (fresh, migrated, %s)\n", redacted(b.dbURL), fate)
+	fmt.Fprintf(out, "database:   %s (fresh, migrated, %s)\n", loadtest.Redacted(b.dbURL), fate)
 	fmt.Fprintf(out, "instances:  A %s and B %s: instance.Run each (HTTP, live hub, LISTEN, coalesced NOTIFY, presence, sweeper,\n", b.a.url, b.b.url)
 	fmt.Fprintf(out, "            webhook deliverer), each on its own pool, pool_max_conns=%d; the tool's own pool has %d\n", cfg.serverConns, setupConns)
 	fmt.Fprintf(out, "bare:       gorilla echo/broadcast server on %s (no database), the baseline of 2 and 3\n", b.bare.url)
@@ -309,20 +301,6 @@ func startDesk(ctx context.Context, name, dbURL string, conns int, logger *slog.
 		return err
 	}
 	return d, nil
-}
-
-func dropDatabase(adminURL, name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	return nil
 }
 
 // createPeople makes the bench queues, one API key for all of them, and the agents with a
@@ -616,12 +594,4 @@ func (h *countingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h *countingHandler) WithGroup(name string) slog.Handler {
 	return &countingHandler{Handler: h.Handler.WithGroup(name), c: h.c}
-}
-
-func redacted(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable url)"
-	}
-	return u.Redacted()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +25,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/instance"
+	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
@@ -137,7 +136,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	res.database = b.dbName
 
 	fmt.Fprintf(out, "PostgreSQL: %s\n", pgInfo)
-	fmt.Fprintf(out, "database:   %s (fresh, migrated, dropped at exit)\n", redacted(b.dbURL))
+	fmt.Fprintf(out, "database:   %s (fresh, migrated, dropped at exit)\n", loadtest.Redacted(b.dbURL))
 	fmt.Fprintf(out, "server:     instance.Run in-process on %s (server, live hub, coalesced NOTIFY, webhook deliverer, sweeper), pool_max_conns=%d\n", b.url, cfg.serverConns)
 	fmt.Fprintf(out, "queues:     a new queue and API key per intake run (%s, ...), default guards; every package has its own handoff_id and contact.id\n", queueName(1))
 	fmt.Fprintf(out, "            (intake answers each package's position by counting the packages waiting ahead of it, so one queue\n")
@@ -204,11 +203,6 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 		return errors.Join(errs...)
 	}
 
-	admin, err := url.Parse(cfg.adminURL)
-	if err != nil {
-		return nil, "", teardown, fmt.Errorf("database url: %w", err)
-	}
-	name := "bench_intake_" + strings.ToLower(rand.Text())
 	conn, err := pgx.Connect(ctx, cfg.adminURL)
 	if err != nil {
 		return nil, "", teardown, err
@@ -220,14 +214,17 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 		return nil, "", teardown, err
 	}
 	pgInfo = fmt.Sprintf("%s; synchronous_commit=%s, fsync=%s (as configured: commits are durable only if both are on)", version, syncCommit, fsync)
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+	name, dbURL, err := loadtest.CreateDatabase(ctx, cfg.adminURL, "bench_intake_")
+	if err != nil {
 		return nil, "", teardown, err
 	}
-	undo = append(undo, func() error { return dropDatabase(cfg.adminURL, name) })
+	undo = append(undo, func() error { return loadtest.DropDatabase(cfg.adminURL, name) })
 
-	benchURL := *admin
-	benchURL.Path = "/" + name
-	b = &bench{dbName: name, dbURL: benchURL.String()}
+	b = &bench{dbName: name, dbURL: dbURL}
+	benchURL, err := url.Parse(dbURL)
+	if err != nil {
+		return nil, "", teardown, err
+	}
 	// pgxpool's default of max(4, NumCPU) connections would queue requests inside the server long
 	// before PostgreSQL is busy; a real deployment sets pool_max_conns in DATABASE_URL the same way.
 	query := benchURL.Query()
@@ -273,20 +270,6 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 		return <-served
 	})
 	return b, pgInfo, teardown, nil
-}
-
-func dropDatabase(adminURL, name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
-	}
-	return nil
 }
 
 // baseline inserts the same bodies with n workers, each on its own connection. Its own pool is
@@ -412,17 +395,7 @@ func drive(ctx context.Context, label string, n int, window time.Duration, m *me
 	wg.Wait()
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
-	return sample{ops: len(all), window: window, p50: percentile(all, 50), p99: percentile(all, 99), cpu: cpu}
-}
-
-// percentile is the nearest-rank percentile of sorted durations: an observed value, never an
-// interpolation between two.
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 × n)
-	return sorted[max(rank, 1)-1]
+	return sample{ops: len(all), window: window, p50: loadtest.Percentile(all, float64(50)), p99: loadtest.Percentile(all, float64(99)), cpu: cpu}
 }
 
 // errorLog counts failed operations and keeps the first few messages.
@@ -439,14 +412,6 @@ func (l *errorLog) add(err error) {
 	if len(l.samples) < keptErrors {
 		l.samples = append(l.samples, err.Error())
 	}
-}
-
-func redacted(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable url)"
-	}
-	return u.Redacted()
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }

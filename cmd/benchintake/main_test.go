@@ -57,30 +57,6 @@ func TestMeasureBothSides(t *testing.T) {
 	}
 }
 
-func TestPercentileIsNearestRank(t *testing.T) {
-	hundred := make([]time.Duration, 100)
-	for i := range hundred {
-		hundred[i] = time.Duration(i + 1)
-	}
-	cases := []struct {
-		sorted []time.Duration
-		p      int
-		want   time.Duration
-	}{
-		{hundred, 50, 50},
-		{hundred, 99, 99},
-		{hundred[:10], 99, 10},
-		{hundred[:3], 50, 2},
-		{hundred[:1], 50, 1},
-		{nil, 99, 0},
-	}
-	for _, c := range cases {
-		if got := percentile(c.sorted, c.p); got != c.want {
-			t.Errorf("p%d of %d values = %d, want %d", c.p, len(c.sorted), got, c.want)
-		}
-	}
-}
-
 func TestProcessCPUReadsProcStat(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc here")

@@ -1,0 +1,69 @@
+// Package loadtest holds what the desk's load tools share: scratch databases that leave nothing
+// behind, and nearest-rank percentiles.
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateDatabase creates an empty database named prefix plus a random suffix on the server of
+// adminURL, and returns its name and URL.
+func CreateDatabase(ctx context.Context, adminURL, prefix string) (name, dbURL string, err error) {
+	admin, err := url.Parse(adminURL)
+	if err != nil {
+		return "", "", fmt.Errorf("database url: %w", err)
+	}
+	name = prefix + strings.ToLower(rand.Text())
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", "", err
+	}
+	scratch := *admin
+	scratch.Path = "/" + name
+	return name, scratch.String(), nil
+}
+
+// DropDatabase drops a scratch database, closing whatever connections are still open on it.
+func DropDatabase(adminURL, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted durations: always one
+// that was measured, never an interpolation.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p*float64(len(sorted))/100 + 0.999999) // ceil(p/100 × n)
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// Redacted shows a database URL without its password.
+func Redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}

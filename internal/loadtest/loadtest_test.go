@@ -1,0 +1,26 @@
+package loadtest
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i + 1)
+	}
+	cases := []struct {
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{hundred, 50, 50}, {hundred, 95, 95}, {hundred, 99, 99}, {hundred[:10], 99, 10},
+		{hundred[:3], 50, 2}, {hundred[:1], 50, 1}, {hundred[:20], 99, 20}, {nil, 99, 0},
+	}
+	for _, c := range cases {
+		if got := Percentile(c.sorted, c.p); got != c.want {
+			t.Errorf("p%v of %d values = %d, want %d", c.p, len(c.sorted), got, c.want)
+		}
+	}
+}

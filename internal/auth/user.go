@@ -114,6 +114,9 @@ type Service struct {
 
 	botsMu sync.Mutex
 	bots   map[string]cachedBot // by key prefix
+
+	sessionsMu sync.Mutex
+	sessions   map[string]cachedSession // by token hash
 }
 
 // DefaultSessionTTL is how long a login lasts: a working day and some.
@@ -121,7 +124,8 @@ const DefaultSessionTTL = 12 * time.Hour
 
 // NewService returns a Service over db.
 func NewService(db *pgxpool.Pool) *Service {
-	return &Service{db: db, sessionTTL: DefaultSessionTTL, now: time.Now, bots: make(map[string]cachedBot)}
+	return &Service{db: db, sessionTTL: DefaultSessionTTL, now: time.Now, bots: make(map[string]cachedBot),
+		sessions: make(map[string]cachedSession)}
 }
 
 // CreateUser adds a user. A second user with the same email (any case) is a Conflict.

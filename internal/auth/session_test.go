@@ -1,0 +1,117 @@
+package auth
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestSessionRevocationReachesEveryInstance runs two instances' services on one database: a
+// logout takes effect at once where it happened and within sessionCacheTTL on the other, and so
+// does disabling the account.
+func TestSessionRevocationReachesEveryInstance(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	c := &clock{now: time.Now()}
+	a, b := NewService(db), NewService(db)
+	a.now, b.now = c.Now, c.Now
+	u, err := a.CreateUser(ctx, NewUser{Email: "dana@example.com", DisplayName: "Dana", Role: RoleAgent, Password: "long-enough"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := func(s *Service, token string) bool {
+		t.Helper()
+		got, err := s.SessionUser(ctx, token)
+		if desk.ErrorCode(err) == desk.NotFound {
+			return false
+		}
+		if err != nil || got.ID != u.ID {
+			t.Fatalf("session user = %+v, %v; want %d", got, err, u.ID)
+		}
+		return true
+	}
+
+	sess, err := a.StartSession(ctx, u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !live(a, sess.Token) || !live(b, sess.Token) {
+		t.Fatal("a new session is not live on both instances")
+	}
+	if err := a.EndSession(ctx, sess.Token); err != nil {
+		t.Fatal(err)
+	}
+	if live(a, sess.Token) {
+		t.Error("the instance that logged the session out still accepts it")
+	}
+	c.Advance(sessionCacheTTL - time.Millisecond)
+	if !live(b, sess.Token) {
+		t.Error("the other instance asked the database before its cache ran out: the cache saves nothing")
+	}
+	c.Advance(time.Millisecond)
+	if live(b, sess.Token) {
+		t.Errorf("the other instance accepts a logged-out session after %s", sessionCacheTTL)
+	}
+
+	sess, err = a.StartSession(ctx, u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !live(b, sess.Token) {
+		t.Fatal("second session not live")
+	}
+	if _, err := db.Exec(ctx, `UPDATE users SET disabled = true WHERE id = $1`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(sessionCacheTTL)
+	if live(b, sess.Token) || live(a, sess.Token) {
+		t.Errorf("a disabled user's session is still accepted after %s", sessionCacheTTL)
+	}
+}
+
+// TestSessionCacheEndsWithTheSession never trusts a cached session past its own expiry.
+func TestSessionCacheEndsWithTheSession(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	c := &clock{now: time.Now()}
+	s := NewService(db)
+	s.now, s.sessionTTL = c.Now, time.Second
+	u, err := s.CreateUser(ctx, NewUser{Email: "dana@example.com", DisplayName: "Dana", Role: RoleAgent, Password: "long-enough"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.StartSession(ctx, u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SessionUser(ctx, sess.Token); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Second)
+	if _, err := s.SessionUser(ctx, sess.Token); desk.ErrorCode(err) != desk.NotFound {
+		t.Fatalf("an expired session within the cache's time: %v, want NotFound", err)
+	}
+}

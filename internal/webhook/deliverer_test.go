@@ -206,6 +206,25 @@ func TestKeyWithoutWebhookURLIsNoEndpoint(t *testing.T) {
 	if err := webhook.Enqueue(t.Context(), f.db, newEvent(silent.ID, "h1", webhook.EventAccepted)); err != nil {
 		t.Fatal(err)
 	}
+	if row := f.only(t, "h1"); row.State != webhook.StateNoEndpoint {
+		t.Errorf("row = %+v, want no_endpoint as written", row)
+	}
+	f.clock.Advance(time.Hour)
+	if n := deliverDue(t, f.deliverer(t, webhook.Options{})); n != 0 || len(f.bot.receipts()) != 0 {
+		t.Errorf("claimed %d rows and sent %d requests, want none", n, len(f.bot.receipts()))
+	}
+}
+
+func TestWebhookURLRemovedBeforeDeliveryIsNoEndpoint(t *testing.T) {
+	t.Parallel()
+	f := setup(t, always(http.StatusOK))
+	key := f.apiKey(t, "other-bot", f.bot.server.URL+"/hook")
+	if err := webhook.Enqueue(t.Context(), f.db, newEvent(key.ID, "h1", webhook.EventAccepted)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec(t.Context(), `UPDATE api_keys SET webhook_url = NULL WHERE id = $1`, key.ID); err != nil {
+		t.Fatal(err)
+	}
 	d := f.deliverer(t, webhook.Options{})
 
 	if n := deliverDue(t, d); n != 1 {
@@ -353,15 +372,19 @@ func TestRunDeliversOnWake(t *testing.T) {
 
 	f.enqueue(t, "h1", webhook.EventAccepted)
 	d.Wake()
+	// Wait for the recorded result, not the bot's receipt: stopping between the two is a
+	// shutdown mid-delivery, which leaves the row to its lease.
 	deadline := time.Now().Add(5 * time.Second)
-	for len(f.bot.receipts()) == 0 && time.Now().Before(deadline) {
+	row := f.only(t, "h1")
+	for row.State != webhook.StateDelivered && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
+		row = f.only(t, "h1")
 	}
 	stop()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil after its context ends", err)
 	}
-	if row := f.only(t, "h1"); row.State != webhook.StateDelivered {
+	if row.State != webhook.StateDelivered {
 		t.Errorf("row = %+v, want delivered after Wake", row)
 	}
 }

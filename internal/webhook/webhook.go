@@ -77,7 +77,7 @@ type Execer interface {
 
 // Enqueue records e for delivery. The row becomes visible to deliverers only when db commits.
 func Enqueue(ctx context.Context, db Execer, e Event) error {
-	sql, args, err := insert(e)
+	sql, args, err := insert([]Event{e})
 	if err != nil {
 		return err
 	}
@@ -87,10 +87,10 @@ func Enqueue(ctx context.Context, db Execer, e Event) error {
 	return nil
 }
 
-// Queue adds e's outbox insert to a batch that the caller sends inside its transaction, so that
-// a status change and its webhook cost one round trip.
-func Queue(b *pgx.Batch, e Event) error {
-	sql, args, err := insert(e)
+// Queue adds the outbox insert of events to a batch that the caller sends inside its
+// transaction, so that status changes and their webhooks cost one round trip and one statement.
+func Queue(b *pgx.Batch, events ...Event) error {
+	sql, args, err := insert(events)
 	if err != nil {
 		return err
 	}
@@ -98,33 +98,48 @@ func Queue(b *pgx.Batch, e Event) error {
 	return nil
 }
 
-func insert(e Event) (string, []any, error) {
-	if !IsEvent(e.Event) {
-		return "", nil, fmt.Errorf("enqueue webhook: unknown event %q", e.Event)
+func insert(events []Event) (string, []any, error) {
+	ids := make([]string, len(events))
+	keys := make([]int64, len(events))
+	handoffs := make([]string, len(events))
+	names := make([]string, len(events))
+	bodies := make([]string, len(events))
+	for i, e := range events {
+		if !IsEvent(e.Event) {
+			return "", nil, fmt.Errorf("enqueue webhook: unknown event %q", e.Event)
+		}
+		if e.HandoffID == "" || e.OccurredAt.IsZero() {
+			return "", nil, fmt.Errorf("enqueue webhook %s: handoff id and occurrence time are required", e.Event)
+		}
+		// 128 random bits need no coordination between instances to stay unique; the bot dedupes
+		// redeliveries on this id.
+		ids[i] = "evt_" + rand.Text()
+		body, err := json.Marshal(payload{
+			EventID:    ids[i],
+			Event:      e.Event,
+			HandoffID:  e.HandoffID,
+			Status:     e.Status,
+			Queue:      e.Queue,
+			OccurredAt: e.OccurredAt.UTC(),
+			Reason:     e.Reason,
+			Note:       e.Note,
+			Outcome:    e.Outcome,
+			Assignee:   e.Assignee,
+		})
+		if err != nil {
+			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
+		}
+		keys[i], handoffs[i], names[i], bodies[i] = e.APIKeyID, e.HandoffID, e.Event, string(body)
 	}
-	if e.HandoffID == "" || e.OccurredAt.IsZero() {
-		return "", nil, fmt.Errorf("enqueue webhook %s: handoff id and occurrence time are required", e.Event)
-	}
-	// 128 random bits need no coordination between instances to stay unique; the bot dedupes
-	// redeliveries on this id.
-	eventID := "evt_" + rand.Text()
-	body, err := json.Marshal(payload{
-		EventID:    eventID,
-		Event:      e.Event,
-		HandoffID:  e.HandoffID,
-		Status:     e.Status,
-		Queue:      e.Queue,
-		OccurredAt: e.OccurredAt.UTC(),
-		Reason:     e.Reason,
-		Note:       e.Note,
-		Outcome:    e.Outcome,
-		Assignee:   e.Assignee,
-	})
-	if err != nil {
-		return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
-	}
-	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload) VALUES ($1, $2, $3, $4, $5)`,
-		[]any{eventID, e.APIKeyID, e.HandoffID, e.Event, body}, nil
+	// An event for a key without a webhook URL is settled as it is written, rather than claimed
+	// and updated by a deliverer later for nothing.
+	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state)
+		SELECT e.event_id, e.api_key_id, e.handoff_id, e.event, e.payload,
+			CASE WHEN k.webhook_url IS NULL THEN 'no_endpoint' ELSE 'pending' END
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]::jsonb[])
+			AS e(event_id, api_key_id, handoff_id, event, payload)
+		LEFT JOIN api_keys k ON k.id = e.api_key_id`,
+		[]any{ids, keys, handoffs, names, bodies}, nil
 }
 
 const signaturePrefix = "sha256="

@@ -1,0 +1,203 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// harbor is the Harbor package for a contact of its own, bound for queueName.
+func (d *testDesk) harbor(t testing.TB, queueName string) Package {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/harbor-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := d.n.Add(1)
+	p.HandoffID, p.Contact.ID, p.TargetProfile = fmt.Sprintf("ho_%d", n), fmt.Sprintf("cust_%d", n), queueName
+	return p
+}
+
+// batchOf prepares packages for Intake.write as Submit would.
+func (d *testDesk) batchOf(t *testing.T, packages ...Package) []*submission {
+	t.Helper()
+	var batch []*submission
+	for _, p := range packages {
+		s, err := newSubmission(d.sender, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, s)
+	}
+	return batch
+}
+
+func (d *testDesk) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := d.db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// One batch holds packages with every kind of answer: each gets its own, and only the admitted
+// ones are written.
+func TestBatchAnswersEachPackage(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	if _, err := d.queues.Create(context.Background(), queue.NewQueue{Name: "closed"}); err != nil {
+		t.Fatal(err)
+	}
+	waiting := d.harbor(t, "billing")
+	if _, err := d.intake.Submit(context.Background(), d.sender, waiting); err != nil {
+		t.Fatal(err)
+	}
+	first, second := d.harbor(t, "billing"), d.harbor(t, "billing")
+	unknown, forbidden := d.harbor(t, "nowhere"), d.harbor(t, "closed")
+	sameContact := d.harbor(t, "billing")
+	sameContact.Contact.ID = waiting.Contact.ID
+	changed := waiting
+	changed.ProblemStatement += " (edited)"
+	batch := d.batchOf(t, first, unknown, waiting, forbidden, sameContact, changed, second)
+	d.intake.write(batch)
+
+	want := []struct {
+		status   Status
+		position int
+		replayed bool
+		invalid  bool
+		code     string
+		reason   string
+	}{
+		{status: StatusQueued, position: 1},
+		{invalid: true},
+		{status: StatusQueued, position: 0, replayed: true},
+		{code: desk.Forbidden},
+		{code: desk.Conflict, reason: ReasonOpenHandoff},
+		{code: desk.Conflict},
+		{status: StatusQueued, position: 2},
+	}
+	for i, s := range batch {
+		w := want[i]
+		<-s.done
+		var invalid *ValidationError
+		if w.invalid != errors.As(s.err, &invalid) {
+			t.Errorf("package %d: err = %v, want a validation error: %v", i, s.err, w.invalid)
+		}
+		if w.invalid {
+			continue
+		}
+		if w.code != "" {
+			var deskErr *desk.Error
+			if desk.ErrorCode(s.err) != w.code || (w.reason != "" && (!errors.As(s.err, &deskErr) || deskErr.Reason != w.reason)) {
+				t.Errorf("package %d: err = %v, want %s %s", i, s.err, w.code, w.reason)
+			}
+			continue
+		}
+		if s.err != nil || s.receipt.Status != w.status || s.receipt.Position != w.position || s.receipt.Replayed != w.replayed {
+			t.Errorf("package %d: receipt %+v, err %v; want %s at %d, replayed %v", i, s.receipt, s.err, w.status, w.position, w.replayed)
+		}
+	}
+	if n := d.count(t, `SELECT count(*) FROM handoffs`); n != 3 {
+		t.Errorf("%d handoffs stored, want 3", n)
+	}
+	for _, table := range []string{"desk_events", "audit_log", "webhook_outbox"} {
+		if n := d.count(t, `SELECT count(*) FROM `+table); n != 3 {
+			t.Errorf("%d rows in %s, want one per queued package: 3", n, table)
+		}
+	}
+}
+
+// An id that another transaction takes between the batch's read and its insert fails the whole
+// batch; written again one by one, only that package is refused.
+func TestBatchRetriesOneByOneWhenAnIdIsTakenMeanwhile(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	taken, other := d.harbor(t, "billing"), d.harbor(t, "billing")
+	rival := taken
+	rival.Contact.ID = "someone-else"
+
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO handoffs (handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent, package, body_sha256, expires_at)
+		VALUES ($1, $2, $3, 'queued', 2, $4, 'rival', '{}', '\x00', now() + interval '1 hour')`,
+		taken.HandoffID, d.sender.APIKeyID, d.sender.QueueIDs[0], rival.Contact.ID); err != nil {
+		t.Fatal(err)
+	}
+	batch := d.batchOf(t, taken, other)
+	written := make(chan struct{})
+	go func() {
+		d.intake.write(batch)
+		close(written)
+	}()
+	// The batch's insert now waits on the rival's uncommitted id.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if d.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never waited on the rival's id")
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-written
+
+	if desk.ErrorCode(batch[0].err) != desk.Conflict {
+		t.Errorf("taken id: err = %v, want a conflict", batch[0].err)
+	}
+	if batch[1].err != nil || batch[1].receipt.Status != StatusQueued {
+		t.Errorf("other package: receipt %+v, err %v; want queued", batch[1].receipt, batch[1].err)
+	}
+	if n := d.count(t, `SELECT count(*) FROM handoffs WHERE handoff_id = $1`, other.HandoffID); n != 1 {
+		t.Errorf("other package stored %d times, want once", n)
+	}
+}
+
+// Packages submitted at once travel in batches and still get every place in the queue once.
+func TestConcurrentSubmissionsGetEveryPositionOnce(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	const n = 60
+	positions := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		p := d.harbor(t, "billing")
+		wg.Go(func() {
+			r, err := d.intake.Submit(context.Background(), d.sender, p)
+			if err != nil {
+				t.Error(err)
+			}
+			positions[i] = r.Position
+		})
+	}
+	wg.Wait()
+	slices.Sort(positions)
+	for i, p := range positions {
+		if p != i {
+			t.Fatalf("sorted positions = %v, want 0..%d once each", positions, n-1)
+		}
+	}
+	if got := d.count(t, `SELECT count(*) FROM audit_log WHERE action = 'queued'`); got != n {
+		t.Errorf("%d audit rows, want %d", got, n)
+	}
+}

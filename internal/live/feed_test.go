@@ -136,56 +136,6 @@ func TestReadDeliversEachEventOnceUnderInterleaving(t *testing.T) {
 	}
 }
 
-func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
-	t.Parallel()
-	db := pgtest.New(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	hub.buffer = 2
-	done := make(chan error, 1)
-	go func() { done <- hub.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	for hub.Mark() == "" {
-		time.Sleep(5 * time.Millisecond)
-	}
-
-	queue1, _ := hub.Subscribe(func(e Event) bool { return e.QueueID == 1 })
-	queue2, _ := hub.Subscribe(func(e Event) bool { return e.QueueID == 2 })
-	slow, _ := hub.Subscribe(func(Event) bool { return true })
-
-	for i := range hub.buffer + 2 {
-		if _, err := db.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (1, $1, 'queued')`, i); err != nil {
-			t.Fatal(err)
-		}
-		hub.Wake()
-		select {
-		case b := <-queue1.C:
-			if len(b.Events) == 0 || b.Events[0].QueueID != 1 {
-				t.Fatalf("queue 1 subscriber got %v", b.Events)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("queue 1 subscriber got nothing")
-		}
-	}
-	select {
-	case b, ok := <-queue2.C:
-		t.Fatalf("queue 2 subscriber got %v (open %v) for queue 1 events", b.Events, ok)
-	default:
-	}
-	drained := 0
-	for range slow.C {
-		drained++
-	}
-	if drained > hub.buffer {
-		t.Fatalf("slow subscriber received %d batches before being dropped, want at most %d", drained, hub.buffer)
-	}
-	hub.Unsubscribe(slow) // after a drop it is a no-op
-	if n := hub.Subscribers(); n != 2 {
-		t.Fatalf("%d subscribers left, want 2", n)
-	}
-}
-
 func TestSharedMemoComputesOncePerKeyAndNests(t *testing.T) {
 	s := NewShared()
 	calls := 0

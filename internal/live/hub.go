@@ -59,32 +59,70 @@ func (s *Shared) Memo(key any, f func() any) any {
 	return m.value
 }
 
-// Subscriber receives the batches touching what it watches. Its channel closes when the hub
-// drops it for falling behind or when it unsubscribes.
+// Ending says why a subscriber's turn is its last; zero while it goes on.
+type Ending int
+
+const (
+	_ Ending = iota
+	// FellBehind: more than the hub's buffer of batches waited for the subscriber, which is
+	// dropped rather than waited for.
+	FellBehind
+	// Stopped: the stop channel the subscriber was given closed.
+	Stopped
+)
+
+// Subscriber receives the batches touching what it watches. The hub's workers hand them to its
+// receive function in turns: one turn at a time, in order, never two at once, so the receiver
+// (a socket) needs no goroutine of its own to wait on them.
 type Subscriber struct {
-	C       <-chan Batch
-	c       chan Batch
+	hub     *Hub
 	watch   func(Event) bool
-	dropped bool
+	receive func(batches []Batch, ending Ending)
+	stop    <-chan struct{}
+
+	mu      sync.Mutex
+	pending []Batch
+	ending  Ending
+	poked   bool
+	held    bool // until Start
+	busy    bool // waiting for a turn or in one
+	gone    bool // unsubscribed or had its last turn
 }
 
-// Hub reads the event stream once per instance and fans each batch out to the subscribers. One
-// goroutine owns the subscriber set; a subscriber that falls behind is dropped, never waited for.
+// Hub reads the event stream once per instance and fans each batch out to the subscribers. A
+// subscriber that falls behind is dropped, never waited for: publishing only queues the batch,
+// and a fixed set of workers takes the subscribers' turns.
 type Hub struct {
 	db     Querier
 	logger *slog.Logger
 	wake   chan struct{}
 
-	mu   sync.Mutex
-	subs map[*Subscriber]struct{}
-	mark Mark
+	mu    sync.Mutex
+	subs  map[*Subscriber]struct{}
+	stops map[<-chan struct{}]struct{} // the stop channels watched, each by one goroutine
+	mark  Mark
 	// buffer is subscriberBuffer; tests shrink it to reach a drop quickly.
 	buffer int
+
+	// ready holds the subscribers waiting for a turn, each at most once, oldest first.
+	readyMu   sync.Mutex
+	readyCond sync.Cond
+	ready     []*Subscriber
+	stopped   bool
 }
+
+// workers is how many goroutines take the subscribers' turns. A turn writes to a network
+// connection, which may block for as long as the receiver's write deadline: enough workers that
+// a few stalled receivers do not hold up the rest, few enough that their stacks cost nothing
+// next to thousands of sockets.
+const workers = 32
 
 // NewHub returns a hub over db; Run starts it.
 func NewHub(db Querier, logger *slog.Logger) *Hub {
-	return &Hub{db: db, logger: logger, wake: make(chan struct{}, 1), subs: make(map[*Subscriber]struct{}), buffer: subscriberBuffer}
+	h := &Hub{db: db, logger: logger, wake: make(chan struct{}, 1), subs: make(map[*Subscriber]struct{}),
+		stops: make(map[<-chan struct{}]struct{}), buffer: subscriberBuffer}
+	h.readyCond.L = &h.readyMu
+	return h
 }
 
 // Wake asks the hub to read now; many wakes before it reads cost one read.
@@ -96,24 +134,81 @@ func (h *Hub) Wake() {
 }
 
 // Subscribe adds a subscriber for the events watch accepts and returns it with the hub's current
-// mark: the subscriber receives every batch after that mark.
-func (h *Hub) Subscribe(watch func(Event) bool) (*Subscriber, Mark) {
-	c := make(chan Batch, h.buffer)
-	s := &Subscriber{C: c, c: c, watch: watch}
+// mark: receive gets every batch after that mark, in turns that begin once Start is called (the
+// caller sends what must come first meanwhile). When stop closes, the subscriber's next turn is
+// its last, with the ending Stopped; a nil stop never closes.
+func (h *Hub) Subscribe(watch func(Event) bool, receive func(batches []Batch, ending Ending), stop <-chan struct{}) (*Subscriber, Mark) {
+	s := &Subscriber{hub: h, watch: watch, receive: receive, stop: stop, held: true}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	select {
+	case <-stop:
+		s.end(Stopped)
+		return s, h.mark
+	default:
+	}
 	h.subs[s] = struct{}{}
+	if _, ok := h.stops[stop]; !ok && stop != nil {
+		h.stops[stop] = struct{}{}
+		go h.stopOn(stop)
+	}
 	return s, h.mark
 }
 
-// Unsubscribe removes s and closes its channel; it is safe after the hub dropped s.
-func (h *Hub) Unsubscribe(s *Subscriber) {
+// stopOn gives every subscriber of stop its last turn when stop closes.
+func (h *Hub) stopOn(stop <-chan struct{}) {
+	<-stop
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.subs[s]; ok {
+	delete(h.stops, stop)
+	var ready []*Subscriber
+	for s := range h.subs {
+		if s.stop != stop {
+			continue
+		}
 		delete(h.subs, s)
-		close(s.c)
+		s.mu.Lock()
+		s.end(Stopped)
+		if s.schedule() {
+			ready = append(ready, s)
+		}
+		s.mu.Unlock()
 	}
+	h.push(ready...)
+}
+
+// Start begins the subscriber's turns.
+func (s *Subscriber) Start() {
+	s.mu.Lock()
+	s.held = false
+	ready := s.schedule()
+	s.mu.Unlock()
+	if ready {
+		s.hub.push(s)
+	}
+}
+
+// Poke asks for a turn even with no batch waiting: the receiver has something of its own to send
+// (a keepalive) in order with the batches.
+func (s *Subscriber) Poke() {
+	s.mu.Lock()
+	s.poked = true
+	ready := s.schedule()
+	s.mu.Unlock()
+	if ready {
+		s.hub.push(s)
+	}
+}
+
+// Unsubscribe removes s: it gets no further turn, though one under way finishes. It is safe
+// after the hub dropped s.
+func (h *Hub) Unsubscribe(s *Subscriber) {
+	h.mu.Lock()
+	delete(h.subs, s)
+	h.mu.Unlock()
+	s.mu.Lock()
+	s.gone, s.pending = true, nil
+	s.mu.Unlock()
 }
 
 // Mark is where the hub has read up to; empty until Run has started.
@@ -130,7 +225,7 @@ func (h *Hub) Subscribers() int {
 	return len(h.subs)
 }
 
-// Run reads and fans out until ctx is done.
+// Run reads and fans out until ctx is done; subscribers get their turns only while it runs.
 func (h *Hub) Run(ctx context.Context) error {
 	mark, err := Now(ctx, h.db)
 	if err != nil {
@@ -139,6 +234,17 @@ func (h *Hub) Run(ctx context.Context) error {
 	h.mu.Lock()
 	h.mark = mark
 	h.mu.Unlock()
+	var running sync.WaitGroup
+	for range workers {
+		running.Go(h.work)
+	}
+	defer running.Wait()
+	defer func() {
+		h.readyMu.Lock()
+		h.stopped = true
+		h.readyCond.Broadcast()
+		h.readyMu.Unlock()
+	}()
 	ticker := time.NewTicker(PollInterval)
 	defer ticker.Stop()
 	var retry <-chan time.Time
@@ -184,19 +290,25 @@ func (h *Hub) publish(b Batch) {
 	if len(b.Events) == 0 {
 		return
 	}
+	var ready []*Subscriber
 	for s := range h.subs {
 		if !s.wants(b) {
 			continue
 		}
-		select {
-		case s.c <- b:
-		default:
+		s.mu.Lock()
+		if len(s.pending) == h.buffer {
 			delete(h.subs, s)
-			s.dropped = true
-			close(s.c)
+			s.end(FellBehind)
 			h.logger.Warn("dropped a slow live subscriber")
+		} else {
+			s.pending = append(s.pending, b)
 		}
+		if s.schedule() {
+			ready = append(ready, s)
+		}
+		s.mu.Unlock()
 	}
+	h.push(ready...)
 }
 
 func (s *Subscriber) wants(b Batch) bool {
@@ -206,4 +318,82 @@ func (s *Subscriber) wants(b Batch) bool {
 		}
 	}
 	return false
+}
+
+// end makes the subscriber's next turn its last; s.mu is held.
+func (s *Subscriber) end(why Ending) {
+	if s.ending == 0 {
+		s.ending, s.pending = why, nil
+	}
+}
+
+// schedule reports whether s needs a turn it has not been given yet and, if so, marks it given:
+// the caller pushes it. s.mu is held.
+func (s *Subscriber) schedule() bool {
+	if s.held || s.busy || s.gone {
+		return false
+	}
+	if len(s.pending) == 0 && !s.poked && s.ending == 0 {
+		return false
+	}
+	s.busy = true
+	return true
+}
+
+func (h *Hub) push(subs ...*Subscriber) {
+	if len(subs) == 0 {
+		return
+	}
+	h.readyMu.Lock()
+	h.ready = append(h.ready, subs...)
+	h.readyMu.Unlock()
+	if len(subs) == 1 {
+		h.readyCond.Signal()
+	} else {
+		h.readyCond.Broadcast()
+	}
+}
+
+// work takes turns until Run ends.
+func (h *Hub) work() {
+	for {
+		h.readyMu.Lock()
+		for len(h.ready) == 0 && !h.stopped {
+			h.readyCond.Wait()
+		}
+		if h.stopped {
+			h.readyMu.Unlock()
+			return
+		}
+		s := h.ready[0]
+		h.ready[0] = nil
+		h.ready = h.ready[1:]
+		h.readyMu.Unlock()
+		h.turn(s)
+	}
+}
+
+// turn hands s what waited for it. A subscriber with more waiting afterwards goes to the back of
+// the line, so a busy one does not keep a worker from the others.
+func (h *Hub) turn(s *Subscriber) {
+	s.mu.Lock()
+	if s.gone {
+		s.busy = false
+		s.mu.Unlock()
+		return
+	}
+	batches, ending := s.pending, s.ending
+	s.pending, s.poked = nil, false
+	s.gone = ending != 0
+	s.mu.Unlock()
+
+	s.receive(batches, ending)
+
+	s.mu.Lock()
+	s.busy = false
+	ready := s.schedule()
+	s.mu.Unlock()
+	if ready {
+		h.push(s)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/a-h/templ"
@@ -58,7 +59,7 @@ type watcher struct {
 	roster   bool // every change anywhere moves the supervisors' roster
 }
 
-func (w watcher) watches(e live.Event) bool {
+func (w *watcher) watches(e live.Event) bool {
 	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID)
 }
 
@@ -118,73 +119,88 @@ func (s *Server) handleSocket(c echo.Context) error {
 		s.sockets.Done()
 		return nil // the upgrader has answered the client
 	}
-	// The socket lives on in its own goroutines and the handler returns: net/http's connection
-	// goroutine, its stack grown by the middleware and queries above, goes away.
-	go s.serveSocket(context.WithoutCancel(ctx), conn, w, since)
+	k := &socket{s: s, conn: conn, w: w}
+	var mark live.Mark
+	k.sub, mark = s.hub.Subscribe(k.w.watches, k.receive, s.shutdown)
+	s.presence.Connect(w.user.ID)
+	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
+	go k.read()
+	// The hello and the catch-up go out from here, before the hub's turns start. Then the handler
+	// returns: net/http's connection goroutine, its stack grown by the middleware and queries
+	// above, goes away, and the socket lives on in its reader alone.
+	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
+		conn.Close()
+	} else if since != "" {
+		if err := s.catchUp(ctx, conn, w, since); err != nil {
+			s.logger.Warn("websocket catch-up", "err", err)
+			conn.Close()
+		}
+	}
+	k.sub.Start()
 	return nil
 }
 
-// serveSocket is the connection's one writer; readSocket is its one reader.
-func (s *Server) serveSocket(ctx context.Context, conn *websocket.Conn, w watcher, since live.Mark) {
-	defer s.sockets.Done()
-	defer conn.Close()
-	sub, mark := s.hub.Subscribe(w.watches)
-	defer s.hub.Unsubscribe(sub)
-	s.presence.Connect(w.user.ID)
-	defer s.presence.Disconnect(w.user.ID)
+// socket is one browser's websocket. Its one goroutine reads; the hub's workers write, in the
+// socket's turns, so an idle socket holds no writer goroutine, stack or write buffer.
+type socket struct {
+	s    *Server
+	conn *websocket.Conn
+	w    watcher
+	sub  *live.Subscriber
+	// ping asks for a turn every pingPeriod; pingDue tells that turn to send the ping.
+	ping    *time.Timer
+	pingDue atomic.Bool
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go s.readSocket(conn, w.user.ID, cancel)
-
-	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
-		return
-	}
-	if since != "" {
-		if err := s.catchUp(ctx, conn, w, since); err != nil {
-			s.logger.Warn("websocket catch-up", "err", err)
+// receive is the socket's turn: the batches that waited, then a ping if one is due, then the
+// goodbye of a last turn. A failed write closes the connection, which ends the reader and with
+// it the socket.
+func (k *socket) receive(batches []live.Batch, ending live.Ending) {
+	for _, b := range batches {
+		msg, err := k.s.messageFor(context.Background(), k.w, b)
+		if err != nil {
+			k.s.logger.Error("websocket render", "err", err)
+			k.conn.Close()
+			return
+		}
+		_ = k.conn.SetWriteDeadline(time.Now().Add(writeWait))
+		if err := k.conn.WritePreparedMessage(msg); err != nil {
+			k.conn.Close()
 			return
 		}
 	}
-	ping := time.NewTicker(pingPeriod)
-	defer ping.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	if k.pingDue.Swap(false) {
+		if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+			k.conn.Close()
 			return
-		case <-s.shutdown:
-			// Going away: the browser reconnects, through the load balancer, to another instance.
-			_ = conn.WriteControl(websocket.CloseMessage,
-				websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(writeWait))
-			return
-		case batch, ok := <-sub.C:
-			if !ok {
-				// Dropped for falling behind: closing makes the browser reconnect and catch up.
-				_ = conn.WriteControl(websocket.CloseMessage,
-					websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "fell behind"), time.Now().Add(writeWait))
-				return
-			}
-			msg, err := s.messageFor(ctx, w, batch)
-			if err != nil {
-				s.logger.Error("websocket render", "err", err)
-				return
-			}
-			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := conn.WritePreparedMessage(msg); err != nil {
-				return
-			}
-		case <-ping.C:
-			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				return
-			}
 		}
+		k.ping.Reset(pingPeriod)
+	}
+	switch ending {
+	case live.FellBehind:
+		// Dropped for falling behind: closing makes the browser reconnect and catch up.
+		k.goodbye(websocket.CloseTryAgainLater, "fell behind")
+	case live.Stopped:
+		// Going away: the browser reconnects, through the load balancer, to another instance.
+		k.goodbye(websocket.CloseGoingAway, "server shutting down")
 	}
 }
 
-// readSocket keeps the pong deadline and takes the browser's presence messages; when the
-// connection ends it cancels the writer.
-func (s *Server) readSocket(conn *websocket.Conn, userID int64, cancel context.CancelFunc) {
-	defer cancel()
+func (k *socket) goodbye(code int, reason string) {
+	_ = k.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(writeWait))
+	k.conn.Close()
+}
+
+func (k *socket) pingSoon() {
+	k.pingDue.Store(true)
+	k.sub.Poke()
+}
+
+// read keeps the pong deadline and takes the browser's presence messages; when the connection
+// ends, so does the socket.
+func (k *socket) read() {
+	defer k.close()
+	conn, userID := k.conn, k.w.user.ID
 	conn.SetReadLimit(maxMessageSize)
 	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
@@ -199,12 +215,20 @@ func (s *Server) readSocket(conn *websocket.Conn, userID int64, cancel context.C
 		if json.Unmarshal(data, &msg) == nil {
 			switch msg.Type {
 			case "away":
-				s.presence.SetAway(userID, true)
+				k.s.presence.SetAway(userID, true)
 			case "back":
-				s.presence.SetAway(userID, false)
+				k.s.presence.SetAway(userID, false)
 			}
 		}
 	}
+}
+
+func (k *socket) close() {
+	k.ping.Stop()
+	k.s.hub.Unsubscribe(k.sub)
+	k.s.presence.Disconnect(k.w.user.ID)
+	k.conn.Close()
+	k.s.sockets.Done()
 }
 
 // messageFor encodes what one socket shows of a batch. Sockets that would receive the same frame
@@ -306,7 +330,7 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			err  error
 		}
 		r := b.Shared.Memo("roster", func() any {
-			ctx, cancel := sharedContext(ctx)
+			ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 			defer cancel()
 			v, err := s.rosterView(ctx)
 			return rendered{renderString(ctx, views.Roster(v)), err}
@@ -353,7 +377,7 @@ func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handof
 		for _, e := range b.Events {
 			ids = append(ids, e.HandoffID)
 		}
-		ctx, cancel := sharedContext(ctx)
+		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
 		items, err := s.actions.Items(ctx, ids)
 		return loaded{items, err}
@@ -361,14 +385,9 @@ func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handof
 	return l.items, l.err
 }
 
-// sharedLoadTimeout bounds a load whose result every socket of a batch shares.
-const sharedLoadTimeout = 10 * time.Second
-
-// sharedContext detaches a shared load from the socket that happens to run it: that socket
-// closing must not fail the load for all the others.
-func sharedContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), sharedLoadTimeout)
-}
+// loadTimeout bounds a load made for a frame: the hub's workers take every socket's turns, and
+// one waiting on the database holds up the sockets behind it.
+const loadTimeout = 10 * time.Second
 
 // listFragments places or removes the package's card in a queue list and in the held list.
 func (s *Server) listFragments(ctx context.Context, w watcher, item handoff.Item, shared *live.Shared) []fragment {
@@ -401,6 +420,8 @@ type cardKey struct {
 // packageFragments refreshes an open package view: its status bar and the actions the viewer
 // may now take.
 func (s *Server) packageFragments(ctx context.Context, user auth.User, item handoff.Item) ([]fragment, error) {
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
 	v, err := s.loadHandoff(ctx, user, item.PublicID)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,191 @@
+package live
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+)
+
+// turn is one call of a subscriber's receive.
+type turn struct {
+	batches []Batch
+	ending  Ending
+}
+
+// recorder is a receiver that records its turns and fails the test if two overlap.
+type recorder struct {
+	t       *testing.T
+	turns   chan turn
+	release chan struct{} // when set, the first turn waits for it: a receiver on a stalled network
+	in      atomic.Int32
+}
+
+func newRecorder(t *testing.T) *recorder { return &recorder{t: t, turns: make(chan turn, 100)} }
+
+func (r *recorder) receive(batches []Batch, ending Ending) {
+	if r.in.Add(1) != 1 {
+		r.t.Error("two turns of one subscriber at once")
+	}
+	defer r.in.Add(-1)
+	if r.release != nil {
+		<-r.release
+		r.release = nil
+	}
+	r.turns <- turn{batches, ending}
+}
+
+func (r *recorder) next(what string) turn {
+	r.t.Helper()
+	select {
+	case tn := <-r.turns:
+		return tn
+	case <-time.After(10 * time.Second):
+		r.t.Fatalf("%s: no turn", what)
+		return turn{}
+	}
+}
+
+func (r *recorder) none(what string) {
+	r.t.Helper()
+	select {
+	case tn := <-r.turns:
+		r.t.Fatalf("%s: a turn with %d batches, ending %d", what, len(tn.batches), tn.ending)
+	default:
+	}
+}
+
+func runHub(t *testing.T, buffer int) (*Hub, func(queueID int64)) {
+	t.Helper()
+	db := pgtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	hub.buffer = buffer
+	done := make(chan error, 1)
+	go func() { done <- hub.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	for hub.Mark() == "" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	insert := func(queueID int64) {
+		t.Helper()
+		if _, err := db.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES ($1, 1, 'queued')`, queueID); err != nil {
+			t.Fatal(err)
+		}
+		hub.Wake()
+	}
+	return hub, insert
+}
+
+func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
+	t.Parallel()
+	hub, insert := runHub(t, 2)
+	subscribe := func(watch func(Event) bool, r *recorder) {
+		s, _ := hub.Subscribe(watch, r.receive, nil)
+		s.Start()
+	}
+	queue1, queue2, slow := newRecorder(t), newRecorder(t), newRecorder(t)
+	slow.release = make(chan struct{})
+	subscribe(func(e Event) bool { return e.QueueID == 1 }, queue1)
+	subscribe(func(e Event) bool { return e.QueueID == 2 }, queue2)
+	subscribe(func(Event) bool { return true }, slow)
+
+	for range hub.buffer + 2 {
+		insert(1)
+		tn := queue1.next("queue 1 subscriber")
+		if len(tn.batches) != 1 || tn.batches[0].Events[0].QueueID != 1 || tn.ending != 0 {
+			t.Fatalf("queue 1 subscriber got %+v", tn)
+		}
+	}
+	queue2.none("queue 2 subscriber, for queue 1 events")
+
+	// The slow one is still in its first turn: the hub dropped it rather than wait.
+	if n := hub.Subscribers(); n != 2 {
+		t.Fatalf("%d subscribers while one is stalled, want 2", n)
+	}
+	close(slow.release)
+	received := 0
+	for {
+		tn := slow.next("slow subscriber")
+		received += len(tn.batches)
+		if tn.ending != 0 {
+			if tn.ending != FellBehind || len(tn.batches) != 0 {
+				t.Fatalf("slow subscriber's last turn: %+v, want no batches and FellBehind", tn)
+			}
+			break
+		}
+	}
+	if received > hub.buffer {
+		t.Fatalf("slow subscriber received %d batches before being dropped, want at most %d", received, hub.buffer)
+	}
+	insert(1)
+	queue1.next("queue 1 subscriber after the drop")
+	slow.none("slow subscriber after its last turn")
+}
+
+func TestHubTurnsStartPokeAndStop(t *testing.T) {
+	t.Parallel()
+	hub, insert := runHub(t, subscriberBuffer)
+	stop := make(chan struct{})
+	probe, r := newRecorder(t), newRecorder(t)
+	p, _ := hub.Subscribe(func(Event) bool { return true }, probe.receive, nil)
+	p.Start()
+	s, _ := hub.Subscribe(func(Event) bool { return true }, r.receive, stop)
+
+	// Held until Start: what arrives meanwhile waits and comes in order.
+	insert(1)
+	probe.next("probe")
+	insert(2)
+	probe.next("probe")
+	r.none("before Start")
+	s.Start()
+	var got []int64
+	for len(got) < 2 {
+		tn := r.next("after Start")
+		for _, b := range tn.batches {
+			for _, e := range b.Events {
+				got = append(got, e.QueueID)
+			}
+		}
+	}
+	if got[0] != 1 || got[1] != 2 || len(got) != 2 {
+		t.Fatalf("events after Start: queues %v, want [1 2]", got)
+	}
+
+	s.Poke()
+	if tn := r.next("poke"); len(tn.batches) != 0 || tn.ending != 0 {
+		t.Fatalf("poked turn %+v, want an empty one", tn)
+	}
+
+	close(stop)
+	if tn := r.next("stop"); tn.ending != Stopped {
+		t.Fatalf("turn after stop %+v, want the ending Stopped", tn)
+	}
+	late, _ := hub.Subscribe(func(Event) bool { return true }, r.receive, stop)
+	late.Start()
+	if tn := r.next("subscribed after stop"); tn.ending != Stopped {
+		t.Fatalf("turn of a subscriber after stop %+v, want the ending Stopped", tn)
+	}
+	if n := hub.Subscribers(); n != 1 {
+		t.Fatalf("%d subscribers after stop, want the probe alone", n)
+	}
+	insert(1)
+	probe.next("probe after stop")
+	r.none("after the last turn")
+	hub.Unsubscribe(p)
+	after := newRecorder(t)
+	q, _ := hub.Subscribe(func(Event) bool { return true }, after.receive, nil)
+	q.Start()
+	insert(1)
+	after.next("a subscriber after Unsubscribe")
+	probe.none("after Unsubscribe")
+}

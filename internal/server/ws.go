@@ -56,7 +56,8 @@ type watcher struct {
 	user     auth.User
 	queueIDs []int64
 	handoff  int64
-	roster   bool // every change anywhere moves the supervisors' roster
+	roster   bool   // every change anywhere moves the supervisors' roster
+	queueKey string // queueIDs spelled once, for frameKey
 }
 
 func (w *watcher) watches(e live.Event) bool {
@@ -111,6 +112,7 @@ func (s *Server) handleSocket(c echo.Context) error {
 	if since != "" && !since.Valid() {
 		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
 	}
+	w.queueKey = fmt.Sprint(w.queueIDs)
 	// Counted before the upgrade: until the hijack, http.Server.Shutdown waits for this request,
 	// so the count is in place before Serve waits for the sockets.
 	s.sockets.Add(1)
@@ -282,7 +284,7 @@ func (w watcher) shareKey(items map[int64]handoff.Item) (frameKey, bool) {
 			return frameKey{}, false
 		}
 	}
-	return frameKey{queues: fmt.Sprint(w.queueIDs), role: w.user.Role}, true
+	return frameKey{queues: w.queueKey, role: w.user.Role}, true
 }
 
 func writeFrame(conn *websocket.Conn, f frame) error {

@@ -175,3 +175,25 @@ func TestRosterShowsPresenceLive(t *testing.T) {
 	waitStatus("offline")
 
 }
+
+func TestSocketSaysGoingAwayOnShutdown(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+	app.login(t, c, "dana@example.com")
+	other := *app
+	var stop func()
+	other.URL, stop = app.start(t)
+	conn, _, err := other.dial(t, c, "queues=billing_t2", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readFrame(t, conn) // hello
+	stop()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = conn.ReadMessage()
+	if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Fatalf("after the server stopped: %v, want close 1001 (going away)", err)
+	}
+}

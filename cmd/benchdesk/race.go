@@ -315,7 +315,7 @@ func (b *bench) agentActions(ctx context.Context, deadline time.Time, actions *h
 			return
 		}
 		record(id, 0)
-		if err := actions.Resolve(ctx, user, id, "solved", ""); err != nil {
+		if _, err := actions.Resolve(ctx, user, id, "solved", ""); err != nil {
 			errs.add(fmt.Errorf("resolve %s: %w", id, err))
 			return
 		}

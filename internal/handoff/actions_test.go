@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
@@ -125,6 +126,9 @@ func (d *testDesk) status(t *testing.T, id string) (Status, *int64) {
 	return s, assignee
 }
 
+// errOf drops the queue a closing action returns, for tests that only look at the error.
+func errOf(_ string, err error) error { return err }
+
 func wantCode(t *testing.T, what string, err error, code string) {
 	t.Helper()
 	if desk.ErrorCode(err) != code {
@@ -196,7 +200,7 @@ func TestAgentsDrainQueueClaimingEachOnce(t *testing.T) {
 				}
 				claims[id] = a.ID
 				mu.Unlock()
-				if err := d.actions.Resolve(ctx, a, id, "solved", ""); err != nil {
+				if _, err := d.actions.Resolve(ctx, a, id, "solved", ""); err != nil {
 					t.Errorf("resolve %s: %v", id, err)
 					return
 				}
@@ -266,11 +270,11 @@ func TestRejectionsReachTheSupervisor(t *testing.T) {
 	cid := d.agent(t, "cid", auth.RoleAgent, 3, "billing")
 	sam := d.agent(t, "sam", auth.RoleSupervisor, 3)
 
-	wantCode(t, "reject without a reason", d.actions.Reject(ctx, alex, id, "", ""), desk.Invalid)
+	wantCode(t, "reject without a reason", errOf(d.actions.Reject(ctx, alex, id, "", "")), desk.Invalid)
 	if _, err := d.actions.Next(ctx, alex, "billing"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.actions.Reject(ctx, alex, id, "not billing", ""); err != nil {
+	if _, err := d.actions.Reject(ctx, alex, id, "not billing", ""); err != nil {
 		t.Fatal(err)
 	}
 	_, err := d.actions.Next(ctx, alex, "billing")
@@ -280,7 +284,7 @@ func TestRejectionsReachTheSupervisor(t *testing.T) {
 	if err := d.actions.Accept(ctx, bea, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.actions.Reject(ctx, bea, id, "also not mine", ""); err != nil {
+	if _, err := d.actions.Reject(ctx, bea, id, "also not mine", ""); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, "agent after max rejections", d.actions.Accept(ctx, cid, id), desk.Forbidden)
@@ -299,23 +303,23 @@ func TestTransferPolicyAndPingPong(t *testing.T) {
 	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing", "billing-refunds", "tech")
 	id := d.submit(t, "billing", nil)
 
-	if err := d.actions.Transfer(ctx, alex, id, "billing-refunds", "refund over threshold"); err != nil {
+	if _, err := d.actions.Transfer(ctx, alex, id, "billing-refunds", "refund over threshold"); err != nil {
 		t.Fatalf("to a child queue: %v", err)
 	}
 	if _, err := d.db.Exec(ctx, `UPDATE queues SET transfer_policy = '{children}' WHERE name = 'billing-refunds'`); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "to the parent, not allowed by policy", d.actions.Transfer(ctx, alex, id, "billing", ""), desk.Forbidden)
+	wantCode(t, "to the parent, not allowed by policy", errOf(d.actions.Transfer(ctx, alex, id, "billing", "")), desk.Forbidden)
 	if _, err := d.db.Exec(ctx, `UPDATE queues SET transfer_policy = '{parent}' WHERE name = 'billing-refunds'`); err != nil {
 		t.Fatal(err)
 	}
-	err := d.actions.Transfer(ctx, alex, id, "billing", "")
+	_, err := d.actions.Transfer(ctx, alex, id, "billing", "")
 	wantCode(t, "straight back to where it came from", err, desk.RateLimited)
 	d.clock.Advance(31 * time.Minute)
-	if err := d.actions.Transfer(ctx, alex, id, "billing", ""); err != nil {
+	if _, err := d.actions.Transfer(ctx, alex, id, "billing", ""); err != nil {
 		t.Fatalf("back after the cooldown: %v", err)
 	}
-	wantCode(t, "to an unknown queue", d.actions.Transfer(ctx, alex, id, "nope", ""), desk.Invalid)
+	wantCode(t, "to an unknown queue", errOf(d.actions.Transfer(ctx, alex, id, "nope", "")), desk.Invalid)
 	var notes int
 	if err := d.db.QueryRow(ctx, `SELECT count(*) FROM handoff_notes`).Scan(&notes); err != nil || notes != 1 {
 		t.Fatalf("notes kept: %d, %v; want 1", notes, err)
@@ -332,16 +336,16 @@ func TestCloseAndTellTheBot(t *testing.T) {
 	resolved := d.submit(t, "billing", nil)
 	expiring := d.submit(t, "billing", nil)
 
-	wantCode(t, "unknown return reason", d.actions.ReturnToBot(ctx, alex, returned, "bored", ""), desk.Invalid)
-	if err := d.actions.ReturnToBot(ctx, alex, returned, "wrong_escalation", "policy covers this"); err != nil {
+	wantCode(t, "unknown return reason", errOf(d.actions.ReturnToBot(ctx, alex, returned, "bored", "")), desk.Invalid)
+	if _, err := d.actions.ReturnToBot(ctx, alex, returned, "wrong_escalation", "policy covers this"); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "resolve before accepting", d.actions.Resolve(ctx, alex, resolved, "solved", ""), desk.Conflict)
+	wantCode(t, "resolve before accepting", errOf(d.actions.Resolve(ctx, alex, resolved, "solved", "")), desk.Conflict)
 	if err := d.actions.Accept(ctx, alex, resolved); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "resolve someone else's", d.actions.Resolve(ctx, bea, resolved, "solved", ""), desk.Forbidden)
-	if err := d.actions.Resolve(ctx, alex, resolved, "refunded", "goodwill refund"); err != nil {
+	wantCode(t, "resolve someone else's", errOf(d.actions.Resolve(ctx, bea, resolved, "solved", "")), desk.Forbidden)
+	if _, err := d.actions.Resolve(ctx, alex, resolved, "refunded", "goodwill refund"); err != nil {
 		t.Fatal(err)
 	}
 	d.clock.Advance(queue.DefaultTTL + time.Minute)
@@ -382,5 +386,180 @@ func TestAuditLogIsAppendOnly(t *testing.T) {
 		if _, err := d.db.Exec(context.Background(), sql); err == nil || !strings.Contains(err.Error(), "append-only") {
 			t.Errorf("%s: %v, want the database to refuse", sql, err)
 		}
+	}
+}
+
+// tripCounter counts what a pool sends PostgreSQL and waits for: each statement outside a batch,
+// and each batch, which pgx pipelines into one round trip.
+type tripCounter struct{ n atomic.Int64 }
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// instance returns Actions on a pool of their own over the desk's database, as another instance
+// of the desk would have, counting its round trips.
+func (d *testDesk) instance(t *testing.T) (*Actions, *tripCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(d.db.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := &tripCounter{}
+	cfg.ConnConfig.Tracer = trips
+	// One connection, so that the statements a warm-up prepares are the ones measured.
+	cfg.MaxConns = 1
+	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	a := NewActions(db, nil)
+	a.now = d.clock.Now
+	return a, trips
+}
+
+func TestNextAcceptResolveTakeOneRoundTripEach(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	d.submit(t, "billing", nil)
+	d.submit(t, "billing", nil)
+	actions, trips := d.instance(t)
+	for i := range 2 {
+		before := trips.n.Load()
+		id, err := actions.Next(ctx, alex, "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := trips.n.Load()
+		if err := actions.Accept(ctx, alex, id); err != nil {
+			t.Fatal(err)
+		}
+		accept := trips.n.Load()
+		if _, err := actions.Resolve(ctx, alex, id, "solved", ""); err != nil {
+			t.Fatal(err)
+		}
+		resolve := trips.n.Load()
+		// The first cycle prepares the statements on the connection.
+		if i == 1 && (next-before != 1 || accept-next != 1 || resolve-accept != 1) {
+			t.Errorf("round trips: next %d, accept %d, resolve %d; want 1 each", next-before, accept-next, resolve-accept)
+		}
+	}
+}
+
+// records describes what the desk wrote about a package, leaving out what differs between any two
+// packages (ids, times): its events, its audit rows and its webhooks, in order.
+func (d *testDesk) records(t *testing.T, id string) string {
+	t.Helper()
+	var got string
+	err := d.db.QueryRow(context.Background(), `
+		SELECT concat_ws(E'\n',
+			(SELECT string_agg(e.kind || ' in ' || e.queue_id, ', ' ORDER BY e.seq) FROM desk_events e WHERE e.handoff_id = h.id),
+			(SELECT string_agg(a.action || ' by ' || a.actor_user || ' ' || (a.detail - 'reserved_until')::text, ', ' ORDER BY a.id)
+				FROM audit_log a WHERE a.handoff_id = h.id),
+			(SELECT string_agg(o.event || ' to ' || o.api_key_id || ' ' || (o.payload - 'event_id' - 'handoff_id' - 'occurred_at')::text, ', ' ORDER BY o.id)
+				FROM webhook_outbox o WHERE o.handoff_id = h.handoff_id))
+		FROM handoffs h WHERE h.handoff_id = $1`, id).Scan(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestFastAndSlowPathsRecordTheSame(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	work := func(next, accept, resolve *Actions) string {
+		t.Helper()
+		d.submit(t, "billing", nil)
+		id, err := next.Next(ctx, alex, "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := accept.Accept(ctx, alex, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := resolve.Resolve(ctx, alex, id, "refunded", "goodwill"); err != nil {
+			t.Fatal(err)
+		}
+		return d.records(t, id)
+	}
+	a, _ := d.instance(t)
+	b, _ := d.instance(t)
+	c, _ := d.instance(t)
+	fast := work(a, a, a)
+	// Instances that did not reserve or accept the package know nothing of it: the slow path.
+	slow := work(a, b, c)
+	if fast != slow {
+		t.Errorf("the fast path recorded\n%s\nthe slow path\n%s", fast, slow)
+	}
+	for _, want := range []string{`"reserved"`, `"accepted"`, `"resolved"`, `"outcome": "refunded"`, `"note": "goodwill"`, `"assignee": "alex"`, `"queue": "billing"`} {
+		if !strings.Contains(fast, want) {
+			t.Errorf("records lack %s:\n%s", want, fast)
+		}
+	}
+}
+
+func TestStaleHoldRecordsNothingAndTakesTheSlowPath(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	sam := d.agent(t, "sam", auth.RoleSupervisor, 3)
+	mine, _ := d.instance(t)
+	other, _ := d.instance(t)
+
+	// Alex's reservation runs out and Bea takes the package on another instance: Alex's late
+	// accept is refused with who has it, and writes nothing.
+	taken := d.submit(t, "billing", nil)
+	if _, err := mine.Next(ctx, alex, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	d.clock.Advance(queue.DefaultReservationTimeout + time.Second)
+	if _, err := other.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Accept(ctx, bea, taken); err != nil {
+		t.Fatal(err)
+	}
+	before := d.records(t, taken)
+	err := mine.Accept(ctx, alex, taken)
+	if desk.ErrorCode(err) != desk.Conflict || !strings.Contains(err.Error(), "already accepted by bea") {
+		t.Fatalf("late accept: %v, want a conflict naming bea", err)
+	}
+	if after := d.records(t, taken); after != before {
+		t.Errorf("a refused accept wrote records:\n%s\nthen\n%s", before, after)
+	}
+
+	// A supervisor hands Alex's reservation back to the queue on another instance: Alex may
+	// still accept it, once.
+	back := d.submit(t, "billing", nil)
+	if _, err := mine.Next(ctx, alex, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Reject(ctx, sam, back, "reassigning", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := mine.Accept(ctx, alex, back); err != nil {
+		t.Fatalf("accepting the package handed back: %v", err)
+	}
+	if got := d.records(t, back); strings.Count(got, "accepted by") != 1 || strings.Count(got, "accepted to") != 1 {
+		t.Errorf("want one accepted audit row and webhook:\n%s", got)
+	}
+	if s, assignee := d.status(t, back); s != StatusAccepted || assignee == nil || *assignee != alex.ID {
+		t.Errorf("%s is %s by %v, want accepted by alex", back, s, assignee)
 	}
 }

@@ -259,14 +259,3 @@ func (it Item) PermissionsFor(user auth.User, member bool) Permissions {
 		Resolve:  it.Status == StatusAccepted && holderOrSupervisor,
 	}
 }
-
-// QueueOf names the queue a package is in.
-func (a *Actions) QueueOf(ctx context.Context, publicID string) (string, error) {
-	var name string
-	err := a.db.QueryRow(ctx, `SELECT q.name FROM handoffs h JOIN queues q ON q.id = h.queue_id WHERE h.handoff_id = $1`,
-		publicID).Scan(&name)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", desk.Errorf(desk.NotFound, "no handoff %q", publicID)
-	}
-	return name, err
-}

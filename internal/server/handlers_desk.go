@@ -165,39 +165,35 @@ func (s *Server) handleAccept(c echo.Context) error {
 
 // closing runs an action after which the package leaves the agent's hands, and goes back to the
 // queue the package was in.
-func (s *Server) closing(c echo.Context, act func(ctx context.Context, user auth.User, id string) error) error {
+func (s *Server) closing(c echo.Context, act func(ctx context.Context, user auth.User, id string) (from string, err error)) error {
 	id := c.Param("id")
-	ctx := c.Request().Context()
-	from, err := s.actions.QueueOf(ctx, id)
+	from, err := act(c.Request().Context(), currentUser(c), id)
 	if err != nil {
-		return err
-	}
-	if err := act(ctx, currentUser(c), id); err != nil {
 		return s.actionFailed(c, id, err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/queues/"+from)
 }
 
 func (s *Server) handleReject(c echo.Context) error {
-	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
 		return s.actions.Reject(ctx, user, id, strings.TrimSpace(c.FormValue("reason")), c.FormValue("queue"))
 	})
 }
 
 func (s *Server) handleReturn(c echo.Context) error {
-	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
 		return s.actions.ReturnToBot(ctx, user, id, c.FormValue("reason"), strings.TrimSpace(c.FormValue("note")))
 	})
 }
 
 func (s *Server) handleTransfer(c echo.Context) error {
-	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
 		return s.actions.Transfer(ctx, user, id, c.FormValue("queue"), strings.TrimSpace(c.FormValue("note")))
 	})
 }
 
 func (s *Server) handleResolve(c echo.Context) error {
-	return s.closing(c, func(ctx context.Context, user auth.User, id string) error {
+	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
 		return s.actions.Resolve(ctx, user, id, c.FormValue("code"), strings.TrimSpace(c.FormValue("note")))
 	})
 }

@@ -26,7 +26,11 @@ import (
 // Websocket timing, as in gorilla's chat example: the writer pings well inside the reader's
 // deadline, and a browser only ever sends small control messages.
 const (
-	writeWait      = 10 * time.Second
+	writeWait = 10 * time.Second
+	// turnWriteWait bounds a write made on the hub's shared workers: a browser that has not read
+	// its kernel buffer empty in this long holds a worker every other socket needs, so it is
+	// dropped, to reconnect and catch up.
+	turnWriteWait  = 3 * time.Second
 	pongWait       = 60 * time.Second
 	pingPeriod     = pongWait * 9 / 10
 	maxMessageSize = 512
@@ -165,14 +169,14 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 			k.conn.Close()
 			return
 		}
-		_ = k.conn.SetWriteDeadline(time.Now().Add(writeWait))
+		_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
 		if err := k.conn.WritePreparedMessage(msg); err != nil {
 			k.conn.Close()
 			return
 		}
 	}
 	if k.pingDue.Swap(false) {
-		if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+		if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(turnWriteWait)); err != nil {
 			k.conn.Close()
 			return
 		}
@@ -189,7 +193,7 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 }
 
 func (k *socket) goodbye(code int, reason string) {
-	_ = k.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(writeWait))
+	_ = k.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(turnWriteWait))
 	k.conn.Close()
 }
 

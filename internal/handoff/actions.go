@@ -23,13 +23,15 @@ var ReturnReasons = []string{"resolved_by_policy", "wrong_escalation", "needs_mo
 // Resolution codes an agent closes a package with.
 var ResolutionCodes = []string{"solved", "refunded", "workaround", "no_fault_found", "customer_unreachable"}
 
-// Actions are what people do with packages at the desk. Each one is a transaction that also
-// writes the live event, the audit row and the bot's webhook (see record).
+// Actions are what people do with packages at the desk. Each one commits with the live event, the
+// audit row and the bot's webhook it writes (see record); the common ones need no answer from
+// PostgreSQL before their end and share a transaction with other agents' (see trips).
 type Actions struct {
 	db      *pgxpool.Pool
 	now     func() time.Time
 	changed func() // called after a commit, to wake the live desk
 	holds   holds
+	trips   trips
 }
 
 // NewActions returns Actions over db; changed is called after every committed change.
@@ -37,7 +39,8 @@ func NewActions(db *pgxpool.Pool, changed func()) *Actions {
 	if changed == nil {
 		changed = func() {}
 	}
-	return &Actions{db: db, now: time.Now, changed: changed, holds: holds{m: make(map[string]hold)}}
+	return &Actions{db: db, now: time.Now, changed: changed, holds: holds{m: make(map[string]hold)},
+		trips: trips{db: db}}
 }
 
 // held is a package row locked for an action, with its queue.
@@ -121,23 +124,26 @@ func (hs *holds) drop(publicID string) {
 // changed no row.
 const notAsExpected = "HD001"
 
-// fast makes a change to a package the user holds as hd remembers, in one round trip: the
-// update, bound to the remembered row, queue and holder and to the user's right to act in that
-// queue, travels with the change's records in one batch, which PostgreSQL runs as one implicit
-// transaction. set and where may use $6 onwards, from args. It reports false, with nothing
-// written, when the package is no longer as remembered: the caller then takes the slow path,
-// which says why, or succeeds when the change is still allowed.
+// fast makes a change to a package the user holds as hd remembers, in one trip: the update,
+// bound to the remembered row, queue and holder and to the user's right to act in that queue,
+// travels with the change's records. set and where may use $6 onwards, from args. It reports
+// false, with nothing written, when the package is no longer as remembered: the caller then takes
+// the slow path, which says why, or succeeds when the change is still allowed.
 func (a *Actions) fast(ctx context.Context, user auth.User, hd hold, set, where string, args []any, c change) (bool, error) {
-	update := `
+	b := &pgx.Batch{}
+	b.Queue(`
 		WITH changed AS (
-			UPDATE handoffs h SET ` + set + `
-			WHERE h.id = $1 AND h.queue_id = $2 AND h.assignee_id = $4 AND ` + where + `
+			UPDATE handoffs h SET `+set+`
+			WHERE h.id = $1 AND h.queue_id = $2 AND h.assignee_id = $4 AND `+where+`
 				AND EXISTS (SELECT 1 FROM queues q WHERE q.id = $2 AND q.name = $3)
 				AND ($5 OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = $2 AND m.user_id = $4))
 			RETURNING 1)
-		SELECT expect_change(count(*)) FROM changed`
-	args = append([]any{hd.rowID, hd.queueID, hd.queue, user.ID, user.Role.AtLeast(auth.RoleSupervisor)}, args...)
-	err := apply(ctx, a.db, update, args, c)
+		SELECT expect_change(count(*)) FROM changed`,
+		append([]any{hd.rowID, hd.queueID, hd.queue, user.ID, user.Role.AtLeast(auth.RoleSupervisor)}, args...)...)
+	if err := queueChange(b, c); err != nil {
+		return false, err
+	}
+	err := a.trips.send(ctx, b, execAll(b))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == notAsExpected {
 		a.holds.drop(hd.publicID)
@@ -277,8 +283,11 @@ func (a *Actions) Next(ctx context.Context, user auth.User, queueName string) (s
 	var name, handoffID *string
 	var mayAct bool
 	var capacity, holding int
-	err := a.db.QueryRow(ctx, nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now()).
-		Scan(&queueID, &name, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID)
+	b := &pgx.Batch{}
+	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now())
+	err := a.trips.send(ctx, b, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&queueID, &name, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID)
+	})
 	switch {
 	case err != nil:
 		return "", secondReservation(err)

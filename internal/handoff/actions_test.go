@@ -563,3 +563,68 @@ func TestStaleHoldRecordsNothingAndTakesTheSlowPath(t *testing.T) {
 		t.Errorf("%s is %s by %v, want accepted by alex", back, s, assignee)
 	}
 }
+
+// TestTripsTravelTogetherAndFailAlone puts three agents' actions in one group: a stale hold
+// among them fails alone and takes the slow path, while the others commit.
+func TestTripsTravelTogetherAndFailAlone(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	cid := d.agent(t, "cid", auth.RoleAgent, 3, "billing")
+	dan := d.agent(t, "dan", auth.RoleAgent, 3, "billing")
+	mine, _ := d.instance(t)
+	other, _ := d.instance(t)
+	for range 3 {
+		d.submit(t, "billing", nil)
+	}
+	beas, err := mine.Next(ctx, bea, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bea's reservation runs out and Cid takes the package elsewhere: Bea's hold is stale.
+	d.clock.Advance(queue.DefaultReservationTimeout + time.Second)
+	if _, err := other.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Accept(ctx, cid, beas); err != nil {
+		t.Fatal(err)
+	}
+
+	// A group is on its way: the three actions wait for the next one, then travel together.
+	mine.trips.mu.Lock()
+	mine.trips.running = true
+	mine.trips.mu.Unlock()
+	var alexErr, beaErr, danErr error
+	var alexs, dans string
+	var wg sync.WaitGroup
+	wg.Go(func() { alexs, alexErr = mine.Next(ctx, alex, "billing") })
+	wg.Go(func() { beaErr = mine.Accept(ctx, bea, beas) })
+	wg.Go(func() { dans, danErr = mine.Next(ctx, dan, "billing") })
+	for {
+		mine.trips.mu.Lock()
+		n := len(mine.trips.waiting)
+		mine.trips.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mine.trips.lead()
+	wg.Wait()
+	if alexErr != nil || danErr != nil {
+		t.Fatalf("the actions travelling with a stale hold: alex %v, dan %v", alexErr, danErr)
+	}
+	if desk.ErrorCode(beaErr) != desk.Conflict || !strings.Contains(beaErr.Error(), "already accepted by cid") {
+		t.Fatalf("accept on a stale hold: %v, want a conflict naming cid", beaErr)
+	}
+	if got := d.records(t, beas); strings.Count(got, "accepted by") != 1 {
+		t.Errorf("the stale accept wrote records:\n%s", got)
+	}
+	for _, id := range []string{alexs, dans} {
+		if s, _ := d.status(t, id); s != StatusReserved {
+			t.Errorf("%s is %s, want reserved", id, s)
+		}
+	}
+}

@@ -73,13 +73,8 @@ func record(ctx context.Context, tx pgx.Tx, c change) error {
 	return apply(ctx, tx, "", nil, c)
 }
 
-// batcher is a transaction, or a pool for a batch that is a transaction of its own.
-type batcher interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
 // apply runs the statement that makes a change (if any) and records the change, in one round trip.
-func apply(ctx context.Context, db batcher, update string, args []any, c change) error {
+func apply(ctx context.Context, tx pgx.Tx, update string, args []any, c change) error {
 	b := &pgx.Batch{}
 	if update != "" {
 		b.Queue(update, args...)
@@ -87,5 +82,5 @@ func apply(ctx context.Context, db batcher, update string, args []any, c change)
 	if err := queueChange(b, c); err != nil {
 		return err
 	}
-	return db.SendBatch(ctx, b).Close()
+	return tx.SendBatch(ctx, b).Close()
 }

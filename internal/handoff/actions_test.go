@@ -3,7 +3,6 @@ package handoff
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,18 +94,7 @@ func (d *testDesk) agent(t *testing.T, name string, role auth.Role, capacity int
 // submit queues a copy of the Harbor package for its own contact.
 func (d *testDesk) submit(t testing.TB, queueName string, edit func(*Package)) string {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/harbor-v1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Decode(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := d.n.Add(1)
-	p.HandoffID = fmt.Sprintf("ho_%d", n)
-	p.Contact.ID = fmt.Sprintf("cust_%d", n)
-	p.TargetProfile = queueName
+	p := d.harbor(t, queueName)
 	if edit != nil {
 		edit(&p)
 	}

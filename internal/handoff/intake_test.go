@@ -17,6 +17,15 @@ import (
 // harbor is the Harbor package for a contact of its own, bound for queueName.
 func (d *testDesk) harbor(t testing.TB, queueName string) Package {
 	t.Helper()
+	p := harborPackage(t)
+	n := d.n.Add(1)
+	p.HandoffID, p.Contact.ID, p.TargetProfile = fmt.Sprintf("ho_%d", n), fmt.Sprintf("cust_%d", n), queueName
+	return p
+}
+
+// harborPackage is the spec's example package, decoded.
+func harborPackage(t testing.TB) Package {
+	t.Helper()
 	raw, err := os.ReadFile("testdata/harbor-v1.json")
 	if err != nil {
 		t.Fatal(err)
@@ -25,8 +34,6 @@ func (d *testDesk) harbor(t testing.TB, queueName string) Package {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := d.n.Add(1)
-	p.HandoffID, p.Contact.ID, p.TargetProfile = fmt.Sprintf("ho_%d", n), fmt.Sprintf("cust_%d", n), queueName
 	return p
 }
 

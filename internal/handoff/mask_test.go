@@ -1,7 +1,6 @@
 package handoff
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -9,14 +8,7 @@ import (
 )
 
 func TestMaskForHidesPIIBelowTheQueueSetting(t *testing.T) {
-	raw, err := os.ReadFile("testdata/harbor-v1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Decode(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := harborPackage(t)
 	agent := VisibilityFor(auth.RoleAgent, "supervisor", []string{"account_id"})
 	masked := p.MaskFor(agent)
 	for _, leak := range []string{"Dana", "Whitfield", "dana.whitfield", "555-0134", "acct_9912"} {

@@ -196,13 +196,19 @@ func (h held) mayAct(user auth.User) error {
 func notMember() error { return desk.Errorf(desk.Forbidden, "you are not a member of this queue") }
 
 // checkRoom locks the agent's own row, so that two tabs of one agent claim one at a time, and
-// refuses a claim beyond the agent's capacity.
+// refuses a claim beyond the agent's capacity. The count is a statement of its own, after the
+// lock: a statement that waited for the lock would still count from the snapshot it began with,
+// missing the claim the other tab committed meanwhile. Both travel in one round trip.
 func checkRoom(ctx context.Context, tx pgx.Tx, user auth.User) error {
 	var capacity, holding int
-	err := tx.QueryRow(ctx, `
-		SELECT u.capacity, (SELECT count(*) FROM handoffs WHERE assignee_id = u.id AND status IN `+openStatuses+`)
-		FROM users u WHERE u.id = $1 FOR UPDATE`, user.ID).Scan(&capacity, &holding)
-	if err != nil {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT capacity FROM users WHERE id = $1 FOR UPDATE`, user.ID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&capacity)
+	})
+	b.Queue(`SELECT count(*) FROM handoffs WHERE assignee_id = $1 AND status IN `+openStatuses, user.ID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&holding)
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
 	return roomFor(capacity, holding)

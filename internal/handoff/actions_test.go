@@ -616,3 +616,54 @@ func TestTripsTravelTogetherAndFailAlone(t *testing.T) {
 		}
 	}
 }
+
+// Two tabs of one agent accept two packages from the list at once: at capacity 1, one wins. The
+// second tab's capacity check waits for the first tab's claim to commit and must count it.
+func TestCapacityHoldsForTwoTabsAcceptingAtOnce(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	one, two := d.submit(t, "billing", nil), d.submit(t, "billing", nil)
+	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
+
+	// Hold Alex's row so that both tabs reach their capacity check and wait there.
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, alex.ID); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, id := range []string{one, two} {
+		wg.Go(func() { errs[i] = d.actions.Accept(ctx, alex, id) })
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		if err := d.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).
+			Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tabs wait on Alex's row, want 2", waiting)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("accepts = %v, %v; want exactly one to succeed", errs[0], errs[1])
+	}
+	for _, err := range errs {
+		if err != nil {
+			wantCode(t, "the second tab at capacity 1", err, desk.Conflict)
+		}
+	}
+}

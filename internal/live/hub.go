@@ -290,7 +290,9 @@ func (h *Hub) publish(b Batch) {
 	if len(b.Events) == 0 {
 		return
 	}
-	var ready []*Subscriber
+	// Walking thousands of subscribers takes milliseconds, so the workers get them in chunks as
+	// the walk goes rather than all at its end: the first sockets are written meanwhile.
+	ready := make([]*Subscriber, 0, publishChunk)
 	for s := range h.subs {
 		if !s.wants(b) {
 			continue
@@ -307,9 +309,16 @@ func (h *Hub) publish(b Batch) {
 			ready = append(ready, s)
 		}
 		s.mu.Unlock()
+		if len(ready) == publishChunk {
+			h.push(ready...)
+			ready = ready[:0]
+		}
 	}
 	h.push(ready...)
 }
+
+// publishChunk is how many subscribers publish hands the workers at a time.
+const publishChunk = 64
 
 func (s *Subscriber) wants(b Batch) bool {
 	for _, e := range b.Events {

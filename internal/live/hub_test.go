@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -130,6 +131,34 @@ func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
 	insert(1)
 	queue1.next("queue 1 subscriber after the drop")
 	slow.none("slow subscriber after its last turn")
+}
+
+// More subscribers than publish hands the workers at once: each gets every batch once, in order.
+func TestHubReachesEverySubscriberPastAChunk(t *testing.T) {
+	t.Parallel()
+	hub, insert := runHub(t, 16)
+	recorders := make([]*recorder, 3*publishChunk+5)
+	for i := range recorders {
+		recorders[i] = newRecorder(t)
+		s, _ := hub.Subscribe(func(e Event) bool { return e.QueueID == 1 }, recorders[i].receive, nil)
+		s.Start()
+	}
+	insert(1)
+	insert(1)
+	for i, r := range recorders {
+		var seqs []int64
+		for len(seqs) < 2 {
+			for _, b := range r.next(fmt.Sprintf("subscriber %d", i)).batches {
+				for _, e := range b.Events {
+					seqs = append(seqs, e.Seq)
+				}
+			}
+		}
+		if len(seqs) != 2 || seqs[0] >= seqs[1] {
+			t.Fatalf("subscriber %d got events %v, want two in order", i, seqs)
+		}
+		r.none(fmt.Sprintf("subscriber %d after both events", i))
+	}
 }
 
 func TestHubTurnsStartPokeAndStop(t *testing.T) {

@@ -2,30 +2,13 @@ package auth
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/handoffdesk/desk/internal/clocktest"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // TestSessionRevocationReachesEveryInstance runs two instances' services on one database: a
 // logout takes effect at once where it happened and within sessionCacheTTL on the other, and so
@@ -34,7 +17,7 @@ func TestSessionRevocationReachesEveryInstance(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	c := &clock{now: time.Now()}
+	c := clocktest.New(time.Now())
 	a, b := NewService(db), NewService(db)
 	a.now, b.now = c.Now, c.Now
 	u, err := a.CreateUser(ctx, NewUser{Email: "dana@example.com", DisplayName: "Dana", Role: RoleAgent, Password: "long-enough"})
@@ -96,7 +79,7 @@ func TestSessionCacheEndsWithTheSession(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	c := &clock{now: time.Now()}
+	c := clocktest.New(time.Now())
 	s := NewService(db)
 	s.now, s.sessionTTL = c.Now, time.Second
 	u, err := s.CreateUser(ctx, NewUser{Email: "dana@example.com", DisplayName: "Dana", Role: RoleAgent, Password: "long-enough"})

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/clocktest"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -26,31 +27,14 @@ type testDesk struct {
 	intake  *Intake
 	actions *Actions
 	sender  Sender
-	clock   *testClock
+	clock   *clocktest.Clock
 	n       atomic.Int64
-}
-
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 func newDesk(t *testing.T, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
-	d := &testDesk{db: db, auth: auth.NewService(db), queues: queue.NewService(db), clock: &testClock{now: time.Now()}}
+	d := &testDesk{db: db, auth: auth.NewService(db), queues: queue.NewService(db), clock: clocktest.New(time.Now())}
 	d.intake, d.actions = NewIntake(db, nil), NewActions(db, nil)
 	d.intake.now, d.actions.now = d.clock.Now, d.clock.Now
 	var ids []int64

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/clocktest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/webhook"
@@ -24,7 +25,7 @@ type fixture struct {
 	queueID int64
 	key     auth.IssuedAPIKey
 	bot     *bot
-	clock   *clock
+	clock   *clocktest.Clock
 }
 
 // setup starts a bot answering each request with respond(n, r), n counting from 1.
@@ -41,7 +42,7 @@ func setup(t *testing.T, respond func(n int, r *http.Request) int) *fixture {
 		t.Fatal(err)
 	}
 	// A minute ahead of the database clock, so that rows it stamps now() are already due.
-	f := &fixture{db: db, queueID: q.ID, bot: b, clock: &clock{now: time.Now().Add(time.Minute).UTC()}}
+	f := &fixture{db: db, queueID: q.ID, bot: b, clock: clocktest.New(time.Now().Add(time.Minute).UTC())}
 	f.key = f.apiKey(t, "bot", b.server.URL+"/hook")
 	return f
 }
@@ -143,22 +144,4 @@ func (b *bot) receipts() []receipt {
 
 func always(status int) func(int, *http.Request) int {
 	return func(int, *http.Request) int { return status }
-}
-
-// clock is the deliverers' time in tests, stepped instead of slept through.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }

@@ -178,21 +178,16 @@ func (h *Hub) stopOn(stop <-chan struct{}) {
 }
 
 // Start begins the subscriber's turns.
-func (s *Subscriber) Start() {
-	s.mu.Lock()
-	s.held = false
-	ready := s.schedule()
-	s.mu.Unlock()
-	if ready {
-		s.hub.push(s)
-	}
-}
+func (s *Subscriber) Start() { s.update(func() { s.held = false }) }
 
 // Poke asks for a turn even with no batch waiting: the receiver has something of its own to send
 // (a keepalive) in order with the batches.
-func (s *Subscriber) Poke() {
+func (s *Subscriber) Poke() { s.update(func() { s.poked = true }) }
+
+// update changes s under its lock and hands it to the workers if that earns it a turn.
+func (s *Subscriber) update(change func()) {
 	s.mu.Lock()
-	s.poked = true
+	change()
 	ready := s.schedule()
 	s.mu.Unlock()
 	if ready {

@@ -31,7 +31,7 @@ type Actions struct {
 	now     func() time.Time
 	changed func() // called after a commit, to wake the live desk
 	holds   holds
-	trips   trips
+	trips   *trips
 }
 
 // NewActions returns Actions over db; changed is called after every committed change.
@@ -40,7 +40,7 @@ func NewActions(db *pgxpool.Pool, changed func()) *Actions {
 		changed = func() {}
 	}
 	return &Actions{db: db, now: time.Now, changed: changed, holds: holds{m: make(map[string]hold)},
-		trips: trips{db: db}}
+		trips: newTrips(db)}
 }
 
 // held is a package row locked for an action, with its queue.

@@ -565,9 +565,9 @@ func TestTripsTravelTogetherAndFailAlone(t *testing.T) {
 	}
 
 	// A group is on its way: the three actions wait for the next one, then travel together.
-	mine.trips.mu.Lock()
-	mine.trips.running = true
-	mine.trips.mu.Unlock()
+	mine.trips.groups.mu.Lock()
+	mine.trips.groups.running = true
+	mine.trips.groups.mu.Unlock()
 	var alexErr, beaErr, danErr error
 	var alexs, dans string
 	var wg sync.WaitGroup
@@ -575,15 +575,15 @@ func TestTripsTravelTogetherAndFailAlone(t *testing.T) {
 	wg.Go(func() { beaErr = mine.Accept(ctx, bea, beas) })
 	wg.Go(func() { dans, danErr = mine.Next(ctx, dan, "billing") })
 	for {
-		mine.trips.mu.Lock()
-		n := len(mine.trips.waiting)
-		mine.trips.mu.Unlock()
+		mine.trips.groups.mu.Lock()
+		n := len(mine.trips.groups.waiting)
+		mine.trips.groups.mu.Unlock()
 		if n == 3 {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	mine.trips.lead()
+	mine.trips.groups.lead()
 	wg.Wait()
 	if alexErr != nil || danErr != nil {
 		t.Fatalf("the actions travelling with a stale hold: alex %v, dan %v", alexErr, danErr)

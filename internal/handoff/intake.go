@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,21 +79,12 @@ type Intake struct {
 	db      *pgxpool.Pool
 	now     func() time.Time
 	changed func() // called after a commit, to wake the live desk
-
-	mu      sync.Mutex
-	waiting []*submission // not yet taken by a batch, in arrival order
-	running int           // batches being written
+	// batches carries packages to PostgreSQL in batches. Only intake transactions take the
+	// contact locks, so a batch waits at worst on another instance's batch.
+	batches convoy[*submission]
 }
 
-// Packages that arrive while a batch is being written travel together in the next one: a durable
-// commit, a round trip and each statement's fixed cost are paid once per batch rather than once
-// per package. A package that finds no batch running goes at once, in a batch of its own.
-//
-// One batch at a time per instance: with two, batches came out half as large and PostgreSQL spent
-// 40% more CPU per package (make bench-intake, 8 bots). Only intake transactions take the contact
-// locks, so a batch waits on another instance's batch at worst.
 const (
-	maxBatches   = 1
 	maxBatchSize = 32
 	batchTimeout = 30 * time.Second
 )
@@ -104,7 +94,9 @@ func NewIntake(db *pgxpool.Pool, changed func()) *Intake {
 	if changed == nil {
 		changed = func() {}
 	}
-	return &Intake{db: db, now: time.Now, changed: changed}
+	in := &Intake{db: db, now: time.Now, changed: changed}
+	in.batches = convoy[*submission]{take: takeBatch, write: in.write}
+	return in
 }
 
 // submission is a package on its way into a batch, and then the answer for its bot.
@@ -140,16 +132,7 @@ func (in *Intake) Submit(ctx context.Context, sender Sender, p Package) (Receipt
 	if err != nil {
 		return Receipt{}, err
 	}
-	in.mu.Lock()
-	in.waiting = append(in.waiting, s)
-	lead := in.running < maxBatches
-	if lead {
-		in.running++
-	}
-	in.mu.Unlock()
-	if lead {
-		in.lead()
-	}
+	in.batches.join(s)
 	select {
 	case <-s.done:
 		return s.receipt, s.err
@@ -158,33 +141,12 @@ func (in *Intake) Submit(ctx context.Context, sender Sender, p Package) (Receipt
 	}
 }
 
-// lead writes one batch of the waiting submissions. Should more be waiting then, a new goroutine
-// takes the lead, so that the request that led is answered as soon as its batch is written.
-func (in *Intake) lead() {
-	in.mu.Lock()
-	batch := in.takeBatch()
-	in.mu.Unlock()
-	if len(batch) > 0 {
-		in.write(batch)
-	}
-	in.mu.Lock()
-	more := len(in.waiting) > 0
-	if !more {
-		in.running--
-	}
-	in.mu.Unlock()
-	if more {
-		go in.lead()
-	}
-}
-
 // takeBatch takes up to maxBatchSize waiting submissions, at most one per contact and per handoff
 // id: a second one must see what became of the first (an open handoff, a replay), so it waits for
 // a later batch.
-func (in *Intake) takeBatch() []*submission {
-	var batch, rest []*submission
+func takeBatch(waiting []*submission) (batch, rest []*submission) {
 	contacts, ids := map[string]bool{}, map[string]bool{}
-	for _, s := range in.waiting {
+	for _, s := range waiting {
 		if len(batch) == maxBatchSize || contacts[s.p.Contact.ID] || ids[s.p.HandoffID] {
 			rest = append(rest, s)
 			continue
@@ -192,8 +154,7 @@ func (in *Intake) takeBatch() []*submission {
 		contacts[s.p.Contact.ID], ids[s.p.HandoffID] = true, true
 		batch = append(batch, s)
 	}
-	in.waiting = rest
-	return batch
+	return batch, rest
 }
 
 // write writes a batch in one transaction and answers its submissions. A batch that fails as a

@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,20 +20,19 @@ type trip struct {
 	done chan struct{}
 }
 
-// trips sends actions' trips. Those that arrive while a group is on its way travel together in
-// the next one, as one batch: a round trip, a durable commit and each statement's fixed cost are
-// paid once per group. A trip that finds nothing on its way goes at once, in a group of its own.
-//
-// One group at a time per instance, as for intake: on the race of make bench-desk two in flight
-// were no faster, only smaller. A group holds the row locks its trips take until it commits, but
-// a trip locks only its agent's own row and packages that agent holds, and the claim skips
-// locked packages, so a group seldom waits on another, and briefly.
+// trips sends actions' trips in groups that share one batch and its commit (see convoy). A group
+// holds the row locks its trips take until it commits, but a trip locks only its agent's own row
+// and packages that agent holds, and the claim skips locked packages, so a group seldom waits on
+// another, and briefly.
 type trips struct {
-	db *pgxpool.Pool
+	db     *pgxpool.Pool
+	groups convoy[*trip]
+}
 
-	mu      sync.Mutex
-	waiting []*trip
-	running bool
+func newTrips(db *pgxpool.Pool) *trips {
+	ts := &trips{db: db}
+	ts.groups = convoy[*trip]{take: firstOf[*trip](maxTripGroup), write: ts.write}
+	return ts
 }
 
 const (
@@ -50,37 +48,12 @@ const (
 // any answer is lost on the way.
 func (ts *trips) send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
 	t := &trip{b: b, read: read, done: make(chan struct{})}
-	ts.mu.Lock()
-	ts.waiting = append(ts.waiting, t)
-	lead := !ts.running
-	ts.running = true
-	ts.mu.Unlock()
-	if lead {
-		ts.lead()
-	}
+	ts.groups.join(t)
 	select {
 	case <-t.done:
 		return t.err
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// lead sends one group of the waiting trips. Should more be waiting then, a new goroutine takes
-// the lead, so that the request that led is answered as soon as its group is back.
-func (ts *trips) lead() {
-	ts.mu.Lock()
-	n := min(len(ts.waiting), maxTripGroup)
-	group := ts.waiting[:n:n]
-	ts.waiting = ts.waiting[n:]
-	ts.mu.Unlock()
-	ts.write(group)
-	ts.mu.Lock()
-	more := len(ts.waiting) > 0
-	ts.running = more
-	ts.mu.Unlock()
-	if more {
-		go ts.lead()
 	}
 }
 

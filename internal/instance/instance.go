@@ -41,8 +41,8 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		opts.SweepInterval = SweepInterval
 	}
 	hub := live.NewHub(db, logger)
-	notifier := live.NewNotifier(hub, func(ctx context.Context) error {
-		_, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, live.Channel)
+	notifier := live.NewNotifier(hub, func(ctx context.Context, payload string) error {
+		_, err := db.Exec(ctx, `SELECT pg_notify($1, $2)`, live.Channel, payload)
 		return err
 	}, logger)
 	deliverer := webhook.NewDeliverer(db, logger, opts.Webhook)
@@ -68,7 +68,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		}
 	})
 	workers.Go(func() { notifier.Run(workCtx) })
-	workers.Go(func() { live.Listen(workCtx, opts.DatabaseURL, hub, logger) })
+	workers.Go(func() { live.Listen(workCtx, opts.DatabaseURL, hub, notifier.Self, logger) })
 	workers.Go(func() { presence.Run(workCtx) })
 	workers.Go(func() { actions.RunSweeper(workCtx, opts.SweepInterval, logger.Info) })
 	workers.Go(func() { _ = deliverer.Run(workCtx) })

@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"time"
 
@@ -21,15 +22,19 @@ const coalesceWindow = 5 * time.Millisecond
 // outside any data transaction. Should an instance die between a commit and its NOTIFY, the other
 // instances still see the change at their next poll.
 type Notifier struct {
+	// Self is the payload of this instance's notifications, for its own listener to ignore: the
+	// local hub was woken already, and a second read would find nothing.
+	Self   string
 	hub    *Hub
-	exec   func(ctx context.Context) error
+	exec   func(ctx context.Context, payload string) error
 	logger *slog.Logger
 	dirty  chan struct{}
 }
 
-// NewNotifier returns a Notifier; notify sends one NOTIFY (the server passes a pool Exec).
-func NewNotifier(hub *Hub, notify func(ctx context.Context) error, logger *slog.Logger) *Notifier {
-	return &Notifier{hub: hub, exec: notify, logger: logger, dirty: make(chan struct{}, 1)}
+// NewNotifier returns a Notifier; notify sends one NOTIFY on Channel with the payload (the server
+// passes a pool Exec).
+func NewNotifier(hub *Hub, notify func(ctx context.Context, payload string) error, logger *slog.Logger) *Notifier {
+	return &Notifier{Self: rand.Text(), hub: hub, exec: notify, logger: logger, dirty: make(chan struct{}, 1)}
 }
 
 // Changed is called after a commit that wrote desk events.
@@ -49,7 +54,7 @@ func (n *Notifier) Run(ctx context.Context) {
 			return
 		case <-n.dirty:
 		}
-		if err := n.exec(ctx); err != nil && ctx.Err() == nil {
+		if err := n.exec(ctx, n.Self); err != nil && ctx.Err() == nil {
 			n.logger.Warn("notify other instances", "err", err)
 		}
 		select {
@@ -61,11 +66,12 @@ func (n *Notifier) Run(ctx context.Context) {
 }
 
 // Listen holds one connection outside the pool LISTENing on Channel and wakes the hub on every
-// notification. It reconnects after errors until ctx is done.
-func Listen(ctx context.Context, connString string, hub *Hub, logger *slog.Logger) {
+// notification but those whose payload is self (the instance's own echo). It reconnects after
+// errors until ctx is done.
+func Listen(ctx context.Context, connString string, hub *Hub, self string, logger *slog.Logger) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, connString, hub)
+		err := listenOnce(ctx, connString, self, func(string) { hub.Wake() })
 		if ctx.Err() != nil {
 			return
 		}
@@ -81,7 +87,9 @@ func Listen(ctx context.Context, connString string, hub *Hub, logger *slog.Logge
 	}
 }
 
-func listenOnce(ctx context.Context, connString string, hub *Hub) error {
+// listenOnce LISTENs on one connection and calls wake once listening, to read whatever came
+// before, and then with the payload of every notification but self's, until the connection fails.
+func listenOnce(ctx context.Context, connString, self string, wake func(payload string)) error {
 	// The pool's parser, so that pool settings in DATABASE_URL (pool_max_conns, ...) are taken off
 	// rather than sent to the server as unknown parameters.
 	cfg, err := pgxpool.ParseConfig(connString)
@@ -96,11 +104,14 @@ func listenOnce(ctx context.Context, connString string, hub *Hub) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return err
 	}
-	hub.Wake()
+	wake("")
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		hub.Wake()
+		if n.Payload != self {
+			wake(n.Payload)
+		}
 	}
 }

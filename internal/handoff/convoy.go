@@ -38,14 +38,18 @@ func (c *convoy[T]) lead() {
 	group, rest := c.take(c.waiting)
 	c.waiting = rest
 	c.mu.Unlock()
+	// Even when write panics (a request's handler recovers it), the next group must still go:
+	// a convoy left running with nobody leading it would stall every later caller.
+	defer func() {
+		c.mu.Lock()
+		more := len(c.waiting) > 0
+		c.running = more
+		c.mu.Unlock()
+		if more {
+			go c.lead()
+		}
+	}()
 	c.write(group)
-	c.mu.Lock()
-	more := len(c.waiting) > 0
-	c.running = more
-	c.mu.Unlock()
-	if more {
-		go c.lead()
-	}
 }
 
 // firstOf takes up to n items in arrival order.

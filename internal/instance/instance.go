@@ -62,11 +62,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
-	workers.Go(func() {
-		if err := hub.Run(workCtx); err != nil {
-			logger.Error("live hub stopped", "err", err)
-		}
-	})
+	workers.Go(func() { hub.Run(workCtx) })
 	workers.Go(func() { notifier.Run(workCtx) })
 	workers.Go(func() { live.Listen(workCtx, opts.DatabaseURL, hub, notifier.Self, logger) })
 	workers.Go(func() { presence.Run(workCtx) })

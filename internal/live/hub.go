@@ -220,15 +220,10 @@ func (h *Hub) Subscribers() int {
 	return len(h.subs)
 }
 
-// Run reads and fans out until ctx is done; subscribers get their turns only while it runs.
-func (h *Hub) Run(ctx context.Context) error {
-	mark, err := Now(ctx, h.db)
-	if err != nil {
-		return err
-	}
-	h.mu.Lock()
-	h.mark = mark
-	h.mu.Unlock()
+// Run reads and fans out until ctx is done; subscribers get their turns only while it runs. A
+// database that does not answer at start is waited for: the sockets open meanwhile are served
+// from the first mark on.
+func (h *Hub) Run(ctx context.Context) {
 	var running sync.WaitGroup
 	for range workers {
 		running.Go(h.work)
@@ -240,6 +235,13 @@ func (h *Hub) Run(ctx context.Context) error {
 		h.readyCond.Broadcast()
 		h.readyMu.Unlock()
 	}()
+	mark, ok := h.firstMark(ctx)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	h.mark = mark
+	h.mu.Unlock()
 	ticker := time.NewTicker(PollInterval)
 	defer ticker.Stop()
 	var retry <-chan time.Time
@@ -247,7 +249,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-h.wake:
 		case <-ticker.C:
 		case <-retry:
@@ -257,7 +259,7 @@ func (h *Hub) Run(ctx context.Context) error {
 			events, next, waiting, err := read(ctx, h.db, mark, readLimit)
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil
+					return
 				}
 				h.logger.Error("reading desk events", "err", err)
 				break
@@ -275,6 +277,28 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 			break
 		}
+	}
+}
+
+// firstMark asks the database where the event stream stands, again and again with a growing pause
+// while it does not answer; ok is false when ctx ends first.
+func (h *Hub) firstMark(ctx context.Context) (mark Mark, ok bool) {
+	backoff := 100 * time.Millisecond
+	for {
+		mark, err := Now(ctx, h.db)
+		if err == nil {
+			return mark, true
+		}
+		if ctx.Err() != nil {
+			return "", false
+		}
+		h.logger.Warn("live hub cannot start: the database does not answer; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -2,12 +2,15 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
@@ -66,13 +69,14 @@ func runHub(t *testing.T, buffer int) (*Hub, func(queueID int64)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	hub.buffer = buffer
-	done := make(chan error, 1)
-	go func() { done <- hub.Run(ctx) }()
+	done := make(chan struct{})
+	go func() {
+		hub.Run(ctx)
+		close(done)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
+		<-done
 	})
 	for hub.Mark() == "" {
 		time.Sleep(5 * time.Millisecond)
@@ -217,4 +221,52 @@ func TestHubTurnsStartPokeAndStop(t *testing.T) {
 	insert(1)
 	after.next("a subscriber after Unsubscribe")
 	probe.none("after Unsubscribe")
+}
+
+// flaky answers with an error until it is told to let queries through: a database that is down
+// when the hub starts.
+type flaky struct {
+	Querier
+	up atomic.Bool
+}
+
+func (f *flaky) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !f.up.Load() {
+		return errRow{}
+	}
+	return f.Querier.QueryRow(ctx, sql, args...)
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errors.New("connection refused") }
+
+func TestHubWaitsForTheDatabaseAtStart(t *testing.T) {
+	t.Parallel()
+	db := &flaky{Querier: pgtest.New(t)}
+	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		hub.Run(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	r := newRecorder(t)
+	s, _ := hub.Subscribe(func(Event) bool { return true }, r.receive, nil)
+	s.Poke()
+	s.Start()
+	r.next("a turn while the database is down") // the workers run before the first mark
+	if hub.Mark() != "" {
+		t.Fatal("a mark without a database")
+	}
+	db.up.Store(true)
+	for deadline := time.Now().Add(10 * time.Second); hub.Mark() == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hub never started once the database answered")
+		}
+	}
 }

@@ -140,7 +140,7 @@ func (a *Actions) fast(ctx context.Context, user auth.User, hd hold, set, where 
 			RETURNING 1)
 		SELECT expect_change(count(*)) FROM changed`,
 		append([]any{hd.rowID, hd.queueID, hd.queue, user.ID, user.Role.AtLeast(auth.RoleSupervisor)}, args...)...)
-	if err := queueChange(b, c); err != nil {
+	if err := queueChanges(b, c); err != nil {
 		return false, err
 	}
 	err := a.trips.send(ctx, b, execAll(b))

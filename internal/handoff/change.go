@@ -34,15 +34,11 @@ type change struct {
 	At        time.Time
 }
 
-// queueChange adds c to a batch the caller sends inside the change's transaction: the event that
-// moves every open browser, the audit row, and, for the changes a bot hears about, its webhook.
-// All of them commit or roll back with the change, in one round trip.
-func queueChange(b *pgx.Batch, c change) error {
-	return queueChanges(b, c)
-}
-
-// queueChanges adds several changes to a batch as one insert per table, whatever their number:
-// a statement's fixed cost in PostgreSQL outweighs a small row's.
+// queueChanges adds changes to a batch the caller sends inside the changes' transaction: the
+// events that move every open browser, the audit rows, and, for the changes a bot hears about,
+// their webhooks. All of them commit or roll back with the changes, in the caller's round trip,
+// as one insert per table whatever their number: a statement's fixed cost in PostgreSQL
+// outweighs a small row's.
 func queueChanges(b *pgx.Batch, cs ...change) error {
 	var events struct {
 		queues, handoffs []int64
@@ -122,7 +118,7 @@ func apply(ctx context.Context, tx pgx.Tx, update string, args []any, c change) 
 	if update != "" {
 		b.Queue(update, args...)
 	}
-	if err := queueChange(b, c); err != nil {
+	if err := queueChanges(b, c); err != nil {
 		return err
 	}
 	return tx.SendBatch(ctx, b).Close()

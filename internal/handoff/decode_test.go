@@ -23,20 +23,7 @@ func TestHarborGolden(t *testing.T) {
 	if err := p.ValidateForQueue(QueueRules{RequiredEntityKeys: []string{"account_id"}}); err != nil {
 		t.Fatalf("ValidateForQueue: %v", err)
 	}
-	got, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	if *update {
-		if err := os.WriteFile(harborGolden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if want := readFile(t, harborGolden); string(got) != string(want) {
-		t.Errorf("re-encoded Harbor package differs from %s (refresh with -run TestHarborGolden -update if intended):\n%s", harborGolden, got)
-	}
+	matchGolden(t, harborGolden, p, "TestHarborGolden")
 
 	// Spot checks that the golden file alone would not make obvious.
 	if p.Priority != PriorityHigh || p.Trigger != TriggerPolicyBoundary || p.ChannelOrigin != ChannelVoice {
@@ -47,6 +34,26 @@ func TestHarborGolden(t *testing.T) {
 	}
 	if a := p.AttemptedActions[1]; a.OK == nil || *a.OK || !a.At.Equal(time.Date(2026, 6, 2, 14, 3, 40, 0, time.UTC)) {
 		t.Errorf("attempted_actions[1] = %+v", a)
+	}
+}
+
+// matchGolden compares p, as indented JSON, with the golden file at path, or rewrites the file
+// under -update.
+func matchGolden(t *testing.T, path string, p Package, test string) {
+	t.Helper()
+	got, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want := readFile(t, path); string(got) != string(want) {
+		t.Errorf("the package differs from %s (refresh with -run %s -update if intended):\n%s", path, test, got)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -59,20 +58,7 @@ func TestSW4RMHarbor(t *testing.T) {
 	if err := p.ValidateForQueue(QueueRules{RequiredEntityKeys: []string{"account_id"}}); err != nil {
 		t.Fatalf("ValidateForQueue: %v", err)
 	}
-	got, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	if *update {
-		if err := os.WriteFile(sw4rmGolden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if want := readFile(t, sw4rmGolden); string(got) != string(want) {
-		t.Errorf("converted Harbor package differs from %s (refresh with -run TestSW4RMHarbor -update if intended):\n%s", sw4rmGolden, got)
-	}
+	matchGolden(t, sw4rmGolden, p, "TestSW4RMHarbor")
 
 	// What the golden file shows but a reader could miss.
 	checks := []struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -42,17 +41,11 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	defer func() { err = errors.Join(err, teardown()) }()
 	res.database = b.dbName
 
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return result{}, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return result{}, err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := loadtest.StartCPUProfile(cfg.cpuProfile)
+	if err != nil {
+		return result{}, err
 	}
+	defer stopProfile()
 
 	step := func(name string, f func() error) error {
 		t0, cpu0 := time.Now(), processCPU()

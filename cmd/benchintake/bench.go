@@ -148,17 +148,11 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	fmt.Fprintf(out, "intake:     POST %s, Authorization: Bearer, one shared http.Transport\n", intakePath)
 	fmt.Fprintf(out, "each run:   %s warm-up (not recorded) + %s measured; order baseline, intake, baseline, intake, ...\n\n", cfg.duration/warmupFraction, cfg.duration)
 
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return result{}, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return result{}, err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := loadtest.StartCPUProfile(cfg.cpuProfile)
+	if err != nil {
+		return result{}, err
 	}
+	defer stopProfile()
 
 	errs := &errorLog{}
 	for _, n := range cfg.concurrency {

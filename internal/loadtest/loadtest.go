@@ -1,5 +1,5 @@
 // Package loadtest holds what the desk's load tools share: scratch databases that leave nothing
-// behind, and nearest-rank percentiles.
+// behind, nearest-rank percentiles and CPU profiles.
 package loadtest
 
 import (
@@ -7,6 +7,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/url"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -66,4 +68,24 @@ func Redacted(raw string) string {
 		return "(unparsable url)"
 	}
 	return u.Redacted()
+}
+
+// StartCPUProfile profiles this process into the file at path until stop is called; with an empty
+// path it does nothing.
+func StartCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

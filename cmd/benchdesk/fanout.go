@@ -34,6 +34,18 @@ type side struct {
 	connectedSockets int
 }
 
+// arrived counts what the sockets received of the event key sent at sent; a recorded event (not
+// the warm-up) adds its arrival times.
+func (s *side) arrived(reply farmReply, key string, sent time.Time, recorded bool) {
+	last, first, missing := spread(reply.Arrivals[key], sent.UnixNano())
+	s.missing += missing
+	s.lost = reply.Lost
+	if recorded {
+		s.last, s.first = append(s.last, last), append(s.first, first)
+		s.spread = append(s.spread, last-first)
+	}
+}
+
 // perSocket is the idle server-side cost of one socket: (HeapInuse+StackInuse) after opening
 // them minus before, divided by their number.
 func (s side) perSocket(n int) float64 {
@@ -93,12 +105,8 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		if err != nil {
 			return nil, err
 		}
-		last, first, missing := spread(reply.Arrivals[id], t.UnixNano())
-		r.desk.missing += missing
-		r.desk.lost = reply.Lost
+		r.desk.arrived(reply, id, t, i > 0)
 		if i > 0 {
-			r.desk.last, r.desk.first = append(r.desk.last, last), append(r.desk.first, first)
-			r.desk.spread = append(r.desk.spread, last-first)
 			posts = append(posts, post)
 			sizes = append(sizes, reply.Sizes[id])
 		}
@@ -142,13 +150,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		if err != nil {
 			return nil, err
 		}
-		last, first, missing := spread(reply.Arrivals[key], t.UnixNano())
-		r.bare.missing += missing
-		r.bare.lost = reply.Lost
-		if i > 0 {
-			r.bare.last, r.bare.first = append(r.bare.last, last), append(r.bare.first, first)
-			r.bare.spread = append(r.bare.spread, last-first)
-		}
+		r.bare.arrived(reply, key, t, i > 0)
 		if err := sleepUntil(ctx, time.Now().Add(eventGap)); err != nil {
 			return nil, err
 		}

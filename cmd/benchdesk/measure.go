@@ -61,37 +61,35 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 			name, took.Round(100*time.Millisecond), loadAverage(), cpu.Seconds(), 100*cpu.Seconds()/took.Seconds())
 		return nil
 	}
-	if cfg.runs1() {
-		if err := step("1. ingest→frame latency, two instances", func() (err error) {
-			res.latency, err = b.latency(ctx, out, &res)
-			return err
-		}); err != nil {
-			return res, err
-		}
-	}
-	if cfg.runs2() {
-		if err := step("2+3. fan-out and memory per idle socket", func() (err error) {
-			res.fanout, err = b.fanout(ctx, out, &res)
-			return err
-		}); err != nil {
-			return res, err
-		}
-	}
 	// 5 before 4: the race leaves a webhook backlog that the deliverers work off for minutes, and
 	// the page figures should not carry it.
-	if cfg.runs5() {
-		if err := step("5. queue page over a deep queue", func() (err error) {
+	scenarios := []struct {
+		on   bool
+		name string
+		run  func() error
+	}{
+		{cfg.runs1(), "1. ingest→frame latency, two instances", func() (err error) {
+			res.latency, err = b.latency(ctx, out, &res)
+			return err
+		}},
+		{cfg.runs2(), "2+3. fan-out and memory per idle socket", func() (err error) {
+			res.fanout, err = b.fanout(ctx, out, &res)
+			return err
+		}},
+		{cfg.runs5(), "5. queue page over a deep queue", func() (err error) {
 			res.page, err = b.queuePage(ctx, out, &res)
 			return err
-		}); err != nil {
-			return res, err
-		}
-	}
-	if cfg.runs4() {
-		if err := step("4. agents racing to accept", func() (err error) {
+		}},
+		{cfg.runs4(), "4. agents racing to accept", func() (err error) {
 			res.race, err = b.race(ctx, out, &res)
 			return err
-		}); err != nil {
+		}},
+	}
+	for _, sc := range scenarios {
+		if !sc.on {
+			continue
+		}
+		if err := step(sc.name, sc.run); err != nil {
 			return res, err
 		}
 	}

@@ -486,7 +486,7 @@ func (a *Actions) close(ctx context.Context, user auth.User, handoffID string, s
 
 // transferTarget resolves a queue the policy of from lets packages move to.
 func transferTarget(ctx context.Context, tx pgx.Tx, from queue.Queue, name string) (queue.Queue, error) {
-	to, err := queue.ScanQueue(tx.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE name = $1 AND enabled`, name))
+	to, err := queue.Enabled(ctx, tx, name)
 	if desk.ErrorCode(err) == desk.NotFound {
 		return queue.Queue{}, desk.Errorf(desk.Invalid, "no enabled queue is named %q", name)
 	}

@@ -287,7 +287,7 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 	}
 	escalated := false
 	if len(p.HandoffChain) >= q.Guards.ChainLimit && q.EscalationQueueID != nil {
-		escalation, err := queue.ScanQueue(conn.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE id = $1`, *q.EscalationQueueID))
+		escalation, err := queue.ByID(ctx, conn, *q.EscalationQueueID)
 		if err != nil {
 			return nil, err
 		}
@@ -519,7 +519,7 @@ const positionsQuery = `
 	ORDER BY t.i`
 
 // position is a package's place in its queue's claim order.
-func position(ctx context.Context, db querier, id int64) (int, error) {
+func position(ctx context.Context, db queue.Querier, id int64) (int, error) {
 	var queueID int64
 	var rank int16
 	var enqueuedAt time.Time
@@ -538,7 +538,7 @@ func (in *Intake) AddQueueRules(ctx context.Context, p Package, decodeErr error)
 	if p.TargetProfile == "" {
 		return decodeErr
 	}
-	q, err := queue.ScanQueue(in.db.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE name = $1 AND enabled`, p.TargetProfile))
+	q, err := queue.Enabled(ctx, in.db, p.TargetProfile)
 	if err != nil {
 		return decodeErr
 	}

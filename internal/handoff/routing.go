@@ -26,14 +26,10 @@ const ReasonDeferred = "deferred"
 // backlog to move, short enough that the customer is not kept waiting on the bot for long.
 const deferRetry = 60 * time.Second
 
-type querier interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}
-
 // overflow applies q's overflow policy. A queue is healthy while one of its agents is online and
 // its oldest waiting package is within the SLA; otherwise the policy decides. It returns the
 // queue the package goes to.
-func overflow(ctx context.Context, db querier, q queue.Queue, now time.Time) (queue.Queue, error) {
+func overflow(ctx context.Context, db queue.Querier, q queue.Queue, now time.Time) (queue.Queue, error) {
 	if q.OverflowPolicy == OverflowAccept {
 		return q, nil
 	}
@@ -55,7 +51,7 @@ func overflow(ctx context.Context, db querier, q queue.Queue, now time.Time) (qu
 		why = fmt.Sprintf("queue %s's oldest package has waited past its %s SLA", q.Name, q.SLA)
 	}
 	if q.OverflowPolicy == OverflowRoute && q.OverflowQueueID != nil {
-		return queue.ScanQueue(db.QueryRow(ctx, `SELECT `+queue.Columns+` FROM queues WHERE id = $1`, *q.OverflowQueueID))
+		return queue.ByID(ctx, db, *q.OverflowQueueID)
 	}
 	return q, &desk.Error{Code: desk.Unavailable, Reason: ReasonDeferred, RetryAfter: deferRetry,
 		Message: why + "; keep the customer with the bot and try again later"}
@@ -63,7 +59,7 @@ func overflow(ctx context.Context, db querier, q queue.Queue, now time.Time) (qu
 
 // offer finds the preferred agent when they work the queue, are online and have room: the
 // package is theirs alone to take for one reservation timeout, then anyone's.
-func offer(ctx context.Context, db querier, q queue.Queue, email string, now time.Time) (*int64, *time.Time, error) {
+func offer(ctx context.Context, db queue.Querier, q queue.Queue, email string, now time.Time) (*int64, *time.Time, error) {
 	if email == "" {
 		return nil, nil, nil
 	}

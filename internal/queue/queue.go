@@ -152,6 +152,22 @@ func ScanQueue(row pgx.Row) (Queue, error) {
 	return q, err
 }
 
+// Querier runs the lookups that may happen inside a caller's transaction: a pool, a connection or
+// a pgx.Tx.
+type Querier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+// ByID reads a queue through db.
+func ByID(ctx context.Context, db Querier, id int64) (Queue, error) {
+	return ScanQueue(db.QueryRow(ctx, `SELECT `+Columns+` FROM queues WHERE id = $1`, id))
+}
+
+// Enabled reads a queue through db by name, if it is enabled; otherwise the error is NotFound.
+func Enabled(ctx context.Context, db Querier, name string) (Queue, error) {
+	return ScanQueue(db.QueryRow(ctx, `SELECT `+Columns+` FROM queues WHERE name = $1 AND enabled`, name))
+}
+
 // ByName finds a queue by its name.
 func (s *Service) ByName(ctx context.Context, name string) (Queue, error) {
 	q, err := ScanQueue(s.db.QueryRow(ctx, `SELECT `+Columns+` FROM queues WHERE name = $1`, name))
@@ -262,9 +278,7 @@ func (s *Service) IsMember(ctx context.Context, userID, queueID int64) (bool, er
 }
 
 // IsMember is Service.IsMember inside a caller's transaction.
-func IsMember(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, userID, queueID int64) (bool, error) {
+func IsMember(ctx context.Context, db Querier, userID, queueID int64) (bool, error) {
 	var member bool
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queue_members WHERE queue_id = $1 AND user_id = $2)`,
 		queueID, userID).Scan(&member)

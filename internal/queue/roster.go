@@ -85,9 +85,7 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 
 // OnlineWithRoom reports whether the user has a fresh, not-away presence and holds fewer packages
 // than their capacity: the condition for offering them a package first.
-func OnlineWithRoom(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, userID int64) (bool, error) {
+func OnlineWithRoom(ctx context.Context, db Querier, userID int64) (bool, error) {
 	var ok bool
 	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
 		SELECT EXISTS (SELECT 1 FROM presence_now p JOIN users u ON u.id = p.user_id
@@ -98,9 +96,7 @@ func OnlineWithRoom(ctx context.Context, db interface {
 }
 
 // AgentsOnline counts the queue's members who are online and not away.
-func AgentsOnline(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, queueID int64) (int, error) {
+func AgentsOnline(ctx context.Context, db Querier, queueID int64) (int, error) {
 	var n int
 	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
 		SELECT count(*) FROM queue_members m JOIN presence_now p ON p.user_id = m.user_id

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
@@ -186,19 +187,20 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float6
 // sampleEvery, so a figure comes with where PostgreSQL spent the time: on CPU, waiting for the
 // client, for a lock, or for the WAL to reach the disk.
 type waitSampler struct {
-	stop   context.CancelFunc
-	done   chan struct{}
+	stop   func()
 	counts map[string]int
 	total  int
 }
 
 const sampleEvery = 50 * time.Millisecond
 
-func (b *bench) sampleWaits(ctx context.Context) *waitSampler {
-	ctx, stop := context.WithCancel(ctx)
-	s := &waitSampler{stop: stop, done: make(chan struct{}), counts: map[string]int{}}
+// sample runs take on one of the tool's connections every sampleEvery until the stop it returns
+// is called; stop returns once sampling has ended. An error from take ends the sampling early.
+func (b *bench) sample(ctx context.Context, take func(ctx context.Context, conn *pgxpool.Conn) error) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		defer close(s.done)
+		defer close(done)
 		conn, err := b.db.Acquire(ctx)
 		if err != nil {
 			return
@@ -212,32 +214,45 @@ func (b *bench) sampleWaits(ctx context.Context) *waitSampler {
 				return
 			case <-ticker.C:
 			}
-			rows, err := conn.Query(ctx, `
-				SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type || ':' || wait_event, 'CPU')
-					ELSE state || coalesce(' (' || wait_event || ')', '') END
-				FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-					AND state <> 'idle'`)
-			if err != nil {
+			if take(ctx, conn) != nil {
 				return
 			}
-			for rows.Next() {
-				var what string
-				if rows.Scan(&what) == nil {
-					s.counts[what]++
-					s.total++
-				}
-			}
-			rows.Close()
 		}
 	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func (b *bench) sampleWaits(ctx context.Context) *waitSampler {
+	s := &waitSampler{counts: map[string]int{}}
+	s.stop = b.sample(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		rows, err := conn.Query(ctx, `
+			SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type || ':' || wait_event, 'CPU')
+				ELSE state || coalesce(' (' || wait_event || ')', '') END
+			FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+				AND state <> 'idle'`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var what string
+			if rows.Scan(&what) == nil {
+				s.counts[what]++
+				s.total++
+			}
+		}
+		return nil
+	})
 	return s
 }
 
 // top stops the sampler and returns its n most frequent states as "share state" items.
 func (s *waitSampler) top(n int) string {
 	s.stop()
-	<-s.done
 	type kv struct {
 		k string
 		v int
@@ -262,8 +277,7 @@ func (s *waitSampler) top(n int) string {
 // every database of a cluster, so any such transaction, here or in another database, holds back
 // every card committed after it began until the hub reads again once it has ended.
 type xidSampler struct {
-	stop    context.CancelFunc
-	done    chan struct{}
+	stop    func()
 	ages    []time.Duration // per sample; 0 when no transaction held an xid
 	foreign int             // samples whose oldest holder was in another database and older than xidOld
 }
@@ -271,50 +285,34 @@ type xidSampler struct {
 const xidOld = 20 * time.Millisecond
 
 func (b *bench) sampleXIDs(ctx context.Context) *xidSampler {
-	ctx, stop := context.WithCancel(ctx)
-	s := &xidSampler{stop: stop, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		conn, err := b.db.Acquire(ctx)
-		if err != nil {
-			return
-		}
-		defer conn.Release()
-		ticker := time.NewTicker(sampleEvery)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			var ageMS float64
-			var here bool
-			err := conn.QueryRow(ctx, `
-				SELECT extract(epoch FROM clock_timestamp() - xact_start) * 1000, datname = current_database()
-				FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
-				ORDER BY xact_start LIMIT 1`).Scan(&ageMS, &here)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				s.ages = append(s.ages, 0)
-			case err != nil:
-				return
-			default:
-				age := time.Duration(ageMS * float64(time.Millisecond))
-				s.ages = append(s.ages, age)
-				if !here && age > xidOld {
-					s.foreign++
-				}
+	s := &xidSampler{}
+	s.stop = b.sample(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var ageMS float64
+		var here bool
+		err := conn.QueryRow(ctx, `
+			SELECT extract(epoch FROM clock_timestamp() - xact_start) * 1000, datname = current_database()
+			FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+			ORDER BY xact_start LIMIT 1`).Scan(&ageMS, &here)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			s.ages = append(s.ages, 0)
+		case err != nil:
+			return err
+		default:
+			age := time.Duration(ageMS * float64(time.Millisecond))
+			s.ages = append(s.ages, age)
+			if !here && age > xidOld {
+				s.foreign++
 			}
 		}
-	}()
+		return nil
+	})
 	return s
 }
 
 // summary stops the sampler and describes what it saw.
 func (s *xidSampler) summary() string {
 	s.stop()
-	<-s.done
 	if len(s.ages) == 0 {
 		return "no samples"
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
@@ -66,34 +67,18 @@ func (r *raceResult) ceiling(conns int) float64 {
 // sampleRoundTrips times SELECT 1 on one of the tool's connections every sampleEvery until the
 // returned function is called, which returns the median.
 func (b *bench) sampleRoundTrips(ctx context.Context) func() time.Duration {
-	ctx, stop := context.WithCancel(ctx)
-	done := make(chan []time.Duration)
-	go func() {
-		var d []time.Duration
-		defer func() { done <- d }()
-		conn, err := b.db.Acquire(ctx)
-		if err != nil {
-			return
+	var d []time.Duration
+	stop := b.sample(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		t := time.Now()
+		if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
+			return err
 		}
-		defer conn.Release()
-		ticker := time.NewTicker(sampleEvery)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			t := time.Now()
-			if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
-				return
-			}
-			d = append(d, time.Since(t))
-		}
-	}()
+		d = append(d, time.Since(t))
+		return nil
+	})
 	return func() time.Duration {
 		stop()
-		return loadtest.Percentile(sorted(<-done), 50)
+		return loadtest.Percentile(sorted(d), 50)
 	}
 }
 

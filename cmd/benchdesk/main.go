@@ -150,7 +150,7 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs.IntVar(&cfg.raceAgents, "race-agents", 200, "4: agents racing")
 	fs.DurationVar(&cfg.raceLimit, "race-limit", 4*time.Minute, "4: agents start no new cycle after this long (the run stays bounded; the report says so)")
 	fs.DurationVar(&cfg.webhookWatch, "webhook-watch", 10*time.Second, "4: how long to watch the webhook deliverers work off the race's backlog, with no agents")
-	fs.StringVar(&cfg.raceVia, "race-via", "http", "4: how agents act: http (POST next/accept/resolve) or actions (handoff.Actions in-process)")
+	fs.StringVar(&cfg.raceVia, "race-via", "http", "4: how agents act: http (POST next/accept/resolve) or actions (actions.Service in-process)")
 	fs.IntVar(&cfg.pagePackages, "page-packages", 10000, "5: open packages in the queue")
 	fs.IntVar(&cfg.pageRequests, "page-requests", 200, "5: requests per loop")
 	fs.IntVar(&cfg.pageConcurrency, "page-concurrency", 4, "5: concurrent requests")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
@@ -23,7 +23,7 @@ import (
 type pageResult struct {
 	packages, requests, concurrency int
 	healthz, page1, page2           []loopStats   // one per round
-	waiting                         time.Duration // handoff.Actions.Waiting in-process, p50: SQL and decoding
+	waiting                         time.Duration // board.Board.Waiting in-process, p50: SQL and decoding
 	planStale, plan                 string        // EXPLAIN ANALYZE of the Waiting query's shape before and after ANALYZE
 	page2Path                       string
 	cards1, cards2                  int
@@ -72,7 +72,7 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 	if r.plan, err = b.explainPage(ctx); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "  %d packages queued by handoff.Intake.Submit in %s; webhook outbox drained to %d pending, ANALYZE, in %s\n",
+	fmt.Fprintf(out, "  %d packages queued by intake.Intake.Submit in %s; webhook outbox drained to %d pending, ANALYZE, in %s\n",
 		r.packages, fill.Round(time.Millisecond), left, (time.Since(t0) - fill).Round(time.Millisecond))
 	fmt.Fprintf(out, "  page 1's query (EXPLAIN ANALYZE, custom plan): with the statistics left by the fill: %s\n", r.planStale)
 	fmt.Fprintf(out, "                                                 after ANALYZE:                        %s\n", r.plan)
@@ -87,11 +87,11 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 	}
 	r.cards1, r.page2Path = countCards(page), moreLink(page)
 	first1 := firstCard(page)
-	wantCards := min(r.packages, handoff.PageSize)
+	wantCards := min(r.packages, board.PageSize)
 	if r.cards1 != wantCards {
 		res.fail("5: page 1 shows %d cards, want %d", r.cards1, wantCards)
 	}
-	if r.packages > handoff.PageSize && r.page2Path == "" {
+	if r.packages > board.PageSize && r.page2Path == "" {
 		res.fail(`5: page 1 of %d packages has no data-testid="more" link`, r.packages)
 	}
 	checkPage1 := func(body []byte) error {
@@ -107,7 +107,7 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 			return nil, err
 		}
 		r.cards2 = countCards(page2)
-		if status != http.StatusOK || r.cards2 != min(r.packages-handoff.PageSize, handoff.PageSize) || firstCard(page2) == first1 {
+		if status != http.StatusOK || r.cards2 != min(r.packages-board.PageSize, board.PageSize) || firstCard(page2) == first1 {
 			res.fail("5: page 2 (%s): status %d, %d cards, first card %q (page 1's first: %q)", r.page2Path, status, r.cards2, firstCard(page2), first1)
 		}
 		checkPage2 = func(body []byte) error {
@@ -158,8 +158,8 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 	if r.waiting, err = b.timeWaiting(ctx, max(r.requests/4, 10)); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "  where page 1's time goes: handoff.Actions.Waiting in-process, one at a time (the query and decoding %d stored packages): p50 %s\n",
-		handoff.PageSize+1, ms(r.waiting))
+	fmt.Fprintf(out, "  where page 1's time goes: board.Board.Waiting in-process, one at a time (the query and decoding %d stored packages): p50 %s\n",
+		board.PageSize+1, ms(r.waiting))
 	if r.errors.n() > 0 {
 		res.fail("5: %d GETs failed, first: %q", r.errors.n(), r.errors.samples)
 	}
@@ -175,14 +175,14 @@ const pageQuery = `
 	WHERE h.queue_id = $1 AND h.status IN ('queued', 'reserved')
 	ORDER BY h.priority_rank, h.enqueued_at, h.id LIMIT $2`
 
-// timeWaiting times the real handoff.Actions.Waiting call in-process, n times one after
+// timeWaiting times the real board.Board.Waiting call in-process, n times one after
 // another: the query plus decoding the packages, without HTTP, session or rendering.
 func (b *bench) timeWaiting(ctx context.Context, n int) (time.Duration, error) {
-	actions := handoff.NewActions(b.a.db, nil)
+	reads := board.New(b.a.db)
 	var d []time.Duration
 	for range n {
 		t := time.Now()
-		if _, _, err := actions.Waiting(ctx, b.queues[queuePage], nil); err != nil {
+		if _, _, err := reads.Waiting(ctx, b.queues[queuePage], nil); err != nil {
 			return 0, err
 		}
 		d = append(d, time.Since(t))
@@ -194,7 +194,7 @@ func (b *bench) timeWaiting(ctx context.Context, n int) (time.Duration, error) {
 // connection's first five executions of the prepared statement get) and condenses it to how
 // handoffs is read and how long the query took.
 func (b *bench) explainPage(ctx context.Context) (string, error) {
-	rows, err := b.db.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF) `+pageQuery, b.queues[queuePage], handoff.PageSize+1)
+	rows, err := b.db.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF) `+pageQuery, b.queues[queuePage], board.PageSize+1)
 	if err != nil {
 		return "", err
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
-	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
@@ -116,7 +116,7 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 		return nil, err
 	}
 	r.outboxLeft = left
-	fmt.Fprintf(out, "  %d packages queued by handoff.Intake.Submit in %s (%.0f/s); webhook outbox drained to %d pending, ANALYZE, in %s\n",
+	fmt.Fprintf(out, "  %d packages queued by intake.Intake.Submit in %s (%.0f/s); webhook outbox drained to %d pending, ANALYZE, in %s\n",
 		r.packages, r.fill.Round(time.Millisecond), float64(r.packages)/r.fill.Seconds(), left, (time.Since(t0) - r.fill).Round(time.Millisecond))
 
 	if err := b.claimBaseline(ctx, r); err != nil {
@@ -140,9 +140,9 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 			cycles = append(cycles, cycle)
 		}
 	}
-	var actionsA, actionsB *handoff.Actions
+	var actionsA, actionsB *actions.Service
 	if cfg.raceVia == "actions" {
-		actionsA, actionsB = handoff.NewActions(b.a.db, nil), handoff.NewActions(b.b.db, nil)
+		actionsA, actionsB = actions.New(b.a.db, time.Now, nil), actions.New(b.b.db, time.Now, nil)
 	}
 	total0, pending0, err := b.outboxCounts(ctx)
 	if err != nil {
@@ -206,8 +206,8 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 			count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status NOT IN ('queued', 'resolved')),
 			count(*) FILTER (WHERE n = 1 AND accepted_by IS DISTINCT FROM assignee_id)
 		FROM (
-			SELECT h.id, h.status, h.assignee_id, count(a.id) AS n, min(a.actor_user) AS accepted_by
-			FROM handoffs h LEFT JOIN audit_log a ON a.handoff_id = h.id AND a.action = 'accepted'
+			SELECT h.id, h.status, h.assignee_id, count(a.seq) AS n, min(a.actor_user) AS accepted_by
+			FROM handoffs h LEFT JOIN events a ON a.handoff_id = h.id AND a.kind = 'accepted'
 			WHERE h.queue_id = $1 GROUP BY h.id) per_package`, b.queues[queueRace]).
 		Scan(&r.once, &r.double, &r.never, &r.left, &r.stuck, &r.wrongAgent)
 	if err != nil {
@@ -230,7 +230,7 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 		r.webhooksWritten, r.webhooksSettled, float64(r.webhooksSettled)/r.took.Seconds(), r.webhooksPending, r.webhooksAfter, cfg.webhookWatch,
 		float64(r.webhooksAfter)/cfg.webhookWatch.Seconds())
 	r.limited = r.left > 0 && r.took >= cfg.raceLimit
-	fmt.Fprintf(out, "  audit_log: %d packages accepted exactly once, %d more than once, %d never (%d still queued); %d neither queued nor resolved; %d resolved by another than their acceptor\n",
+	fmt.Fprintf(out, "  event log: %d packages accepted exactly once, %d more than once, %d never (%d still queued); %d neither queued nor resolved; %d resolved by another than their acceptor\n",
 		r.once, r.double, r.never, r.left, r.stuck, r.wrongAgent)
 	if r.limited {
 		fmt.Fprintf(out, "  the agents stopped at -race-limit=%s with %d packages still queued: accepts/s is over the time they ran\n", cfg.raceLimit, r.left)
@@ -283,8 +283,8 @@ func (b *bench) agentHTTP(ctx context.Context, deadline time.Time, base, token s
 	}
 }
 
-// agentActions is the same loop through handoff.Actions in-process, without HTTP or sessions.
-func (b *bench) agentActions(ctx context.Context, deadline time.Time, actions *handoff.Actions, user auth.User, record func(string, time.Duration), errs *errorLog) {
+// agentActions is the same loop through actions.Service in-process, without HTTP or sessions.
+func (b *bench) agentActions(ctx context.Context, deadline time.Time, actions *actions.Service, user auth.User, record func(string, time.Duration), errs *errorLog) {
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		t := time.Now()
 		id, err := actions.Next(ctx, user, queueRace)

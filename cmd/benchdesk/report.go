@@ -68,7 +68,7 @@ func report(w io.Writer, res result, took time.Duration) {
 		row("4", "  database round trips per accepted package", fmt.Sprintf("%.1f", float64(r.trips)/float64(max(r.accepted, 1))), "1 per claim", "", "", "info")
 		row("4", "  round trip (SELECT 1) during the race, p50; the ceiling it implies", fmt.Sprintf("%s; %.0f/s", ms(r.rtt), r.ceiling(2*r.serverConns)),
 			"", "", "", "info")
-		row("4", "  packages accepted exactly once (audit_log)", fmt.Sprintf("%d / %d", r.once, r.packages),
+		row("4", "  packages accepted exactly once (event log)", fmt.Sprintf("%d / %d", r.once, r.packages),
 			fmt.Sprintf("%d / %d claimed once", r.baseClaims-2*r.baseDouble, r.packages), "", "= all", verdict(r.once == int64(r.packages) && r.double == 0 && r.harnessDouble == 0))
 	}
 	if p := res.page; p != nil && len(p.page1) > 0 {
@@ -86,7 +86,7 @@ func report(w io.Writer, res result, took time.Duration) {
 				ratio(p95(p.page2), p95(p.healthz)), "≤ "+ms(targetPageP95), verdict(p95(p.page2) <= targetPageP95))
 			row("5", "  page 2, p50", ms(p50(p.page2)), "/healthz p50 "+ms(p50(p.healthz)), ratio(p50(p.page2), p50(p.healthz)), "", "info")
 		}
-		row("5", "  handoff.Actions.Waiting in-process (query + decoding), p50", ms(p.waiting), "", "", "", "info")
+		row("5", "  board.Board.Waiting in-process (query + decoding), p50", ms(p.waiting), "", "", "", "info")
 	}
 	tw.Flush()
 
@@ -100,7 +100,7 @@ func report(w io.Writer, res result, took time.Duration) {
 			yes(f.desk.missing == 0 && f.desk.lost == 0 && f.bare.missing == 0 && f.bare.lost == 0), f.desk.missing, f.desk.lost, f.bare.missing, f.bare.lost)
 	}
 	if r := res.race; r != nil {
-		fmt.Fprintf(w, "  4: zero double claims: %s (audit_log: %d once, %d more than once, %d never; %d still queued%s; %d neither queued nor resolved; %d resolved by another; harness saw %d accepted twice; %d request errors)\n",
+		fmt.Fprintf(w, "  4: zero double claims: %s (event log: %d once, %d more than once, %d never; %d still queued%s; %d neither queued nor resolved; %d resolved by another; harness saw %d accepted twice; %d request errors)\n",
 			yes(r.double == 0 && r.harnessDouble == 0 && r.stuck == 0 && r.wrongAgent == 0), r.once, r.double, r.never, r.left, limitNote(r.limited),
 			r.stuck, r.wrongAgent, r.harnessDouble, r.errors.n())
 	}

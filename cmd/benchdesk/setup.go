@@ -27,6 +27,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/instance"
+	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -58,7 +59,7 @@ type bench struct {
 	warns   *warnCounter
 	logger  *slog.Logger
 	key     string           // bearer API key for every bench queue
-	sender  handoff.Sender   // the same key, for direct intake
+	sender  intake.Sender    // the same key, for direct intake
 	queues  map[string]int64 // bench queue ids by name
 	users   []auth.User      // agents, members of every bench queue
 	session []string         // desk_session token of each user
@@ -309,7 +310,7 @@ func (b *bench) createPeople(ctx context.Context) error {
 	queues := queue.NewService(b.db)
 	var ids []int64
 	for _, name := range []string{queueLive, queueFanout, queueRace, queuePage} {
-		q, err := queues.Create(ctx, queue.NewQueue{Name: name})
+		q, err := queues.Create(ctx, queue.New{Name: name})
 		if err != nil {
 			return err
 		}
@@ -321,7 +322,7 @@ func (b *bench) createPeople(ctx context.Context) error {
 		return err
 	}
 	b.key = key.Key
-	b.sender = handoff.Sender{APIKeyID: key.ID, QueueIDs: ids}
+	b.sender = intake.Sender{APIKeyID: key.ID, QueueIDs: ids}
 
 	// One argon2id hash for all: hashing 19 MiB × 2 passes per user would dominate the set-up.
 	hash, err := auth.HashPassword(password)
@@ -436,10 +437,10 @@ func (b *bench) post(ctx context.Context, base string, body []byte) error {
 	return nil
 }
 
-// fill queues n packages directly through handoff.Intake.Submit (the intake's own transaction,
+// fill queues n packages directly through intake.Intake.Submit (the intake's own transaction,
 // without HTTP), for set-up speed. Nothing wakes the live desk: no socket is open meanwhile.
 func (b *bench) fill(ctx context.Context, queueName, scenario string, n int) error {
-	intake := handoff.NewIntake(b.db, nil)
+	intake := intake.New(b.db, time.Now, nil)
 	return parallel(ctx, setupConns, n, func(i int) error {
 		p := b.pkg
 		p.HandoffID = handoffID(scenario, i)

@@ -303,7 +303,7 @@ func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, err
 func (b *bench) intake(ctx context.Context, cfg config, n int, t template, errs *errorLog) (sample, int, error) {
 	b.runs++
 	name := queueName(b.runs)
-	q, err := b.queues.Create(ctx, queue.NewQueue{Name: name})
+	q, err := b.queues.Create(ctx, queue.New{Name: name})
 	if err != nil {
 		return sample{}, 0, err
 	}

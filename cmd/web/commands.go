@@ -65,7 +65,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func queueAdd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
-	var n queue.NewQueue
+	var n queue.New
 	err := parseFlags("queue add", args, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&n.Name, "name", "", "queue name")
 		fs.StringVar(&n.Parent, "parent", "", "parent queue")

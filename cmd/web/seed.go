@@ -21,7 +21,7 @@ const (
 	demoWebhookSecret = "whsec_local-demo-secret-not-for-production"
 )
 
-var demoQueues = []queue.NewQueue{
+var demoQueues = []queue.New{
 	{Name: "billing_t2"},
 	{Name: "billing_escalations", Parent: "billing_t2"},
 	{Name: "tech_t2"},

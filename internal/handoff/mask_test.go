@@ -30,3 +30,13 @@ func TestMaskForHidesPIIBelowTheQueueSetting(t *testing.T) {
 		t.Error("a supervisor sees PII in a queue whose setting is supervisor")
 	}
 }
+
+// harborPackage is the spec's example package, decoded.
+func harborPackage(t testing.TB) Package {
+	t.Helper()
+	p, err := Decode(readFile(t, "testdata/harbor-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -12,8 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
-	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
@@ -50,11 +52,11 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		notifier.Changed()
 		deliverer.Wake()
 	}
-	actions := handoff.NewActions(db, changed)
+	work := actions.New(db, time.Now, changed)
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	people := auth.NewService(db)
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
-		handoff.NewIntake(db, changed), actions, hub, presence)
+		intake.New(db, time.Now, changed), work, board.New(db), hub, presence)
 	if err != nil {
 		ln.Close()
 		return err
@@ -66,7 +68,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	workers.Go(func() { notifier.Run(workCtx) })
 	workers.Go(func() { live.Listen(workCtx, opts.DatabaseURL, hub, notifier.Self, logger) })
 	workers.Go(func() { presence.Run(workCtx) })
-	workers.Go(func() { actions.RunSweeper(workCtx, opts.SweepInterval, logger.Info) })
+	workers.Go(func() { work.RunSweeper(workCtx, opts.SweepInterval, logger.Info) })
 	workers.Go(func() { _ = deliverer.Run(workCtx) })
 	workers.Go(func() { purge(workCtx, people, logger) })
 

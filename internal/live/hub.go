@@ -1,3 +1,6 @@
+// Package live carries the desk's state changes to every open browser, on every instance. The
+// event log is the truth; NOTIFY only says "look now", so a lost notification delays an update
+// (until the next poll) but never loses it.
 package live
 
 import (
@@ -5,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/events"
 )
 
 // Hub timing: how often it reads even without a notification (so a lost NOTIFY costs at most
@@ -25,8 +30,8 @@ const (
 // Batch is what one read of the event stream delivers: the events and the mark after them.
 // Shared lets the receivers of one batch compute things once (load cards, render fragments).
 type Batch struct {
-	Events []Event
-	Mark   Mark
+	Events []events.Event
+	Mark   events.Mark
 	Shared *Shared
 }
 
@@ -76,7 +81,7 @@ const (
 // (a socket) needs no goroutine of its own to wait on them.
 type Subscriber struct {
 	hub     *Hub
-	watch   func(Event) bool
+	watch   func(events.Event) bool
 	receive func(batches []Batch, ending Ending)
 	stop    <-chan struct{}
 
@@ -93,14 +98,14 @@ type Subscriber struct {
 // subscriber that falls behind is dropped, never waited for: publishing only queues the batch,
 // and a fixed set of workers takes the subscribers' turns.
 type Hub struct {
-	db     Querier
+	db     events.Querier
 	logger *slog.Logger
 	wake   chan struct{}
 
 	mu    sync.Mutex
 	subs  map[*Subscriber]struct{}
 	stops map[<-chan struct{}]struct{} // the stop channels watched, each by one goroutine
-	mark  Mark
+	mark  events.Mark
 	// buffer is subscriberBuffer; tests shrink it to reach a drop quickly.
 	buffer int
 
@@ -118,7 +123,7 @@ type Hub struct {
 const workers = 32
 
 // NewHub returns a hub over db; Run starts it.
-func NewHub(db Querier, logger *slog.Logger) *Hub {
+func NewHub(db events.Querier, logger *slog.Logger) *Hub {
 	h := &Hub{db: db, logger: logger, wake: make(chan struct{}, 1), subs: make(map[*Subscriber]struct{}),
 		stops: make(map[<-chan struct{}]struct{}), buffer: subscriberBuffer}
 	h.readyCond.L = &h.readyMu
@@ -137,7 +142,7 @@ func (h *Hub) Wake() {
 // mark: receive gets every batch after that mark, in turns that begin once Start is called (the
 // caller sends what must come first meanwhile). When stop closes, the subscriber's next turn is
 // its last, with the ending Stopped; a nil stop never closes.
-func (h *Hub) Subscribe(watch func(Event) bool, receive func(batches []Batch, ending Ending), stop <-chan struct{}) (*Subscriber, Mark) {
+func (h *Hub) Subscribe(watch func(events.Event) bool, receive func(batches []Batch, ending Ending), stop <-chan struct{}) (*Subscriber, events.Mark) {
 	s := &Subscriber{hub: h, watch: watch, receive: receive, stop: stop, held: true}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -207,7 +212,7 @@ func (h *Hub) Unsubscribe(s *Subscriber) {
 }
 
 // Mark is where the hub has read up to; empty until Run has started.
-func (h *Hub) Mark() Mark {
+func (h *Hub) Mark() events.Mark {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mark
@@ -256,7 +261,7 @@ func (h *Hub) Run(ctx context.Context) {
 		}
 		retry = nil
 		for {
-			events, next, waiting, err := read(ctx, h.db, mark, readLimit)
+			batch, next, waiting, err := events.Read(ctx, h.db, mark, readLimit)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -265,8 +270,8 @@ func (h *Hub) Run(ctx context.Context) {
 				break
 			}
 			mark = next
-			h.publish(Batch{Events: events, Mark: next, Shared: NewShared()})
-			if len(events) == readLimit {
+			h.publish(Batch{Events: batch, Mark: next, Shared: NewShared()})
+			if len(batch) == readLimit {
 				continue
 			}
 			if waiting {
@@ -282,10 +287,10 @@ func (h *Hub) Run(ctx context.Context) {
 
 // firstMark asks the database where the event stream stands, again and again with a growing pause
 // while it does not answer; ok is false when ctx ends first.
-func (h *Hub) firstMark(ctx context.Context) (mark Mark, ok bool) {
+func (h *Hub) firstMark(ctx context.Context) (mark events.Mark, ok bool) {
 	backoff := 100 * time.Millisecond
 	for {
-		mark, err := Now(ctx, h.db)
+		mark, err := events.Now(ctx, h.db)
 		if err == nil {
 			return mark, true
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
@@ -83,7 +84,11 @@ func runHub(t *testing.T, buffer int) (*Hub, func(queueID int64)) {
 	}
 	insert := func(queueID int64) {
 		t.Helper()
-		if _, err := db.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES ($1, 1, 'queued')`, queueID); err != nil {
+		b := &pgx.Batch{}
+		if err := events.Queue(b, events.Change{QueueID: queueID, Kind: events.Reserved, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
 			t.Fatal(err)
 		}
 		hub.Wake()
@@ -94,15 +99,15 @@ func runHub(t *testing.T, buffer int) (*Hub, func(queueID int64)) {
 func TestHubFansOutAndDropsSlowSubscribers(t *testing.T) {
 	t.Parallel()
 	hub, insert := runHub(t, 2)
-	subscribe := func(watch func(Event) bool, r *recorder) {
+	subscribe := func(watch func(events.Event) bool, r *recorder) {
 		s, _ := hub.Subscribe(watch, r.receive, nil)
 		s.Start()
 	}
 	queue1, queue2, slow := newRecorder(t), newRecorder(t), newRecorder(t)
 	slow.release = make(chan struct{})
-	subscribe(func(e Event) bool { return e.QueueID == 1 }, queue1)
-	subscribe(func(e Event) bool { return e.QueueID == 2 }, queue2)
-	subscribe(func(Event) bool { return true }, slow)
+	subscribe(func(e events.Event) bool { return e.QueueID == 1 }, queue1)
+	subscribe(func(e events.Event) bool { return e.QueueID == 2 }, queue2)
+	subscribe(func(events.Event) bool { return true }, slow)
 
 	for range hub.buffer + 2 {
 		insert(1)
@@ -144,7 +149,7 @@ func TestHubReachesEverySubscriberPastAChunk(t *testing.T) {
 	recorders := make([]*recorder, 3*publishChunk+5)
 	for i := range recorders {
 		recorders[i] = newRecorder(t)
-		s, _ := hub.Subscribe(func(e Event) bool { return e.QueueID == 1 }, recorders[i].receive, nil)
+		s, _ := hub.Subscribe(func(e events.Event) bool { return e.QueueID == 1 }, recorders[i].receive, nil)
 		s.Start()
 	}
 	insert(1)
@@ -170,9 +175,9 @@ func TestHubTurnsStartPokeAndStop(t *testing.T) {
 	hub, insert := runHub(t, subscriberBuffer)
 	stop := make(chan struct{})
 	probe, r := newRecorder(t), newRecorder(t)
-	p, _ := hub.Subscribe(func(Event) bool { return true }, probe.receive, nil)
+	p, _ := hub.Subscribe(func(events.Event) bool { return true }, probe.receive, nil)
 	p.Start()
-	s, _ := hub.Subscribe(func(Event) bool { return true }, r.receive, stop)
+	s, _ := hub.Subscribe(func(events.Event) bool { return true }, r.receive, stop)
 
 	// Held until Start: what arrives meanwhile waits and comes in order.
 	insert(1)
@@ -203,7 +208,7 @@ func TestHubTurnsStartPokeAndStop(t *testing.T) {
 	if tn := r.next("stop"); tn.ending != Stopped {
 		t.Fatalf("turn after stop %+v, want the ending Stopped", tn)
 	}
-	late, _ := hub.Subscribe(func(Event) bool { return true }, r.receive, stop)
+	late, _ := hub.Subscribe(func(events.Event) bool { return true }, r.receive, stop)
 	late.Start()
 	if tn := r.next("subscribed after stop"); tn.ending != Stopped {
 		t.Fatalf("turn of a subscriber after stop %+v, want the ending Stopped", tn)
@@ -216,7 +221,7 @@ func TestHubTurnsStartPokeAndStop(t *testing.T) {
 	r.none("after the last turn")
 	hub.Unsubscribe(p)
 	after := newRecorder(t)
-	q, _ := hub.Subscribe(func(Event) bool { return true }, after.receive, nil)
+	q, _ := hub.Subscribe(func(events.Event) bool { return true }, after.receive, nil)
 	q.Start()
 	insert(1)
 	after.next("a subscriber after Unsubscribe")
@@ -226,7 +231,7 @@ func TestHubTurnsStartPokeAndStop(t *testing.T) {
 // flaky answers with an error until it is told to let queries through: a database that is down
 // when the hub starts.
 type flaky struct {
-	Querier
+	events.Querier
 	up atomic.Bool
 }
 
@@ -256,7 +261,7 @@ func TestHubWaitsForTheDatabaseAtStart(t *testing.T) {
 		<-done
 	}()
 	r := newRecorder(t)
-	s, _ := hub.Subscribe(func(Event) bool { return true }, r.receive, nil)
+	s, _ := hub.Subscribe(func(events.Event) bool { return true }, r.receive, nil)
 	s.Poke()
 	s.Start()
 	r.next("a turn while the database is down") // the workers run before the first mark

@@ -28,7 +28,7 @@ func BenchmarkCommit(b *testing.B) {
 				ctx := context.Background()
 				for pb.Next() {
 					err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-						if _, err := tx.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (1, 1, 'queued')`); err != nil {
+						if _, err := tx.Exec(ctx, `INSERT INTO events (kind, queue_id) VALUES ('queued', 1)`); err != nil {
 							return err
 						}
 						if variant.notify {

@@ -7,7 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/events"
 )
 
 // Presence timing: rows are refreshed every heartbeat and count as online while younger than
@@ -30,9 +33,6 @@ type Presence struct {
 	dirty   chan struct{}
 	changed func()
 }
-
-// KindPresence is the event kind written when someone's presence changes.
-const KindPresence = "presence"
 
 type sockets struct {
 	open, away int
@@ -134,7 +134,11 @@ func (p *Presence) flush(ctx context.Context, announce bool) error {
 	if err != nil || !announce {
 		return err
 	}
-	_, err = p.db.Exec(ctx, `INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (0, 0, $1)`, KindPresence)
+	b := &pgx.Batch{}
+	if err := events.Queue(b, events.Change{Kind: events.Presence, At: time.Now()}); err != nil {
+		return err
+	}
+	err = p.db.SendBatch(ctx, b).Close()
 	if err == nil {
 		p.changed()
 	}

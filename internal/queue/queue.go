@@ -48,8 +48,8 @@ type Guards struct {
 	OneOpen       bool          // a contact has at most one open handoff
 }
 
-// NewQueue is what `web queue add` and the admin form supply.
-type NewQueue struct {
+// New is a queue to create: what `web queue add` and the admin form supply.
+type New struct {
 	Name               string
 	Parent             string
 	TTL                time.Duration
@@ -69,7 +69,7 @@ var (
 	amountPattern = regexp.MustCompile(`^[0-9]{1,10}(\.[0-9]{1,4})?$`)
 )
 
-func (n *NewQueue) validate() error {
+func (n *New) validate() error {
 	if !namePattern.MatchString(n.Name) {
 		return desk.Errorf(desk.Invalid, "queue name %q must be 1-63 of a-z, 0-9, _ and -, starting with a letter or digit", n.Name)
 	}
@@ -103,7 +103,7 @@ type Service struct {
 func NewService(db *pgxpool.Pool) *Service { return &Service{db: db} }
 
 // Create adds a queue; its parent, if named, must exist.
-func (s *Service) Create(ctx context.Context, n NewQueue) (Queue, error) {
+func (s *Service) Create(ctx context.Context, n New) (Queue, error) {
 	if err := n.validate(); err != nil {
 		return Queue{}, err
 	}
@@ -117,9 +117,9 @@ func (s *Service) Create(ctx context.Context, n NewQueue) (Queue, error) {
 	}
 	row := s.db.QueryRow(ctx, `
 		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold)
-		VALUES ($1, $2, $3, $4, $5::numeric) RETURNING `+Columns,
+		VALUES ($1, $2, $3, $4, $5::numeric) RETURNING `+columns,
 		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold)
-	q, err := ScanQueue(row)
+	q, err := scanQueue(row)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return Queue{}, desk.Errorf(desk.Conflict, "queue %q already exists", n.Name)
@@ -127,25 +127,22 @@ func (s *Service) Create(ctx context.Context, n NewQueue) (Queue, error) {
 	return q, err
 }
 
-// Columns is the select list ScanQueue reads, for packages that read a queue inside their own
-// transaction.
-const Columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_threshold::text,
+// columns is the select list scanQueue reads.
+const columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_threshold::text,
 	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
 	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id`
 
-// ScanTargets are the destinations of Columns, for a row that selects more than the queue.
-func (q *Queue) ScanTargets() []any {
+func (q *Queue) scanTargets() []any {
 	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
 		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
 		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
 		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID}
 }
 
-// ScanQueue reads a row selected with Columns.
-func ScanQueue(row pgx.Row) (Queue, error) {
+func scanQueue(row pgx.Row) (Queue, error) {
 	var q Queue
-	err := row.Scan(q.ScanTargets()...)
+	err := row.Scan(q.scanTargets()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Queue{}, desk.Errorf(desk.NotFound, "no such queue")
 	}
@@ -160,17 +157,32 @@ type Querier interface {
 
 // ByID reads a queue through db.
 func ByID(ctx context.Context, db Querier, id int64) (Queue, error) {
-	return ScanQueue(db.QueryRow(ctx, `SELECT `+Columns+` FROM queues WHERE id = $1`, id))
+	return scanQueue(db.QueryRow(ctx, `SELECT `+columns+` FROM queues WHERE id = $1`, id))
+}
+
+// QueueEnabled adds to b a read of the enabled queues among names, each of which found receives,
+// so that a caller reads them in the round trip of its own batch.
+func QueueEnabled(b *pgx.Batch, names []string, found func(Queue)) {
+	b.Queue(`SELECT `+columns+` FROM queues WHERE name = ANY($1) AND enabled`, names).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			q, err := scanQueue(rows)
+			if err != nil {
+				return err
+			}
+			found(q)
+		}
+		return rows.Err()
+	})
 }
 
 // Enabled reads a queue through db by name, if it is enabled; otherwise the error is NotFound.
 func Enabled(ctx context.Context, db Querier, name string) (Queue, error) {
-	return ScanQueue(db.QueryRow(ctx, `SELECT `+Columns+` FROM queues WHERE name = $1 AND enabled`, name))
+	return scanQueue(db.QueryRow(ctx, `SELECT `+columns+` FROM queues WHERE name = $1 AND enabled`, name))
 }
 
 // ByName finds a queue by its name.
 func (s *Service) ByName(ctx context.Context, name string) (Queue, error) {
-	q, err := ScanQueue(s.db.QueryRow(ctx, `SELECT `+Columns+` FROM queues WHERE name = $1`, name))
+	q, err := scanQueue(s.db.QueryRow(ctx, `SELECT `+columns+` FROM queues WHERE name = $1`, name))
 	if desk.ErrorCode(err) == desk.NotFound {
 		return Queue{}, desk.Errorf(desk.NotFound, "queue %q does not exist", name)
 	}
@@ -255,11 +267,11 @@ func TransferAllowed(from, to Queue) bool {
 
 // TransferTargets lists the enabled queues a package in from may be transferred to.
 func (s *Service) TransferTargets(ctx context.Context, from Queue) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+Columns+` FROM queues WHERE enabled ORDER BY name`)
+	rows, err := s.db.Query(ctx, `SELECT `+columns+` FROM queues WHERE enabled ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
-	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) { return ScanQueue(row) })
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) { return scanQueue(row) })
 	if err != nil {
 		return nil, err
 	}
@@ -295,4 +307,30 @@ func SplitNames(list string) []string {
 		}
 	}
 	return names
+}
+
+// Route picks a queue among ids: the one named toAgent if it is enabled; otherwise the first by
+// name whose skills cover every capability (none when there are none). NotFound when no queue fits.
+func Route(ctx context.Context, db Querier, ids []int64, toAgent string, capabilities []string) (string, error) {
+	var name string
+	err := db.QueryRow(ctx, `
+		SELECT name FROM queues
+		WHERE enabled AND id = ANY($1) AND (name = $2 OR ($3::text[] <@ skills AND cardinality($3::text[]) > 0))
+		ORDER BY name = $2 DESC, name LIMIT 1`, ids, toAgent, capabilities).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", desk.Errorf(desk.NotFound, "no queue is named %q or has the skills %v", toAgent, capabilities)
+	}
+	return name, err
+}
+
+// MemberByEmail returns the id of the enabled user with this email who works the queue, or 0.
+func MemberByEmail(ctx context.Context, db Querier, queueID int64, email string) (int64, error) {
+	var userID int64
+	err := db.QueryRow(ctx, `
+		SELECT u.id FROM users u JOIN queue_members m ON m.user_id = u.id AND m.queue_id = $2
+		WHERE lower(u.email) = lower($1) AND NOT u.disabled`, email, queueID).Scan(&userID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return userID, err
 }

@@ -46,7 +46,7 @@ func (a *testApp) botKey(t *testing.T, name string, queues ...string) string {
 	for _, qn := range queues {
 		q, err := a.Queues.ByName(ctx, qn)
 		if err != nil {
-			if q, err = a.Queues.Create(ctx, queue.NewQueue{Name: qn}); err != nil {
+			if q, err = a.Queues.Create(ctx, queue.New{Name: qn}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/intake"
 )
 
 // maxPackageBytes bounds a package body after decompression (spec: 256 KiB).
@@ -39,9 +40,9 @@ func (s *Server) requireBot(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func sender(c echo.Context) handoff.Sender {
+func sender(c echo.Context) intake.Sender {
 	key := c.Get(botKey).(auth.APIKey)
-	return handoff.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}
+	return intake.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}
 }
 
 // readJSON reads a JSON request body of at most maxPackageBytes, gzip-compressed or not.
@@ -80,7 +81,7 @@ func readJSON(c echo.Context) ([]byte, error) {
 
 // submitAnswer is the 201/200 body of a submitted package.
 type submitAnswer struct {
-	handoff.Receipt
+	intake.Receipt
 	URL string `json:"url"`
 }
 
@@ -134,11 +135,15 @@ func (s *Server) handleListHandoffs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string][]handoff.Record{"handoffs": records})
+	return c.JSON(http.StatusOK, map[string][]intake.Record{"handoffs": records})
 }
 
 func (s *Server) handleCancelHandoff(c echo.Context) error {
-	record, err := s.intake.Cancel(c.Request().Context(), sender(c), c.Param("id"))
+	ctx, bot := c.Request().Context(), sender(c)
+	if err := s.actions.Cancel(ctx, bot.APIKeyID, bot.QueueIDs, c.Param("id")); err != nil {
+		return err
+	}
+	record, err := s.intake.Get(ctx, bot, c.Param("id"))
 	if err != nil {
 		return err
 	}

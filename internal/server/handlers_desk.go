@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
-	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -40,19 +42,19 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	if _, err := s.mayView(ctx, user, q.ID); err != nil {
 		return err
 	}
-	var after *handoff.Cursor
+	var after *board.Cursor
 	if raw := c.QueryParam("after"); raw != "" {
-		cursor, err := handoff.ParseCursor(raw)
+		cursor, err := board.ParseCursor(raw)
 		if err != nil {
 			return err
 		}
 		after = &cursor
 	}
-	waiting, next, err := s.actions.Waiting(ctx, q.ID, after)
+	waiting, next, err := s.board.Waiting(ctx, q.ID, after)
 	if err != nil {
 		return err
 	}
-	held, err := s.actions.Held(ctx, user.ID)
+	held, err := s.board.Held(ctx, user.ID)
 	if err != nil {
 		return err
 	}
@@ -72,7 +74,7 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 
 // loadHandoff reads a package and what the user may do with it.
 func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (views.HandoffView, error) {
-	item, err := s.actions.Item(ctx, id)
+	item, err := s.board.Item(ctx, id)
 	if err != nil {
 		return views.HandoffView{}, err
 	}
@@ -80,11 +82,11 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 	if err != nil {
 		return views.HandoffView{}, err
 	}
-	notes, err := s.actions.Notes(ctx, item.ID)
+	notes, err := s.board.Notes(ctx, item.ID)
 	if err != nil {
 		return views.HandoffView{}, err
 	}
-	perms := item.PermissionsFor(user, member)
+	perms := actions.Allowed(user, member, item.State, time.Now())
 	var targets []string
 	if perms.Transfer {
 		q, err := s.queues.ByName(ctx, item.Queue)

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/views"
 )
@@ -16,13 +18,13 @@ import (
 const cardEntities = 3
 
 // visibility is what user may see of item: the queue's PII rule applied to the user's role.
-func visibility(user auth.User, item handoff.Item) handoff.Visibility {
+func visibility(user auth.User, item board.Item) handoff.Visibility {
 	return handoff.VisibilityFor(user.Role, item.PIIMinRole, item.PIIEntityKeys)
 }
 
 // cardOf maps a package, masked for the receiver, to its card. Masking happens here, before any
 // component sees the values.
-func cardOf(item handoff.Item, v handoff.Visibility, entityLimit int) views.Card {
+func cardOf(item board.Item, v handoff.Visibility, entityLimit int) views.Card {
 	p := item.Package.MaskFor(v)
 	channel := string(p.ChannelOrigin)
 	if p.ChannelTarget != "" && p.ChannelTarget != p.ChannelOrigin {
@@ -92,7 +94,7 @@ func linkable(uri string) string {
 }
 
 // handoffView maps a package to its full view for one receiver.
-func handoffView(item handoff.Item, user auth.User, perms handoff.Permissions, notes []handoff.Note, transferTargets []string) views.HandoffView {
+func handoffView(item board.Item, user auth.User, perms actions.Permissions, notes []board.Note, transferTargets []string) views.HandoffView {
 	vis := visibility(user, item)
 	p := item.Package.MaskFor(vis)
 	v := views.HandoffView{
@@ -122,10 +124,10 @@ func handoffView(item handoff.Item, user auth.User, perms handoff.Permissions, n
 	return v
 }
 
-func controls(perms handoff.Permissions, transferTargets []string) views.Controls {
+func controls(perms actions.Permissions, transferTargets []string) views.Controls {
 	return views.Controls{
 		CanAccept: perms.Accept, CanReject: perms.Reject, CanReturn: perms.Return,
 		CanTransfer: perms.Transfer, CanResolve: perms.Resolve, TransferTargets: transferTargets,
-		ReturnReasons: handoff.ReturnReasons, ResolutionCodes: handoff.ResolutionCodes,
+		ReturnReasons: handoff.ReturnReasons(), ResolutionCodes: handoff.ResolutionCodes(),
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
-	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -37,8 +39,9 @@ type Server struct {
 	db       *pgxpool.Pool
 	auth     *auth.Service
 	queues   *queue.Service
-	intake   *handoff.Intake
-	actions  *handoff.Actions
+	intake   *intake.Intake
+	actions  *actions.Service
+	board    *board.Board
 	hub      *live.Hub
 	presence *live.Presence
 
@@ -55,7 +58,7 @@ type Server struct {
 
 // New builds a server from its dependencies.
 func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service,
-	intake *handoff.Intake, actions *handoff.Actions, hub *live.Hub, presence *live.Presence) (*Server, error) {
+	intake *intake.Intake, actions *actions.Service, board *board.Board, hub *live.Hub, presence *live.Presence) (*Server, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
@@ -68,6 +71,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		queues:   queues,
 		intake:   intake,
 		actions:  actions,
+		board:    board,
 		hub:      hub,
 		presence: presence,
 		echo:     echo.New(),

@@ -97,7 +97,7 @@ func (a *testApp) user(t *testing.T, email string, role auth.Role, queues ...str
 	ctx := context.Background()
 	for _, name := range queues {
 		if _, err := a.Queues.ByName(ctx, name); err != nil {
-			if _, err := a.Queues.Create(ctx, queue.NewQueue{Name: name}); err != nil {
+			if _, err := a.Queues.Create(ctx, queue.New{Name: name}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,7 +16,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -39,9 +41,9 @@ const (
 
 // frame is what the browser receives.
 type frame struct {
-	Type      string     `json:"type"` // "hello" or "events"
-	Mark      live.Mark  `json:"mark"`
-	Fragments []fragment `json:"fragments,omitempty"`
+	Type      string      `json:"type"` // "hello" or "events"
+	Mark      events.Mark `json:"mark"`
+	Fragments []fragment  `json:"fragments,omitempty"`
 	// Urgent names urgent packages that just arrived, for the opt-in desktop notification.
 	Urgent []string `json:"urgent,omitempty"`
 }
@@ -64,8 +66,9 @@ type watcher struct {
 	queueKey string // queueIDs spelled once, for frameKey
 }
 
-func (w *watcher) watches(e live.Event) bool {
-	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID)
+func (w *watcher) watches(e events.Event) bool {
+	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
+		slices.Contains(w.queueIDs, e.FromQueueID)
 }
 
 // checkOrigin accepts upgrades only from pages of this desk: a websocket is not covered by the
@@ -97,7 +100,7 @@ func (s *Server) handleSocket(c echo.Context) error {
 		w.queueIDs = append(w.queueIDs, q.ID)
 	}
 	if id := c.QueryParam("handoff"); id != "" {
-		item, err := s.actions.Item(ctx, id)
+		item, err := s.board.Item(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -112,7 +115,7 @@ func (s *Server) handleSocket(c echo.Context) error {
 		}
 		w.roster = true
 	}
-	since := live.Mark(c.QueryParam("since"))
+	since := events.Mark(c.QueryParam("since"))
 	if since != "" && !since.Valid() {
 		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
 	}
@@ -126,7 +129,7 @@ func (s *Server) handleSocket(c echo.Context) error {
 		return nil // the upgrader has answered the client
 	}
 	k := &socket{s: s, conn: conn, w: w}
-	var mark live.Mark
+	var mark events.Mark
 	k.sub, mark = s.hub.Subscribe(k.w.watches, k.receive, s.shutdown)
 	s.presence.Connect(w.user.ID)
 	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
@@ -279,7 +282,7 @@ type frameKey struct {
 	role   auth.Role
 }
 
-func (w watcher) shareKey(items map[int64]handoff.Item) (frameKey, bool) {
+func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
 	if w.roster || w.handoff != 0 {
 		return frameKey{}, false
 	}
@@ -297,21 +300,21 @@ func writeFrame(conn *websocket.Conn, f frame) error {
 }
 
 // catchUp sends what changed between the browser's last mark and now.
-func (s *Server) catchUp(ctx context.Context, conn *websocket.Conn, w watcher, since live.Mark) error {
-	var missed []live.Event
+func (s *Server) catchUp(ctx context.Context, conn *websocket.Conn, w watcher, since events.Mark) error {
+	var missed []events.Event
 	mark := since
 	for {
-		events, next, err := live.Read(ctx, s.db, mark, catchUpLimit)
+		read, next, _, err := events.Read(ctx, s.db, mark, catchUpLimit)
 		if err != nil {
 			return err
 		}
-		for _, e := range events {
+		for _, e := range read {
 			if w.watches(e) {
 				missed = append(missed, e)
 			}
 		}
 		mark = next
-		if len(events) < catchUpLimit {
+		if len(read) < catchUpLimit {
 			break
 		}
 	}
@@ -358,7 +361,7 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		}
 		if len(w.queueIDs) > 0 {
 			f.Fragments = append(f.Fragments, s.listFragments(ctx, w, item, b.Shared)...)
-			if e.Kind == "queued" && item.Status == handoff.StatusQueued && item.Priority() == handoff.PriorityUrgent {
+			if e.Kind == events.Queued && item.Status == handoff.StatusQueued && item.Priority() == handoff.PriorityUrgent {
 				f.Urgent = append(f.Urgent, item.PublicID)
 			}
 		}
@@ -373,9 +376,9 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 	return f, nil
 }
 
-func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handoff.Item, error) {
+func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]board.Item, error) {
 	type loaded struct {
-		items map[int64]handoff.Item
+		items map[int64]board.Item
 		err   error
 	}
 	l := b.Shared.Memo("items", func() any {
@@ -385,7 +388,7 @@ func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handof
 		}
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
-		items, err := s.actions.Items(ctx, ids)
+		items, err := s.board.Items(ctx, ids)
 		return loaded{items, err}
 	}).(loaded)
 	return l.items, l.err
@@ -396,7 +399,7 @@ func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handof
 const loadTimeout = 10 * time.Second
 
 // listFragments places or removes the package's card in a queue list and in the held list.
-func (s *Server) listFragments(ctx context.Context, w watcher, item handoff.Item, shared *live.Shared) []fragment {
+func (s *Server) listFragments(ctx context.Context, w watcher, item board.Item, shared *live.Shared) []fragment {
 	cardID, heldID := "card-"+item.PublicID, "held-"+item.PublicID
 	var out []fragment
 	waiting := item.Status == handoff.StatusQueued || item.Status == handoff.StatusReserved
@@ -409,7 +412,7 @@ func (s *Server) listFragments(ctx context.Context, w watcher, item handoff.Item
 	} else {
 		out = append(out, fragment{Target: cardID, Op: "remove"})
 	}
-	if item.HeldBy(w.user.ID) && item.Open() {
+	if item.HeldBy(w.user.ID) && item.Status.Open() {
 		card := cardOf(item, visibility(w.user, item), cardEntities)
 		out = append(out, fragment{Target: heldID, Op: "upsert", List: "held", Sort: item.SortKey(), HTML: renderString(ctx, views.HeldCard(card))})
 	} else {
@@ -425,7 +428,7 @@ type cardKey struct {
 
 // packageFragments refreshes an open package view: its status bar and the actions the viewer
 // may now take.
-func (s *Server) packageFragments(ctx context.Context, user auth.User, item handoff.Item) ([]fragment, error) {
+func (s *Server) packageFragments(ctx context.Context, user auth.User, item board.Item) ([]fragment, error) {
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
 	v, err := s.loadHandoff(ctx, user, item.PublicID)

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
@@ -37,7 +39,7 @@ func setup(t *testing.T, respond func(n int, r *http.Request) int) *fixture {
 	b.server = httptest.NewServer(b)
 	t.Cleanup(b.server.Close)
 
-	q, err := queue.NewService(db).Create(ctx, queue.NewQueue{Name: "q1"})
+	q, err := queue.NewService(db).Create(ctx, queue.New{Name: "q1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,19 @@ func (f *fixture) deliverer(t *testing.T, opts webhook.Options) *webhook.Deliver
 
 func (f *fixture) enqueue(t *testing.T, handoffID, event string) {
 	t.Helper()
-	if err := webhook.Enqueue(t.Context(), f.db, newEvent(f.key.ID, handoffID, event)); err != nil {
+	enqueue(t, f.db, newEvent(f.key.ID, handoffID, event))
+}
+
+// enqueue writes e to the outbox through db, a pool or the caller's transaction.
+func enqueue(t *testing.T, db interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, e webhook.Event) {
+	t.Helper()
+	b := &pgx.Batch{}
+	if err := webhook.Queue(b, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SendBatch(t.Context(), b).Close(); err != nil {
 		t.Fatal(err)
 	}
 }

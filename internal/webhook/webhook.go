@@ -1,51 +1,26 @@
 // Package webhook tells each bot about every status change of its handoff packages. A change
-// writes an outbox row in the transaction that makes it (Enqueue), so a bot hears about exactly
+// writes an outbox row in the transaction that makes it (Queue), so a bot hears about exactly
 // the changes that committed; a Deliverer then POSTs the rows, signed with the key's secret,
 // retrying with backoff until the bot answers 2xx (at-least-once, deduplicated by event id).
 package webhook
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// Event names, as the bot receives them in "event" and X-Handoff-Event.
-const (
-	EventQueued        = "queued"
-	EventAccepted      = "accepted"
-	EventRejected      = "rejected"
-	EventReturnedToBot = "returned_to_bot"
-	EventTransferred   = "transferred"
-	EventResolved      = "resolved"
-	EventExpired       = "expired"
-	EventCanceled      = "canceled"
-)
-
-// IsEvent reports whether a bot is told about changes of this kind.
-func IsEvent(name string) bool {
-	switch name {
-	case EventQueued, EventAccepted, EventRejected, EventReturnedToBot,
-		EventTransferred, EventResolved, EventExpired, EventCanceled:
-		return true
-	}
-	return false
-}
 
 // Event is one status change of a handoff package, addressed to the API key that sent it.
 type Event struct {
 	HandoffID  string
 	APIKeyID   int64
-	Event      string // one of the Event* names
+	Event      string // the kind of change (events.Kind)
 	Status     string // the package's status after the change
 	Queue      string
 	Reason     string // optional
@@ -69,24 +44,6 @@ type payload struct {
 	Assignee   string    `json:"assignee,omitempty"`
 }
 
-// Execer is what Enqueue writes through. Pass the pgx.Tx of the status change so that the event
-// commits or rolls back with it; a pool is only right when there is no change to join.
-type Execer interface {
-	Exec(ctx context.Context, sql string, arguments ...any) (pgconn.CommandTag, error)
-}
-
-// Enqueue records e for delivery. The row becomes visible to deliverers only when db commits.
-func Enqueue(ctx context.Context, db Execer, e Event) error {
-	sql, args, err := insert([]Event{e})
-	if err != nil {
-		return err
-	}
-	if _, err := db.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
-	}
-	return nil
-}
-
 // Queue adds the outbox insert of events to a batch that the caller sends inside its
 // transaction, so that status changes and their webhooks cost one round trip and one statement.
 func Queue(b *pgx.Batch, events ...Event) error {
@@ -105,11 +62,8 @@ func insert(events []Event) (string, []any, error) {
 	names := make([]string, len(events))
 	bodies := make([]string, len(events))
 	for i, e := range events {
-		if !IsEvent(e.Event) {
-			return "", nil, fmt.Errorf("enqueue webhook: unknown event %q", e.Event)
-		}
-		if e.HandoffID == "" || e.OccurredAt.IsZero() {
-			return "", nil, fmt.Errorf("enqueue webhook %s: handoff id and occurrence time are required", e.Event)
+		if e.Event == "" || e.HandoffID == "" || e.OccurredAt.IsZero() {
+			return "", nil, fmt.Errorf("enqueue webhook %q: event, handoff id and occurrence time are required", e.Event)
 		}
 		// 128 random bits need no coordination between instances to stay unique; the bot dedupes
 		// redeliveries on this id.
@@ -150,20 +104,4 @@ func Sign(secret string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
 	return signaturePrefix + hex.EncodeToString(mac.Sum(nil))
-}
-
-// Verify reports whether header is a valid signature of body under secret. The comparison takes
-// the same time wherever the first wrong byte is, so a forger learns nothing from timing.
-func Verify(secret, header string, body []byte) bool {
-	hexSum, ok := strings.CutPrefix(header, signaturePrefix)
-	if !ok {
-		return false
-	}
-	got, err := hex.DecodeString(hexSum)
-	if err != nil {
-		return false
-	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return hmac.Equal(got, mac.Sum(nil))
 }

@@ -1,4 +1,4 @@
-package handoff
+package commit
 
 import (
 	"sync"
@@ -11,26 +11,25 @@ func TestConvoyGoesOnAfterAPanic(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var written []int
-	var c convoy[int]
-	c = convoy[int]{take: firstOf[int](4), write: func(group []int) {
+	c := NewConvoy(FirstOf[int](4), func(group []int) {
 		if group[0] == 0 {
 			panic("write failed")
 		}
 		mu.Lock()
 		written = append(written, group...)
 		mu.Unlock()
-	}}
+	})
 	func() {
 		defer func() {
 			if recover() == nil {
 				t.Error("the panic did not reach the caller that led")
 			}
 		}()
-		c.join(0)
+		c.Join(0)
 	}()
 	done := make(chan struct{})
 	go func() {
-		c.join(1)
+		c.Join(1)
 		close(done)
 	}()
 	select {

@@ -1,7 +1,4 @@
-// Package live carries the desk's state changes to every open browser, on every instance. The
-// desk_events table is the truth; NOTIFY only says "look now", so a lost notification delays an
-// update (until the next poll) but never loses it.
-package live
+package events
 
 import (
 	"context"
@@ -10,12 +7,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Event is one committed state change of a package.
+// Event is one committed change, as the live desk reads it. A presence event has no queue and no
+// package (zero ids).
 type Event struct {
-	Seq       int64
-	QueueID   int64
-	HandoffID int64
-	Kind      string
+	Seq         int64
+	Kind        Kind
+	QueueID     int64
+	FromQueueID int64
+	HandoffID   int64
 }
 
 // Mark is a position in the event stream: every event of a transaction whose xid is below it has
@@ -43,26 +42,20 @@ func (m Mark) Valid() bool {
 }
 
 // Read returns the events committed between from and now, in commit-safe order, and the new mark.
+// It also says whether committed or running events wait at or above the new mark, held back by an
+// older transaction somewhere on the cluster, so that a reader can look again soon.
 //
 // A sequence number is taken before commit, so reading "seq > last seen" would skip an event whose
 // transaction commits after a higher-numbered one was read. Instead a read returns only events of
 // transactions below the oldest one still running (the snapshot's xmin): those are final, and no
 // event can appear below that mark later. A long transaction delays events; it never hides one.
-func Read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark, error) {
-	events, next, _, err := read(ctx, db, from, limit)
-	return events, next, err
-}
-
-// read is Read that also says whether committed or running events wait at or above the new
-// mark, held back by an older transaction somewhere on the cluster: the hub reads again soon
-// rather than waiting for the next notification.
-func read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark, bool, error) {
+func Read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark, bool, error) {
 	rows, err := db.Query(ctx, `
 		WITH bound AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS upto)
-		SELECT e.seq, e.queue_id, e.handoff_id, e.kind, e.xid::text, bound.upto::text,
-			EXISTS (SELECT 1 FROM desk_events w WHERE w.xid >= bound.upto)
+		SELECT e.seq, e.kind, coalesce(e.queue_id, 0), coalesce(e.from_queue_id, 0), coalesce(e.handoff_id, 0),
+			e.xid::text, bound.upto::text, EXISTS (SELECT 1 FROM events w WHERE w.xid >= bound.upto)
 		FROM bound LEFT JOIN LATERAL (
-			SELECT * FROM desk_events
+			SELECT seq, kind, queue_id, from_queue_id, handoff_id, xid FROM events
 			WHERE xid >= $1::text::xid8 AND xid < bound.upto
 			ORDER BY xid, seq LIMIT $2
 		) e ON true`, string(from), limit)
@@ -75,17 +68,18 @@ func read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark,
 	var lastXID string
 	var waiting bool
 	for rows.Next() {
-		var seq, queueID, handoffID *int64
-		var kind, xid *string
+		var seq, queueID, fromQueueID, handoffID *int64
+		var kind *Kind
+		var xid *string
 		var upto string
-		if err := rows.Scan(&seq, &queueID, &handoffID, &kind, &xid, &upto, &waiting); err != nil {
+		if err := rows.Scan(&seq, &kind, &queueID, &fromQueueID, &handoffID, &xid, &upto, &waiting); err != nil {
 			return nil, from, false, err
 		}
 		next = Mark(upto)
 		if seq == nil {
 			continue
 		}
-		events = append(events, Event{Seq: *seq, QueueID: *queueID, HandoffID: *handoffID, Kind: *kind})
+		events = append(events, Event{Seq: *seq, Kind: *kind, QueueID: *queueID, FromQueueID: *fromQueueID, HandoffID: *handoffID})
 		lastXID = *xid
 	}
 	if err := rows.Err(); err != nil {

@@ -1,10 +1,13 @@
-package handoff
+package actions
 
 import (
 	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // sweepBatch bounds one sweep transaction, so a backlog is worked off in short steps.
@@ -13,13 +16,13 @@ const sweepBatch = 100
 // Sweep returns reservations that ran out to their queue and expires packages nobody claimed in
 // their queue's TTL, telling the bot. SKIP LOCKED lets every instance sweep at once without
 // waiting on or repeating each other's work. It reports how many packages it moved.
-func (a *Actions) Sweep(ctx context.Context) (int, error) {
+func (a *Service) Sweep(ctx context.Context) (int, error) {
 	released, err := a.sweep(ctx, `
 		UPDATE handoffs h SET status = 'queued', assignee_id = NULL, reserved_until = NULL, updated_at = $1
 		FROM (SELECT id FROM handoffs WHERE status = 'reserved' AND reserved_until <= $1
 			ORDER BY reserved_until LIMIT $2 FOR UPDATE SKIP LOCKED) due, queues q
 		WHERE h.id = due.id AND q.id = h.queue_id
-		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, "released", StatusQueued, "")
+		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, events.Released, handoff.StatusQueued, "")
 	if err != nil {
 		return released, err
 	}
@@ -28,11 +31,11 @@ func (a *Actions) Sweep(ctx context.Context) (int, error) {
 		FROM (SELECT id FROM handoffs WHERE status = 'queued' AND expires_at <= $1
 			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) due, queues q
 		WHERE h.id = due.id AND q.id = h.queue_id
-		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, "expired", StatusExpired, "expired")
+		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, events.Expired, handoff.StatusExpired, "expired")
 	return released + expired, err
 }
 
-func (a *Actions) sweep(ctx context.Context, update, kind string, status Status, outcome string) (int, error) {
+func (a *Service) sweep(ctx context.Context, update string, kind events.Kind, status handoff.Status, outcome string) (int, error) {
 	total := 0
 	for {
 		moved := 0
@@ -41,9 +44,10 @@ func (a *Actions) sweep(ctx context.Context, update, kind string, status Status,
 			if err != nil {
 				return err
 			}
-			var changes []change
+			b := &pgx.Batch{}
+			var changes []events.Change
 			for rows.Next() {
-				c := change{Kind: kind, Status: status, Outcome: outcome, At: now}
+				c := events.Change{Kind: kind, Status: status, Outcome: outcome, At: now}
 				if err := rows.Scan(&c.HandoffID, &c.PublicID, &c.QueueID, &c.Queue, &c.APIKeyID); err != nil {
 					return err
 				}
@@ -52,13 +56,14 @@ func (a *Actions) sweep(ctx context.Context, update, kind string, status Status,
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			for _, c := range changes {
-				if err := record(ctx, tx, c); err != nil {
-					return err
-				}
-			}
 			moved = len(changes)
-			return nil
+			if moved == 0 {
+				return nil
+			}
+			if err := events.Queue(b, changes...); err != nil {
+				return err
+			}
+			return tx.SendBatch(ctx, b).Close()
 		})
 		total += moved
 		if err != nil || moved < sweepBatch {
@@ -68,7 +73,7 @@ func (a *Actions) sweep(ctx context.Context, update, kind string, status Status,
 }
 
 // RunSweeper sweeps every interval until ctx is done.
-func (a *Actions) RunSweeper(ctx context.Context, interval time.Duration, logf func(msg string, args ...any)) {
+func (a *Service) RunSweeper(ctx context.Context, interval time.Duration, logf func(msg string, args ...any)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {

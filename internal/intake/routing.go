@@ -1,12 +1,9 @@
-package handoff
+package intake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -63,14 +60,8 @@ func offer(ctx context.Context, db queue.Querier, q queue.Queue, email string, n
 	if email == "" {
 		return nil, nil, nil
 	}
-	var userID int64
-	err := db.QueryRow(ctx, `
-		SELECT u.id FROM users u JOIN queue_members m ON m.user_id = u.id AND m.queue_id = $2
-		WHERE lower(u.email) = lower($1) AND NOT u.disabled`, email, q.ID).Scan(&userID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, nil
-	}
-	if err != nil {
+	userID, err := queue.MemberByEmail(ctx, db, q.ID, email)
+	if err != nil || userID == 0 {
 		return nil, nil, err
 	}
 	ok, err := queue.OnlineWithRoom(ctx, db, userID)

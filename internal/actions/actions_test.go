@@ -1,8 +1,11 @@
-package handoff
+package actions
 
 import (
 	"context"
 	"fmt"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/handoff/handofftest"
+	"github.com/handoffdesk/desk/internal/intake"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,9 +27,9 @@ type testDesk struct {
 	db      *pgxpool.Pool
 	auth    *auth.Service
 	queues  *queue.Service
-	intake  *Intake
-	actions *Actions
-	sender  Sender
+	intake  *intake.Intake
+	actions *Service
+	sender  intake.Sender
 	clock   *clocktest.Clock
 	n       atomic.Int64
 }
@@ -35,11 +38,10 @@ func newDesk(t *testing.T, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
 	d := &testDesk{db: db, auth: auth.NewService(db), queues: queue.NewService(db), clock: clocktest.New(time.Now())}
-	d.intake, d.actions = NewIntake(db, nil), NewActions(db, nil)
-	d.intake.now, d.actions.now = d.clock.Now, d.clock.Now
+	d.intake, d.actions = intake.New(db, d.clock.Now, nil), New(db, d.clock.Now, nil)
 	var ids []int64
 	for _, name := range queues {
-		q, err := d.queues.Create(context.Background(), queue.NewQueue{Name: name, Parent: parentOf(name)})
+		q, err := d.queues.Create(context.Background(), queue.New{Name: name, Parent: parentOf(name)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +51,7 @@ func newDesk(t *testing.T, queues ...string) *testDesk {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.sender = Sender{APIKeyID: key.ID, QueueIDs: ids}
+	d.sender = intake.Sender{APIKeyID: key.ID, QueueIDs: ids}
 	return d
 }
 
@@ -75,8 +77,17 @@ func (d *testDesk) agent(t *testing.T, name string, role auth.Role, capacity int
 	return u
 }
 
+// harbor is the Harbor package for a contact of its own, bound for queueName.
+func (d *testDesk) harbor(t testing.TB, queueName string) handoff.Package {
+	t.Helper()
+	p := handofftest.Harbor(t)
+	n := d.n.Add(1)
+	p.HandoffID, p.Contact.ID, p.TargetProfile = fmt.Sprintf("ho_%d", n), fmt.Sprintf("cust_%d", n), queueName
+	return p
+}
+
 // submit queues a copy of the Harbor package for its own contact.
-func (d *testDesk) submit(t testing.TB, queueName string, edit func(*Package)) string {
+func (d *testDesk) submit(t testing.TB, queueName string, edit func(*handoff.Package)) string {
 	t.Helper()
 	p := d.harbor(t, queueName)
 	if edit != nil {
@@ -88,9 +99,9 @@ func (d *testDesk) submit(t testing.TB, queueName string, edit func(*Package)) s
 	return p.HandoffID
 }
 
-func (d *testDesk) status(t *testing.T, id string) (Status, *int64) {
+func (d *testDesk) status(t *testing.T, id string) (handoff.Status, *int64) {
 	t.Helper()
-	var s Status
+	var s handoff.Status
 	var assignee *int64
 	if err := d.db.QueryRow(context.Background(), `SELECT status, assignee_id FROM handoffs WHERE handoff_id = $1`, id).Scan(&s, &assignee); err != nil {
 		t.Fatal(err)
@@ -185,12 +196,12 @@ func TestAgentsDrainQueueClaimingEachOnce(t *testing.T) {
 	}
 	var accepted, resolved int
 	if err := d.db.QueryRow(context.Background(), `
-		SELECT count(*) FILTER (WHERE action = 'accepted'), count(*) FILTER (WHERE action = 'resolved') FROM audit_log`).
+		SELECT count(*) FILTER (WHERE kind = 'accepted'), count(*) FILTER (WHERE kind = 'resolved') FROM events`).
 		Scan(&accepted, &resolved); err != nil {
 		t.Fatal(err)
 	}
 	if accepted != packages || resolved != packages {
-		t.Errorf("audit log has %d accepts and %d resolutions, want %d each", accepted, resolved, packages)
+		t.Errorf("event log has %d accepts and %d resolutions, want %d each", accepted, resolved, packages)
 	}
 }
 
@@ -198,8 +209,8 @@ func TestReservationRules(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
 	ctx := context.Background()
-	first := d.submit(t, "billing", func(p *Package) { p.Priority = PriorityLow })
-	urgent := d.submit(t, "billing", func(p *Package) { p.Priority = PriorityUrgent })
+	first := d.submit(t, "billing", func(p *handoff.Package) { p.Priority = handoff.PriorityLow })
+	urgent := d.submit(t, "billing", func(p *handoff.Package) { p.Priority = handoff.PriorityUrgent })
 	d.clock.Advance(time.Second)
 	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
 	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
@@ -217,7 +228,7 @@ func TestReservationRules(t *testing.T) {
 	if n, err := d.actions.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep = %d, %v; want 1 released", n, err)
 	}
-	if s, _ := d.status(t, urgent); s != StatusQueued {
+	if s, _ := d.status(t, urgent); s != handoff.StatusQueued {
 		t.Fatalf("after the timeout %s is %s, want queued", urgent, s)
 	}
 	if err := d.actions.Accept(ctx, bea, urgent); err != nil {
@@ -324,7 +335,7 @@ func TestCloseAndTellTheBot(t *testing.T) {
 	if n, err := d.actions.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep = %d, %v; want the one unclaimed package expired", n, err)
 	}
-	for id, want := range map[string]Status{returned: StatusReturnedToBot, resolved: StatusResolved, expiring: StatusExpired} {
+	for id, want := range map[string]handoff.Status{returned: handoff.StatusReturnedToBot, resolved: handoff.StatusResolved, expiring: handoff.StatusExpired} {
 		if got, _ := d.status(t, id); got != want {
 			t.Errorf("%s is %s, want %s", id, got, want)
 		}
@@ -350,17 +361,6 @@ func TestCloseAndTellTheBot(t *testing.T) {
 	}
 }
 
-func TestAuditLogIsAppendOnly(t *testing.T) {
-	t.Parallel()
-	d := newDesk(t, "billing")
-	d.submit(t, "billing", nil)
-	for _, sql := range []string{`UPDATE audit_log SET action = 'forged'`, `DELETE FROM audit_log`, `TRUNCATE audit_log`} {
-		if _, err := d.db.Exec(context.Background(), sql); err == nil || !strings.Contains(err.Error(), "append-only") {
-			t.Errorf("%s: %v, want the database to refuse", sql, err)
-		}
-	}
-}
-
 // tripCounter counts what a pool sends PostgreSQL and waits for: each statement outside a batch,
 // and each batch, which pgx pipelines into one round trip.
 type tripCounter struct{ n atomic.Int64 }
@@ -379,7 +379,7 @@ func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEn
 
 // instance returns Actions on a pool of their own over the desk's database, as another instance
 // of the desk would have, counting its round trips.
-func (d *testDesk) instance(t *testing.T) (*Actions, *tripCounter) {
+func (d *testDesk) instance(t *testing.T) (*Service, *tripCounter) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(d.db.Config().ConnString())
 	if err != nil {
@@ -394,9 +394,7 @@ func (d *testDesk) instance(t *testing.T) (*Actions, *tripCounter) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	a := NewActions(db, nil)
-	a.now = d.clock.Now
-	return a, trips
+	return New(db, d.clock.Now, nil), trips
 }
 
 func TestNextAcceptResolveTakeOneRoundTripEach(t *testing.T) {
@@ -430,15 +428,14 @@ func TestNextAcceptResolveTakeOneRoundTripEach(t *testing.T) {
 }
 
 // records describes what the desk wrote about a package, leaving out what differs between any two
-// packages (ids, times): its events, its audit rows and its webhooks, in order.
+// packages (ids, times): its events and its webhooks, in order.
 func (d *testDesk) records(t *testing.T, id string) string {
 	t.Helper()
 	var got string
 	err := d.db.QueryRow(context.Background(), `
 		SELECT concat_ws(E'\n',
-			(SELECT string_agg(e.kind || ' in ' || e.queue_id, ', ' ORDER BY e.seq) FROM desk_events e WHERE e.handoff_id = h.id),
-			(SELECT string_agg(a.action || ' by ' || a.actor_user || ' ' || (a.detail - 'reserved_until')::text, ', ' ORDER BY a.id)
-				FROM audit_log a WHERE a.handoff_id = h.id),
+			(SELECT string_agg(e.kind || ' by ' || coalesce(e.actor_user::text, 'bot') || ' in ' || e.queue_id || ' '
+				|| (e.detail - 'reserved_until')::text, ', ' ORDER BY e.seq) FROM events e WHERE e.handoff_id = h.id),
 			(SELECT string_agg(o.event || ' to ' || o.api_key_id || ' ' || (o.payload - 'event_id' - 'handoff_id' - 'occurred_at')::text, ', ' ORDER BY o.id)
 				FROM webhook_outbox o WHERE o.handoff_id = h.handoff_id))
 		FROM handoffs h WHERE h.handoff_id = $1`, id).Scan(&got)
@@ -453,7 +450,7 @@ func TestFastAndSlowPathsRecordTheSame(t *testing.T) {
 	d := newDesk(t, "billing")
 	ctx := context.Background()
 	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
-	work := func(next, accept, resolve *Actions) string {
+	work := func(next, accept, resolve *Service) string {
 		t.Helper()
 		d.submit(t, "billing", nil)
 		id, err := next.Next(ctx, alex, "billing")
@@ -531,7 +528,7 @@ func TestStaleHoldRecordsNothingAndTakesTheSlowPath(t *testing.T) {
 	if got := d.records(t, back); strings.Count(got, "accepted by") != 1 || strings.Count(got, "accepted to") != 1 {
 		t.Errorf("want one accepted audit row and webhook:\n%s", got)
 	}
-	if s, assignee := d.status(t, back); s != StatusAccepted || assignee == nil || *assignee != alex.ID {
+	if s, assignee := d.status(t, back); s != handoff.StatusAccepted || assignee == nil || *assignee != alex.ID {
 		t.Errorf("%s is %s by %v, want accepted by alex", back, s, assignee)
 	}
 }
@@ -548,7 +545,8 @@ func TestTripsTravelTogetherAndFailAlone(t *testing.T) {
 	dan := d.agent(t, "dan", auth.RoleAgent, 3, "billing")
 	mine, _ := d.instance(t)
 	other, _ := d.instance(t)
-	for range 3 {
+	eve := d.agent(t, "eve", auth.RoleAgent, 3, "billing")
+	for range 4 {
 		d.submit(t, "billing", nil)
 	}
 	beas, err := mine.Next(ctx, bea, "billing")
@@ -564,29 +562,35 @@ func TestTripsTravelTogetherAndFailAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A group is on its way: the three actions wait for the next one, then travel together.
-	mine.trips.groups.mu.Lock()
-	mine.trips.groups.running = true
-	mine.trips.groups.mu.Unlock()
-	var alexErr, beaErr, danErr error
+	// A group is on its way, waiting on Eve's row: the three actions wait for the next group, then
+	// travel together.
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, eve.ID); err != nil {
+		t.Fatal(err)
+	}
+	var alexErr, beaErr, danErr, eveErr error
 	var alexs, dans string
 	var wg sync.WaitGroup
+	wg.Go(func() { _, eveErr = mine.Next(ctx, eve, "billing") })
+	for mine.trips.Waiting() != 0 || !d.waitsOnALock(t) {
+		time.Sleep(time.Millisecond)
+	}
 	wg.Go(func() { alexs, alexErr = mine.Next(ctx, alex, "billing") })
 	wg.Go(func() { beaErr = mine.Accept(ctx, bea, beas) })
 	wg.Go(func() { dans, danErr = mine.Next(ctx, dan, "billing") })
-	for {
-		mine.trips.groups.mu.Lock()
-		n := len(mine.trips.groups.waiting)
-		mine.trips.groups.mu.Unlock()
-		if n == 3 {
-			break
-		}
+	for mine.trips.Waiting() != 3 {
 		time.Sleep(time.Millisecond)
 	}
-	mine.trips.groups.lead()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
-	if alexErr != nil || danErr != nil {
-		t.Fatalf("the actions travelling with a stale hold: alex %v, dan %v", alexErr, danErr)
+	if alexErr != nil || danErr != nil || eveErr != nil {
+		t.Fatalf("the actions travelling with a stale hold: alex %v, dan %v, eve %v", alexErr, danErr, eveErr)
 	}
 	if desk.ErrorCode(beaErr) != desk.Conflict || !strings.Contains(beaErr.Error(), "already accepted by cid") {
 		t.Fatalf("accept on a stale hold: %v, want a conflict naming cid", beaErr)
@@ -595,10 +599,21 @@ func TestTripsTravelTogetherAndFailAlone(t *testing.T) {
 		t.Errorf("the stale accept wrote records:\n%s", got)
 	}
 	for _, id := range []string{alexs, dans} {
-		if s, _ := d.status(t, id); s != StatusReserved {
+		if s, _ := d.status(t, id); s != handoff.StatusReserved {
 			t.Errorf("%s is %s, want reserved", id, s)
 		}
 	}
+}
+
+// waitsOnALock reports whether a statement of the desk's database waits for a lock.
+func (d *testDesk) waitsOnALock(t *testing.T) bool {
+	t.Helper()
+	var waiting int
+	if err := d.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).
+		Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	return waiting > 0
 }
 
 // Two tabs of one agent accept two packages from the list at once: at capacity 1, one wins. The

@@ -1,10 +1,16 @@
-package handoff
+package intake
 
 import (
+	"sync/atomic"
+
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/handoff/handofftest"
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"slices"
 	"sync"
 	"testing"
@@ -14,31 +20,46 @@ import (
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
-// harbor is the Harbor package for a contact of its own, bound for queueName.
-func (d *testDesk) harbor(t testing.TB, queueName string) Package {
+// testDesk is a database with queues and a bot key, and intake over it, for one test.
+type testDesk struct {
+	db     *pgxpool.Pool
+	queues *queue.Service
+	intake *Intake
+	sender Sender
+	n      atomic.Int64
+}
+
+func newDesk(t *testing.T, queues ...string) *testDesk {
 	t.Helper()
-	p := harborPackage(t)
+	db := pgtest.New(t)
+	d := &testDesk{db: db, queues: queue.NewService(db), intake: New(db, time.Now, nil)}
+	var ids []int64
+	for _, name := range queues {
+		q, err := d.queues.Create(context.Background(), queue.New{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, q.ID)
+	}
+	key, err := auth.NewService(db).CreateAPIKey(context.Background(), auth.NewAPIKey{Name: "bot", QueueIDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sender = Sender{APIKeyID: key.ID, QueueIDs: ids}
+	return d
+}
+
+// harbor is the Harbor package for a contact of its own, bound for queueName.
+func (d *testDesk) harbor(t testing.TB, queueName string) handoff.Package {
+	t.Helper()
+	p := handofftest.Harbor(t)
 	n := d.n.Add(1)
 	p.HandoffID, p.Contact.ID, p.TargetProfile = fmt.Sprintf("ho_%d", n), fmt.Sprintf("cust_%d", n), queueName
 	return p
 }
 
-// harborPackage is the spec's example package, decoded.
-func harborPackage(t testing.TB) Package {
-	t.Helper()
-	raw, err := os.ReadFile("testdata/harbor-v1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Decode(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // batchOf prepares packages for Intake.write as Submit would.
-func (d *testDesk) batchOf(t *testing.T, packages ...Package) []*submission {
+func (d *testDesk) batchOf(t *testing.T, packages ...handoff.Package) []*submission {
 	t.Helper()
 	var batch []*submission
 	for _, p := range packages {
@@ -65,7 +86,7 @@ func (d *testDesk) count(t *testing.T, sql string, args ...any) int {
 func TestBatchAnswersEachPackage(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
-	if _, err := d.queues.Create(context.Background(), queue.NewQueue{Name: "closed"}); err != nil {
+	if _, err := d.queues.Create(context.Background(), queue.New{Name: "closed"}); err != nil {
 		t.Fatal(err)
 	}
 	waiting := d.harbor(t, "billing")
@@ -82,25 +103,25 @@ func TestBatchAnswersEachPackage(t *testing.T) {
 	d.intake.write(batch)
 
 	want := []struct {
-		status   Status
+		status   handoff.Status
 		position int
 		replayed bool
 		invalid  bool
 		code     string
 		reason   string
 	}{
-		{status: StatusQueued, position: 1},
+		{status: handoff.StatusQueued, position: 1},
 		{invalid: true},
-		{status: StatusQueued, position: 0, replayed: true},
+		{status: handoff.StatusQueued, position: 0, replayed: true},
 		{code: desk.Forbidden},
-		{code: desk.Conflict, reason: ReasonOpenHandoff},
+		{code: desk.Conflict, reason: handoff.ReasonOpenHandoff},
 		{code: desk.Conflict},
-		{status: StatusQueued, position: 2},
+		{status: handoff.StatusQueued, position: 2},
 	}
 	for i, s := range batch {
 		w := want[i]
 		<-s.done
-		var invalid *ValidationError
+		var invalid *handoff.ValidationError
 		if w.invalid != errors.As(s.err, &invalid) {
 			t.Errorf("package %d: err = %v, want a validation error: %v", i, s.err, w.invalid)
 		}
@@ -121,7 +142,7 @@ func TestBatchAnswersEachPackage(t *testing.T) {
 	if n := d.count(t, `SELECT count(*) FROM handoffs`); n != 3 {
 		t.Errorf("%d handoffs stored, want 3", n)
 	}
-	for _, table := range []string{"desk_events", "audit_log", "webhook_outbox"} {
+	for _, table := range []string{"events", "webhook_outbox"} {
 		if n := d.count(t, `SELECT count(*) FROM `+table); n != 3 {
 			t.Errorf("%d rows in %s, want one per queued package: 3", n, table)
 		}
@@ -172,7 +193,7 @@ func TestBatchRetriesOneByOneWhenAnIdIsTakenMeanwhile(t *testing.T) {
 	if desk.ErrorCode(batch[0].err) != desk.Conflict {
 		t.Errorf("taken id: err = %v, want a conflict", batch[0].err)
 	}
-	if batch[1].err != nil || batch[1].receipt.Status != StatusQueued {
+	if batch[1].err != nil || batch[1].receipt.Status != handoff.StatusQueued {
 		t.Errorf("other package: receipt %+v, err %v; want queued", batch[1].receipt, batch[1].err)
 	}
 	if n := d.count(t, `SELECT count(*) FROM handoffs WHERE handoff_id = $1`, other.HandoffID); n != 1 {
@@ -204,7 +225,7 @@ func TestConcurrentSubmissionsGetEveryPositionOnce(t *testing.T) {
 			t.Fatalf("sorted positions = %v, want 0..%d once each", positions, n-1)
 		}
 	}
-	if got := d.count(t, `SELECT count(*) FROM audit_log WHERE action = 'queued'`); got != n {
+	if got := d.count(t, `SELECT count(*) FROM events WHERE kind = 'queued'`); got != n {
 		t.Errorf("%d audit rows, want %d", got, n)
 	}
 }

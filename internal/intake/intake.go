@@ -1,4 +1,9 @@
-package handoff
+// handoff.Package intake admits the packages bots send: it checks each against its target queue, applies
+// the guards (per-contact limits, circular handoffs, one open handoff, long chains) and the
+// queue's overflow policy under a per-contact lock, and inserts the admitted ones in batches that
+// share a commit. It also answers bots about their packages (Get, ForContact) and routes SW4RM
+// requests to a queue. Rows of handoffs are created here and changed only by package actions.
+package intake
 
 import (
 	"bytes"
@@ -14,36 +19,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/commit"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
 )
-
-// Status is where a package is in its life at the desk.
-type Status string
-
-const (
-	StatusQueued           Status = "queued"
-	StatusReserved         Status = "reserved"
-	StatusAccepted         Status = "accepted"
-	StatusAwaitingApproval Status = "awaiting_approval"
-	StatusResolved         Status = "resolved"
-	StatusReturnedToBot    Status = "returned_to_bot"
-	StatusExpired          Status = "expired"
-	StatusCanceled         Status = "canceled"
-)
-
-// openStatuses are the statuses in which a package still occupies its queue and its contact.
-const openStatuses = `('queued', 'reserved', 'accepted', 'awaiting_approval')`
-
-// Guard reasons, as a refused bot reads them.
-const (
-	ReasonContactHourly = "contact_hourly_limit"
-	ReasonContactDaily  = "contact_daily_limit"
-	ReasonCircular      = "circular_handoff"
-	ReasonOpenHandoff   = "open_handoff"
-)
-
-var priorityRank = map[Priority]int{PriorityUrgent: 0, PriorityHigh: 1, PriorityNormal: 2, PriorityLow: 3}
 
 // Sender is the bot submitting a package: its key and the queues the key may send to.
 type Sender struct {
@@ -62,9 +43,9 @@ func (s Sender) allows(queueID int64) bool {
 
 // Receipt is what intake answers a bot.
 type Receipt struct {
-	HandoffID string `json:"handoff_id"`
-	Status    Status `json:"status"`
-	Queue     string `json:"queue"`
+	HandoffID string         `json:"handoff_id"`
+	Status    handoff.Status `json:"status"`
+	Queue     string         `json:"queue"`
 	// Position counts the waiting packages that will be offered before this one (0: next), up
 	// to maxPosition.
 	Position int `json:"position"`
@@ -81,7 +62,7 @@ type Intake struct {
 	changed func() // called after a commit, to wake the live desk
 	// batches carries packages to PostgreSQL in batches. Only intake transactions take the
 	// contact locks, so a batch waits at worst on another instance's batch.
-	batches convoy[*submission]
+	batches *commit.Convoy[*submission]
 }
 
 const (
@@ -89,20 +70,21 @@ const (
 	batchTimeout = 30 * time.Second
 )
 
-// NewIntake returns an Intake over db; changed is called after every committed change.
-func NewIntake(db *pgxpool.Pool, changed func()) *Intake {
+// New returns an Intake over db that tells time with now and calls changed after every committed
+// change.
+func New(db *pgxpool.Pool, now func() time.Time, changed func()) *Intake {
 	if changed == nil {
 		changed = func() {}
 	}
-	in := &Intake{db: db, now: time.Now, changed: changed}
-	in.batches = convoy[*submission]{take: takeBatch, write: in.write}
+	in := &Intake{db: db, now: now, changed: changed}
+	in.batches = commit.NewConvoy(takeBatch, in.write)
 	return in
 }
 
 // submission is a package on its way into a batch, and then the answer for its bot.
 type submission struct {
 	sender            Sender
-	p                 Package
+	p                 handoff.Package
 	canonical, digest []byte
 	done              chan struct{}
 	receipt           Receipt
@@ -111,7 +93,7 @@ type submission struct {
 
 // newSubmission prepares p for a batch: its canonical form is what is stored, and its digest what
 // tells a replay from a conflict.
-func newSubmission(sender Sender, p Package) (*submission, error) {
+func newSubmission(sender Sender, p handoff.Package) (*submission, error) {
 	canonical, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
@@ -127,12 +109,12 @@ func newSubmission(sender Sender, p Package) (*submission, error) {
 //
 // If ctx ends first Submit returns its error, but the package may still be queued by its batch,
 // as when any answer is lost on the way: the bot's retry with the same id is answered as a replay.
-func (in *Intake) Submit(ctx context.Context, sender Sender, p Package) (Receipt, error) {
+func (in *Intake) Submit(ctx context.Context, sender Sender, p handoff.Package) (Receipt, error) {
 	s, err := newSubmission(sender, p)
 	if err != nil {
 		return Receipt{}, err
 	}
-	in.batches.join(s)
+	in.batches.Join(s)
 	select {
 	case <-s.done:
 		return s.receipt, s.err
@@ -250,7 +232,7 @@ func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, batch []*submissio
 // overflow policy, a conflict) from a failure of the whole batch.
 func isRefusal(err error) bool {
 	var deskErr *desk.Error
-	var invalid *ValidationError
+	var invalid *handoff.ValidationError
 	return errors.As(err, &deskErr) || errors.As(err, &invalid)
 }
 
@@ -263,7 +245,7 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 			return nil, desk.Errorf(desk.Conflict, "handoff_id %q was already used with a different body", p.HandoffID)
 		}
 		sub.receipt = Receipt{HandoffID: p.HandoffID, Status: r.status, Queue: r.queue, Replayed: true}
-		if r.status == StatusQueued {
+		if r.status == handoff.StatusQueued {
 			var err error
 			sub.receipt.Position, err = position(ctx, conn, r.id)
 			return nil, err
@@ -272,14 +254,14 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 	}
 	q, ok := s.queues[p.TargetProfile]
 	if !ok {
-		return nil, &ValidationError{Fields: []FieldError{{
+		return nil, &handoff.ValidationError{Fields: []handoff.FieldError{{
 			Field: "target_profile", Rule: "queue", Message: fmt.Sprintf("no enabled queue is named %q", p.TargetProfile),
 		}}}
 	}
 	if !sub.sender.allows(q.ID) {
 		return nil, desk.Errorf(desk.Forbidden, "this API key may not send to queue %q", q.Name)
 	}
-	if err := p.ValidateForQueue(QueueRules{RequiredEntityKeys: q.RequiredEntityKeys}); err != nil {
+	if err := p.ValidateForQueue(handoff.QueueRules{RequiredEntityKeys: q.RequiredEntityKeys}); err != nil {
 		return nil, err
 	}
 	if err := s.guards[i].check(q, p, now); err != nil {
@@ -304,10 +286,10 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 	}
 	priority := p.Priority
 	if priority == "" {
-		priority = Priority(q.DefaultPriority)
+		priority = handoff.Priority(q.DefaultPriority)
 	}
-	sub.receipt = Receipt{HandoffID: p.HandoffID, Status: StatusQueued, Queue: q.Name, Escalated: escalated}
-	return &admission{s: sub, id: s.ids[i], queue: q, rank: priorityRank[priority], offeredTo: offeredTo, offeredUntil: offeredUntil}, nil
+	sub.receipt = Receipt{HandoffID: p.HandoffID, Status: handoff.StatusQueued, Queue: q.Name, Escalated: escalated}
+	return &admission{s: sub, id: s.ids[i], queue: q, rank: priority.Rank(), offeredTo: offeredTo, offeredUntil: offeredUntil}, nil
 }
 
 // writeAdmitted inserts the admitted packages with their events, audit rows and webhooks, reads
@@ -324,7 +306,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 		expires           = make([]time.Time, n)
 		offeredTo         = make([]*int64, n)
 		offeredUntil      = make([]*time.Time, n)
-		changes           = make([]change, n)
+		changes           = make([]events.Change, n)
 	)
 	for i, a := range admitted {
 		p := a.s.p
@@ -332,9 +314,9 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 		handoffIDs[i], contacts[i], sources[i] = p.HandoffID, p.Contact.ID, p.SourceAgent
 		packages[i], digests[i] = string(a.s.canonical), a.s.digest
 		expires[i], offeredTo[i], offeredUntil[i] = now.Add(a.queue.TTL), a.offeredTo, a.offeredUntil
-		changes[i] = change{
+		changes[i] = events.Change{
 			HandoffID: a.id, PublicID: p.HandoffID, QueueID: a.queue.ID, Queue: a.queue.Name, APIKeyID: a.s.sender.APIKeyID,
-			Kind: "queued", Status: StatusQueued, ActorBot: &a.s.sender.APIKeyID, Reason: string(p.Trigger), At: now,
+			Kind: events.Queued, Status: handoff.StatusQueued, ActorBot: &a.s.sender.APIKeyID, Reason: string(p.Trigger), At: now,
 		}
 	}
 	b := &pgx.Batch{}
@@ -349,7 +331,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 			AS t(id, handoff_id, api_key_id, queue_id, priority_rank, contact_id, source_agent,
 				package, body_sha256, expires_at, offered_to, offered_until)`,
 		ids, handoffIDs, keys, queues, ranks, contacts, sources, packages, digests, expires, offeredTo, offeredUntil, now)
-	if err := queueChanges(b, changes...); err != nil {
+	if err := events.Queue(b, changes...); err != nil {
 		return err
 	}
 	// With the parameters in view the planner always finds a custom plan cheaper, and planning
@@ -382,7 +364,7 @@ type situation struct {
 // replay is the stored package a handoff id was first used for.
 type replay struct {
 	id, apiKeyID int64
-	status       Status
+	status       handoff.Status
 	queue        string
 	digest       []byte
 }
@@ -425,19 +407,10 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT `+queue.Columns+` FROM queues WHERE name = ANY($1) AND enabled`, targets).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			q, err := queue.ScanQueue(rows)
-			if err != nil {
-				return err
-			}
-			s.queues[q.Name] = q
-		}
-		return rows.Err()
-	})
+	queue.QueueEnabled(b, targets, func(q queue.Queue) { s.queues[q.Name] = q })
 	b.Queue(`
 		SELECT
-			(SELECT handoff_id FROM handoffs WHERE contact_id = c.contact AND status IN `+openStatuses+` LIMIT 1),
+			(SELECT handoff_id FROM handoffs WHERE contact_id = c.contact AND status = ANY($5) LIMIT 1),
 			g.hourly, g.oldest_hourly, g.daily, g.oldest_daily, g.last_pair
 		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS c(contact, source, target, i)
 		CROSS JOIN LATERAL (
@@ -451,7 +424,7 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 			FROM handoffs h LEFT JOIN queues q ON q.name = c.target
 			WHERE h.contact_id = c.contact AND h.created_at > $4::timestamptz - interval '1 day') g
 		ORDER BY c.i`,
-		contacts, sources, targets, now).Query(func(rows pgx.Rows) error {
+		contacts, sources, targets, now, handoff.OpenStatuses()).Query(func(rows pgx.Rows) error {
 		i := 0
 		for rows.Next() {
 			g := &s.guards[i]
@@ -473,21 +446,21 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 }
 
 // check applies the target queue's guards to the contact's recent handoffs.
-func (g guardCounts) check(q queue.Queue, p Package, now time.Time) error {
+func (g guardCounts) check(q queue.Queue, p handoff.Package, now time.Time) error {
 	switch {
 	case q.Guards.OneOpen && g.openID != nil:
 		return &desk.Error{
-			Code: desk.Conflict, Reason: ReasonOpenHandoff, Details: map[string]string{"open_handoff_id": *g.openID},
+			Code: desk.Conflict, Reason: handoff.ReasonOpenHandoff, Details: map[string]string{"open_handoff_id": *g.openID},
 			Message: fmt.Sprintf("contact %s already has handoff %s open; resume or cancel it first", p.Contact.ID, *g.openID),
 		}
 	case g.hourly >= q.Guards.ContactHourly:
-		return refused(ReasonContactHourly, g.oldestHourly.Add(time.Hour).Sub(now),
+		return refused(handoff.ReasonContactHourly, g.oldestHourly.Add(time.Hour).Sub(now),
 			"contact %s already had %d handoffs in the last hour (limit %d)", p.Contact.ID, g.hourly, q.Guards.ContactHourly)
 	case g.daily >= q.Guards.ContactDaily:
-		return refused(ReasonContactDaily, g.oldestDaily.Add(24*time.Hour).Sub(now),
+		return refused(handoff.ReasonContactDaily, g.oldestDaily.Add(24*time.Hour).Sub(now),
 			"contact %s already had %d handoffs in the last day (limit %d)", p.Contact.ID, g.daily, q.Guards.ContactDaily)
 	case g.lastPair != nil:
-		return refused(ReasonCircular, g.lastPair.Add(q.Guards.PairCooldown).Sub(now),
+		return refused(handoff.ReasonCircular, g.lastPair.Add(q.Guards.PairCooldown).Sub(now),
 			"%s already handed contact %s to queue %s in the last %s", p.SourceAgent, p.Contact.ID, q.Name, q.Guards.PairCooldown)
 	}
 	return nil
@@ -534,7 +507,7 @@ func position(ctx context.Context, db queue.Querier, id int64) (int, error) {
 
 // AddQueueRules adds the errors of the queue a package names to the errors its decoding found,
 // so that one answer lists every problem.
-func (in *Intake) AddQueueRules(ctx context.Context, p Package, decodeErr error) error {
+func (in *Intake) AddQueueRules(ctx context.Context, p handoff.Package, decodeErr error) error {
 	if p.TargetProfile == "" {
 		return decodeErr
 	}
@@ -542,20 +515,16 @@ func (in *Intake) AddQueueRules(ctx context.Context, p Package, decodeErr error)
 	if err != nil {
 		return decodeErr
 	}
-	return MergeErrors(decodeErr, p.ValidateForQueue(QueueRules{RequiredEntityKeys: q.RequiredEntityKeys}))
+	return handoff.MergeErrors(decodeErr, p.ValidateForQueue(handoff.QueueRules{RequiredEntityKeys: q.RequiredEntityKeys}))
 }
 
 // Route picks the queue for a SW4RM request: to_agent when it names an enabled queue the sender
 // may use; otherwise the sender's first queue (by name) whose skills cover every required
 // capability.
 func (in *Intake) Route(ctx context.Context, sender Sender, toAgent string, capabilities []string) (string, error) {
-	var name string
-	err := in.db.QueryRow(ctx, `
-		SELECT name FROM queues
-		WHERE enabled AND id = ANY($1) AND (name = $2 OR ($3::text[] <@ skills AND cardinality($3::text[]) > 0))
-		ORDER BY name = $2 DESC, name LIMIT 1`, sender.QueueIDs, toAgent, capabilities).Scan(&name)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", &ValidationError{Fields: []FieldError{{Field: "to_agent", Rule: "route",
+	name, err := queue.Route(ctx, in.db, sender.QueueIDs, toAgent, capabilities)
+	if desk.ErrorCode(err) == desk.NotFound {
+		return "", &handoff.ValidationError{Fields: []handoff.FieldError{{Field: "to_agent", Rule: "route",
 			Message: fmt.Sprintf("no queue of this key is named %q or has the skills %v", toAgent, capabilities)}}}
 	}
 	return name, err

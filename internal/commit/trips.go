@@ -1,4 +1,4 @@
-package handoff
+package commit
 
 import (
 	"context"
@@ -20,18 +20,19 @@ type trip struct {
 	done chan struct{}
 }
 
-// trips sends actions' trips in groups that share one batch and its commit (see convoy). A group
+// Trips sends actions' trips in groups that share one batch and its commit (see convoy). A group
 // holds the row locks its trips take until it commits, but a trip locks only its agent's own row
 // and packages that agent holds, and the claim skips locked packages, so a group seldom waits on
 // another, and briefly.
-type trips struct {
+type Trips struct {
 	db     *pgxpool.Pool
-	groups convoy[*trip]
+	groups *Convoy[*trip]
 }
 
-func newTrips(db *pgxpool.Pool) *trips {
-	ts := &trips{db: db}
-	ts.groups = convoy[*trip]{take: firstOf[*trip](maxTripGroup), write: ts.write}
+// NewTrips returns Trips that send over db.
+func NewTrips(db *pgxpool.Pool) *Trips {
+	ts := &Trips{db: db}
+	ts.groups = NewConvoy(FirstOf[*trip](maxTripGroup), ts.write)
 	return ts
 }
 
@@ -40,15 +41,15 @@ const (
 	tripTimeout  = 30 * time.Second
 )
 
-// send runs the statements of b in one transaction, shared with whatever other trips are waiting,
+// Send runs the statements of b in one transaction, shared with whatever other trips are waiting,
 // and has read consume their results. An error is always b's own: a group that fails is sent
 // again in parts until the trip at fault travels alone.
 //
 // If ctx ends first send returns its error, but the trip may still commit with its group, as when
 // any answer is lost on the way.
-func (ts *trips) send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+func (ts *Trips) Send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
 	t := &trip{b: b, read: read, done: make(chan struct{})}
-	ts.groups.join(t)
+	ts.groups.Join(t)
 	select {
 	case <-t.done:
 		return t.err
@@ -57,12 +58,15 @@ func (ts *trips) send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResu
 	}
 }
 
+// Waiting counts the trips waiting for the next group.
+func (ts *Trips) Waiting() int { return ts.groups.Waiting() }
+
 // write sends a group and answers its trips. When a statement fails, the transaction is rolled
 // back for every trip of the group: the trip whose statement failed goes again alone, to learn
 // whether the failure is its own (a package not as expected, a second reservation) or came from
 // the company it kept (a deadlock with another instance's group), and the others go again
 // together. A failure no trip can be blamed for (a lost connection) sends each alone.
-func (ts *trips) write(group []*trip) {
+func (ts *Trips) write(group []*trip) {
 	ctx, cancel := context.WithTimeout(context.Background(), tripTimeout)
 	defer cancel()
 	failed, err := ts.writeGroup(ctx, group)
@@ -87,7 +91,7 @@ func (ts *trips) write(group []*trip) {
 
 // writeGroup sends the group's statements in one batch and reports, when it fails, which trip's
 // results could not be read (-1 for none).
-func (ts *trips) writeGroup(ctx context.Context, group []*trip) (failed int, err error) {
+func (ts *Trips) writeGroup(ctx context.Context, group []*trip) (failed int, err error) {
 	b := &pgx.Batch{}
 	for _, t := range group {
 		for _, q := range t.b.QueuedQueries {
@@ -108,8 +112,8 @@ func (ts *trips) writeGroup(ctx context.Context, group []*trip) (failed int, err
 	return failed, err
 }
 
-// execAll reads the results of a trip whose statements return nothing the caller needs.
-func execAll(b *pgx.Batch) func(pgx.BatchResults) error {
+// ExecAll reads the results of a trip whose statements return nothing the caller needs.
+func ExecAll(b *pgx.Batch) func(pgx.BatchResults) error {
 	n := b.Len()
 	return func(br pgx.BatchResults) error {
 		for range n {

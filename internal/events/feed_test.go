@@ -1,4 +1,4 @@
-package live
+package events
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
-func insertEvent(t *testing.T, tx pgx.Tx, kind string) int64 {
+func insertEvent(t *testing.T, tx pgx.Tx) int64 {
 	t.Helper()
 	var seq int64
 	if err := tx.QueryRow(context.Background(),
-		`INSERT INTO desk_events (queue_id, handoff_id, kind) VALUES (1, 1, $1) RETURNING seq`, kind).Scan(&seq); err != nil {
+		`INSERT INTO events (kind, queue_id) VALUES ('queued', 1) RETURNING seq`).Scan(&seq); err != nil {
 		t.Fatal(err)
 	}
 	return seq
@@ -39,7 +39,7 @@ func readUntil(t *testing.T, db *pgxpool.Pool, mark Mark, want int) ([]Event, Ma
 	var all []Event
 	deadline := time.Now().Add(10 * time.Second)
 	for len(all) < want && time.Now().Before(deadline) {
-		events, next, err := Read(context.Background(), db, mark, 100)
+		events, next, _, err := Read(context.Background(), db, mark, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,18 +64,18 @@ func TestReadNeverSkipsALateCommit(t *testing.T) {
 
 	early := begin(t, db) // takes the lower seq, commits last
 	late := begin(t, db)  // takes the higher seq, commits first
-	lowSeq := insertEvent(t, early, "early")
-	highSeq := insertEvent(t, late, "late")
+	lowSeq := insertEvent(t, early)
+	highSeq := insertEvent(t, late)
 	if err := late.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	// The higher seq is committed and visible: exactly the moment a seq cursor would skip.
 	var visible int64
-	if err := db.QueryRow(ctx, `SELECT max(seq) FROM desk_events`).Scan(&visible); err != nil || visible != highSeq {
+	if err := db.QueryRow(ctx, `SELECT max(seq) FROM events`).Scan(&visible); err != nil || visible != highSeq {
 		t.Fatalf("visible max seq %d, %v; want %d", visible, err, highSeq)
 	}
-	events, next, err := Read(ctx, db, mark, 100)
+	events, next, _, err := Read(ctx, db, mark, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +107,8 @@ func TestReadDeliversEachEventOnceUnderInterleaving(t *testing.T) {
 		t.Fatal(err)
 	}
 	younger := begin(t, db)
-	youngSeq := insertEvent(t, younger, "young") // the lower seq
-	oldSeq := insertEvent(t, older, "old")       // the higher seq, lower xid
+	youngSeq := insertEvent(t, younger) // the lower seq
+	oldSeq := insertEvent(t, older)     // the higher seq, lower xid
 	seen := map[int64]int{}
 	read := func(want int) {
 		var events []Event
@@ -131,60 +131,5 @@ func TestReadDeliversEachEventOnceUnderInterleaving(t *testing.T) {
 	read(0)
 	if seen[oldSeq] != 1 || seen[youngSeq] != 1 {
 		t.Fatalf("delivered %v, want seq %d and %d once each", seen, youngSeq, oldSeq)
-	}
-}
-
-func TestSharedMemoComputesOncePerKeyAndNests(t *testing.T) {
-	s := NewShared()
-	calls := 0
-	outer := s.Memo("frame", func() any {
-		return s.Memo("items", func() any { calls++; return 1 }).(int) + 1
-	})
-	again := s.Memo("items", func() any { calls++; return 99 })
-	if outer != 2 || again != 1 || calls != 1 {
-		t.Fatalf("outer %v, items %v, %d computations; want 2, 1 and one", outer, again, calls)
-	}
-}
-
-func TestListenAcceptsPoolSettingsInTheURL(t *testing.T) {
-	t.Parallel()
-	url := pgtest.URL(t) + "&pool_max_conns=4"
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	// listenOnce returns only on failure; a connection that LISTENs blocks until the deadline.
-	if err := listenOnce(ctx, url, "self", func(string) {}); ctx.Err() == nil {
-		t.Fatalf("listen with pool_max_conns in the URL failed: %v", err)
-	}
-}
-
-// An instance's own notifications come back to its listener, which must not wake the hub for
-// them: the notifier woke it already.
-func TestListenIgnoresItsOwnEcho(t *testing.T) {
-	t.Parallel()
-	url := pgtest.URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	db, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	wakes := make(chan string, 10)
-	go func() { _ = listenOnce(ctx, url, "me", func(p string) { wakes <- p }) }()
-	if p := <-wakes; p != "" {
-		t.Fatalf("first wake %q, want the one on listening", p)
-	}
-	// One transaction: its notifications arrive together and in order, so "other" comes after
-	// "me" was seen.
-	if _, err := db.Exec(ctx, `SELECT pg_notify($1, 'me'), pg_notify($1, 'other')`, Channel); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case p := <-wakes:
-		if p != "other" {
-			t.Fatalf("woken for %q, want only the other instance's notification", p)
-		}
-	case <-ctx.Done():
-		t.Fatal("the other instance's notification woke nobody")
 	}
 }

@@ -1,54 +1,55 @@
-package handoff
+// Package board is the desk's read model: packages as queue pages, held lists, the package view
+// and live frames show them. It joins across the tables of their owners (handoffs and notes, which
+// intake and actions write; queues; users) and writes nothing.
+package board
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
 )
+
+// Board reads packages for the desk's pages and live frames.
+type Board struct {
+	db *pgxpool.Pool
+}
+
+// New returns a Board over db.
+func New(db *pgxpool.Pool) *Board { return &Board{db: db} }
 
 // Item is a package as the desk shows it: its place and state, its queue's display rules, and
 // the package itself (unmasked: callers mask per receiver with MaskFor before rendering).
 type Item struct {
-	ID              int64
-	PublicID        string
-	QueueID         int64
-	Queue           string
-	Status          Status
-	PriorityRank    int
-	EnqueuedAt      time.Time
-	ExpiresAt       time.Time
-	ReservedUntil   *time.Time
-	AssigneeID      *int64
-	Assignee        string
-	Rejections      int
-	RejectedBy      []int64
-	NeedsSupervisor bool
-	Outcome         string
-	SLA             time.Duration
-	PIIMinRole      string
-	PIIEntityKeys   []string
-	Package         Package
+	// State is what the rules of actions.Check read.
+	actions.State
+	ID            int64
+	QueueID       int64
+	Queue         string
+	PriorityRank  int
+	EnqueuedAt    time.Time
+	ExpiresAt     time.Time
+	ReservedUntil *time.Time
+	Outcome       string
+	SLA           time.Duration
+	PIIMinRole    string
+	PIIEntityKeys []string
+	Package       handoff.Package
 }
 
 // Priority names the item's rank.
-func (it Item) Priority() Priority {
-	for p, rank := range priorityRank {
-		if rank == it.PriorityRank {
-			return p
-		}
-	}
-	return PriorityNormal
-}
+func (it Item) Priority() handoff.Priority { return handoff.PriorityOfRank(it.PriorityRank) }
 
 // Cursor is a position in a queue's claim order, for keyset pagination: no OFFSET, no COUNT, the
 // same cost on page 1 and page 200.
@@ -89,40 +90,40 @@ func (it Item) SortKey() string {
 const itemSelect = `
 	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
-		coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, h.package
+		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the
 // transcript and the rest are most of a package's bytes and none of a card's.
 type cardFields struct {
-	ProblemStatement   string                 `json:"problem_statement"`
-	Contact            Contact                `json:"contact"`
-	StructuredEntities map[string]EntityValue `json:"structured_entities"`
-	Sentiment          Sentiment              `json:"sentiment"`
-	ChannelOrigin      Channel                `json:"channel_origin"`
-	ChannelTarget      Channel                `json:"channel_target"`
+	ProblemStatement   string                         `json:"problem_statement"`
+	Contact            handoff.Contact                `json:"contact"`
+	StructuredEntities map[string]handoff.EntityValue `json:"structured_entities"`
+	Sentiment          handoff.Sentiment              `json:"sentiment"`
+	ChannelOrigin      handoff.Channel                `json:"channel_origin"`
+	ChannelTarget      handoff.Channel                `json:"channel_target"`
 }
 
 // decodeCard fills only what a card shows.
-func decodeCard(pkg []byte, p *Package) error {
+func decodeCard(pkg []byte, p *handoff.Package) error {
 	var c cardFields
 	if err := json.Unmarshal(pkg, &c); err != nil {
 		return err
 	}
-	*p = Package{ProblemStatement: c.ProblemStatement, Contact: c.Contact, StructuredEntities: c.StructuredEntities,
+	*p = handoff.Package{ProblemStatement: c.ProblemStatement, Contact: c.Contact, StructuredEntities: c.StructuredEntities,
 		Sentiment: c.Sentiment, ChannelOrigin: c.ChannelOrigin, ChannelTarget: c.ChannelTarget}
 	return nil
 }
 
 // decodeFull fills the whole package.
-func decodeFull(pkg []byte, p *Package) error { return json.Unmarshal(pkg, p) }
+func decodeFull(pkg []byte, p *handoff.Package) error { return json.Unmarshal(pkg, p) }
 
-func scanItem(row pgx.Row, decode func([]byte, *Package) error) (Item, error) {
+func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, error) {
 	var it Item
 	var pkg []byte
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
-		&it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &pkg)
+		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &pkg)
 	if err != nil {
 		return Item{}, err
 	}
@@ -143,15 +144,15 @@ const PageSize = 50
 
 // Waiting lists a queue's open, unassigned-or-reserved packages in claim order, after the cursor
 // if given, and returns the cursor of the next page (nil at the end).
-func (a *Actions) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]Item, *Cursor, error) {
+func (b *Board) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]Item, *Cursor, error) {
 	var rows pgx.Rows
 	var err error
 	if after == nil {
-		rows, err = a.db.Query(ctx, itemSelect+`
+		rows, err = b.db.Query(ctx, itemSelect+`
 			WHERE h.queue_id = $1 AND h.status IN ('queued', 'reserved')
 			ORDER BY h.priority_rank, h.enqueued_at, h.id LIMIT $2`, queueID, PageSize+1)
 	} else {
-		rows, err = a.db.Query(ctx, itemSelect+`
+		rows, err = b.db.Query(ctx, itemSelect+`
 			WHERE h.queue_id = $1 AND h.status IN ('queued', 'reserved')
 				AND (h.priority_rank, h.enqueued_at, h.id) > ($2, $3, $4)
 			ORDER BY h.priority_rank, h.enqueued_at, h.id LIMIT $5`, queueID, after.Rank, after.EnqueuedAt, after.ID, PageSize+1)
@@ -169,10 +170,10 @@ func (a *Actions) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]
 }
 
 // Held lists the open packages a user holds, oldest first.
-func (a *Actions) Held(ctx context.Context, userID int64) ([]Item, error) {
-	rows, err := a.db.Query(ctx, itemSelect+`
-		WHERE h.assignee_id = $1 AND h.status IN ('reserved', 'accepted', 'awaiting_approval')
-		ORDER BY h.accepted_at NULLS FIRST, h.id`, userID)
+func (b *Board) Held(ctx context.Context, userID int64) ([]Item, error) {
+	rows, err := b.db.Query(ctx, itemSelect+`
+		WHERE h.assignee_id = $1 AND h.status = ANY($2) AND h.status <> 'queued'
+		ORDER BY h.accepted_at NULLS FIRST, h.id`, userID, handoff.OpenStatuses())
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +181,8 @@ func (a *Actions) Held(ctx context.Context, userID int64) ([]Item, error) {
 }
 
 // Item returns one package by its public id.
-func (a *Actions) Item(ctx context.Context, publicID string) (Item, error) {
-	it, err := scanItem(a.db.QueryRow(ctx, itemSelect+` WHERE h.handoff_id = $1`, publicID), decodeFull)
+func (b *Board) Item(ctx context.Context, publicID string) (Item, error) {
+	it, err := scanItem(b.db.QueryRow(ctx, itemSelect+` WHERE h.handoff_id = $1`, publicID), decodeFull)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Item{}, desk.Errorf(desk.NotFound, "no handoff %q", publicID)
 	}
@@ -190,8 +191,8 @@ func (a *Actions) Item(ctx context.Context, publicID string) (Item, error) {
 
 // Items loads packages by row id as cards (only what cards show is decoded), for the live desk
 // to render what changed.
-func (a *Actions) Items(ctx context.Context, ids []int64) (map[int64]Item, error) {
-	rows, err := a.db.Query(ctx, itemSelect+` WHERE h.id = ANY($1)`, ids)
+func (b *Board) Items(ctx context.Context, ids []int64) (map[int64]Item, error) {
+	rows, err := b.db.Query(ctx, itemSelect+` WHERE h.id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -214,48 +215,12 @@ type Note struct {
 }
 
 // Notes lists a package's notes, oldest first.
-func (a *Actions) Notes(ctx context.Context, id int64) ([]Note, error) {
-	rows, err := a.db.Query(ctx, `
+func (b *Board) Notes(ctx context.Context, id int64) ([]Note, error) {
+	rows, err := b.db.Query(ctx, `
 		SELECT u.display_name, n.body, n.created_at FROM handoff_notes n JOIN users u ON u.id = n.author_id
 		WHERE n.handoff_id = $1 ORDER BY n.id`, id)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Note])
-}
-
-// Open reports whether the package still waits or is being worked.
-func (it Item) Open() bool {
-	switch it.Status {
-	case StatusQueued, StatusReserved, StatusAccepted, StatusAwaitingApproval:
-		return true
-	}
-	return false
-}
-
-// HeldBy reports whether the user holds the package (reserved or accepted).
-func (it Item) HeldBy(userID int64) bool { return it.AssigneeID != nil && *it.AssigneeID == userID }
-
-// Permissions are the actions a user may take on a package now. They mirror the checks the
-// actions themselves make, so the desk only offers what will succeed.
-type Permissions struct {
-	Accept, Reject, Return, Transfer, Resolve bool
-}
-
-// PermissionsFor works out what user, who is a member of the package's queue or not, may do.
-func (it Item) PermissionsFor(user auth.User, member bool) Permissions {
-	supervisor := user.Role.AtLeast(auth.RoleSupervisor)
-	if !it.Open() || (!member && !supervisor) {
-		return Permissions{}
-	}
-	mine := it.HeldBy(user.ID)
-	takeable := it.Status == StatusQueued && !slices.Contains(it.RejectedBy, user.ID) && (!it.NeedsSupervisor || supervisor)
-	holderOrSupervisor := mine || supervisor
-	return Permissions{
-		Accept:   takeable || (it.Status == StatusReserved && mine),
-		Reject:   (it.Status == StatusReserved || it.Status == StatusAccepted) && holderOrSupervisor,
-		Return:   it.Status == StatusQueued || holderOrSupervisor,
-		Transfer: it.Status == StatusQueued || holderOrSupervisor,
-		Resolve:  it.Status == StatusAccepted && holderOrSupervisor,
-	}
 }

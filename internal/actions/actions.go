@@ -1,0 +1,414 @@
+// Package actions is the desk's work on a package: take next, accept, reject, return to the bot,
+// transfer, resolve, a bot's cancel, and the sweeper that takes back reservations and expires
+// what nobody claimed. Who may do what is one function, Check (rules.go). Every change commits
+// with its row in the event log and, where the bot cares, its webhook.
+//
+// The common actions on a package this instance reserved or accepted for the agent take a fast
+// path: their update goes with its records in one round trip, bound to what the instance
+// remembers of the package (holds.go), and the round trips of many agents share one commit
+// (commit.Trips). Everything else locks the package's row, checks the rules and then writes.
+package actions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/commit"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// Service does the desk's work on packages.
+type Service struct {
+	db      *pgxpool.Pool
+	now     func() time.Time
+	changed func() // called after a commit, to wake the live desk
+	holds   holds
+	trips   *commit.Trips
+}
+
+// New returns a Service over db that tells time with now and calls changed after every committed
+// change.
+func New(db *pgxpool.Pool, now func() time.Time, changed func()) *Service {
+	if changed == nil {
+		changed = func() {}
+	}
+	return &Service{db: db, now: now, changed: changed, holds: holds{m: make(map[string]hold)}, trips: commit.NewTrips(db)}
+}
+
+// held is a package row locked for an action, with its queue.
+type held struct {
+	State
+	ID       int64
+	APIKeyID int64
+	Queue    queue.Queue
+	// Member says whether the acting user works the package's queue.
+	Member bool
+}
+
+// hold is what this instance remembers of the locked package once the user holds it.
+func (h held) hold(userID int64) hold {
+	return hold{publicID: h.PublicID, rowID: h.ID, apiKeyID: h.APIKeyID, queueID: h.Queue.ID, queue: h.Queue.Name, userID: userID}
+}
+
+// check applies the rules to the locked package.
+func (h held) check(act Action, user auth.User, now time.Time) error {
+	return Check(act, user, h.Member, h.State, now)
+}
+
+// lock takes the package's row lock for the rest of tx: whoever comes second waits, then sees the
+// first one's result. That is what makes accept exactly-once across agents and instances. The
+// same statement reads, across their owners' tables, the assignee's name and whether the user
+// works the package's queue; the queue follows.
+func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (held, error) {
+	var h held
+	var queueID int64
+	err := tx.QueryRow(ctx, `
+		SELECT h.id, h.handoff_id, h.status, h.assignee_id, coalesce(u.display_name, ''), h.rejected_by, h.rejections,
+			h.needs_supervisor, h.offered_to, h.offered_until, h.api_key_id, h.queue_id,
+			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2)
+		FROM handoffs h LEFT JOIN users u ON u.id = h.assignee_id
+		WHERE h.handoff_id = $1 FOR UPDATE OF h`, handoffID, user.ID).Scan(
+		&h.ID, &h.PublicID, &h.Status, &h.AssigneeID, &h.Assignee, &h.RejectedBy, &h.Rejections,
+		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID, &h.Member)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return held{}, desk.Errorf(desk.NotFound, "no handoff %q", handoffID)
+	}
+	if err != nil {
+		return held{}, err
+	}
+	h.Queue, err = queue.ByID(ctx, tx, queueID)
+	return h, err
+}
+
+// lockTo locks the package and checks that the user may do act to it.
+func lockTo(ctx context.Context, tx pgx.Tx, act Action, user auth.User, handoffID string, now time.Time) (held, error) {
+	h, err := lock(ctx, tx, user, handoffID)
+	if err != nil {
+		return held{}, err
+	}
+	return h, h.check(act, user, now)
+}
+
+// checkRoom locks the agent's own row, so that two tabs of one agent claim one at a time, and
+// refuses a claim beyond the agent's capacity. The count is a statement of its own, after the
+// lock: a statement that waited for the lock would still count from the snapshot it began with,
+// missing the claim the other tab committed meanwhile. Both travel in one round trip.
+func checkRoom(ctx context.Context, tx pgx.Tx, user auth.User) error {
+	var capacity, holding int
+	b := &pgx.Batch{}
+	b.Queue(`SELECT capacity FROM users WHERE id = $1 FOR UPDATE`, user.ID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&capacity)
+	})
+	b.Queue(`SELECT count(*) FROM handoffs WHERE assignee_id = $1 AND status = ANY($2)`, user.ID, handoff.OpenStatuses()).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&holding) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	return roomFor(capacity, holding)
+}
+
+func roomFor(capacity, holding int) error {
+	if holding >= capacity {
+		return &desk.Error{Code: desk.Conflict, Reason: "at_capacity",
+			Message: fmt.Sprintf("you already hold %d of your %d packages: resolve or hand one on first", holding, capacity)}
+	}
+	return nil
+}
+
+func (a *Service) inTx(ctx context.Context, f func(tx pgx.Tx, now time.Time) error) error {
+	err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error { return f(tx, a.now()) })
+	if err == nil {
+		a.changed()
+	}
+	return secondReservation(err)
+}
+
+// apply runs the statement that makes a change and records the change, in one round trip.
+func apply(ctx context.Context, tx pgx.Tx, update string, args []any, c events.Change) error {
+	b := &pgx.Batch{}
+	b.Queue(update, args...)
+	if err := events.Queue(b, c); err != nil {
+		return err
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// secondReservation explains the database's refusal of a second reservation to one agent.
+func secondReservation(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.ConstraintName == "handoffs_one_reservation_idx" {
+		return desk.Errorf(desk.Conflict, "you already hold a reservation: accept or reject it first")
+	}
+	return err
+}
+
+// nextSQL reserves the package Next takes and records the reservation, in one statement. The
+// agent's row is locked so that two tabs of one agent claim one at a time; the claim skips rows
+// other agents are claiming; the event is written only when a row was claimed. It always returns
+// one row, which says why nothing was claimed when nothing was. It is the claim half of Check's
+// Accept rule, written as a query over the queue.
+// $1 queue name, $2 user, $3 supervisor, $4 now, $5 open statuses, $6 the event's kind.
+const nextSQL = `
+	WITH q AS (
+		SELECT id, name, reservation_timeout FROM queues WHERE name = $1
+	), me AS (
+		SELECT u.capacity, (SELECT count(*) FROM handoffs WHERE assignee_id = u.id AND status = ANY($5)) AS holding,
+			$3 OR EXISTS (SELECT 1 FROM queue_members m, q WHERE m.queue_id = q.id AND m.user_id = u.id) AS may_act
+		FROM users u WHERE u.id = $2 FOR UPDATE
+	), pick AS (
+		-- Scalar subqueries, not joins, so that the queue's id is a constant to the planner and the
+		-- claim reads handoffs_queue_page_idx in claim order instead of sorting the queue.
+		SELECT h.id FROM handoffs h
+		WHERE h.queue_id = (SELECT id FROM q) AND (SELECT may_act AND holding < capacity FROM me)
+			AND h.status = 'queued' AND NOT ($2 = ANY (h.rejected_by))
+			AND (NOT h.needs_supervisor OR $3)
+			AND (h.offered_to IS NULL OR h.offered_to = $2 OR h.offered_until <= $4)
+		ORDER BY h.priority_rank, h.enqueued_at, h.id
+		LIMIT 1 FOR UPDATE SKIP LOCKED
+	), reserved AS (
+		UPDATE handoffs h SET status = 'reserved', assignee_id = $2, reserved_until = $4::timestamptz + q.reservation_timeout,
+			updated_at = $4
+		FROM pick, q WHERE h.id = pick.id
+		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until
+	), event AS (
+		INSERT INTO events (at, kind, queue_id, handoff_id, actor_user, detail)
+		SELECT $4, $6, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
+		FROM reserved r, q
+	)
+	SELECT q.id, q.name, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
+		r.id, r.handoff_id, r.api_key_id
+	FROM (SELECT) one LEFT JOIN q ON true LEFT JOIN me ON true LEFT JOIN reserved r ON true`
+
+// Next reserves the highest-priority, oldest package the agent may take in the queue. The agent
+// accepts it within the queue's reservation timeout, or it goes back.
+func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (string, error) {
+	var queueID, rowID, apiKeyID *int64
+	var name, handoffID *string
+	var mayAct bool
+	var capacity, holding int
+	b := &pgx.Batch{}
+	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), handoff.OpenStatuses(), events.Reserved)
+	err := a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&queueID, &name, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID)
+	})
+	switch {
+	case err != nil:
+		return "", secondReservation(err)
+	case queueID == nil:
+		return "", desk.Errorf(desk.NotFound, "queue %q does not exist", queueName)
+	case !mayAct:
+		return "", notMember()
+	case handoffID == nil:
+		if err := roomFor(capacity, holding); err != nil {
+			return "", err
+		}
+		return "", desk.Errorf(desk.NotFound, "nothing is waiting for you in %s", queueName)
+	}
+	a.changed()
+	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *queueID, queue: *name, userID: user.ID})
+	return *handoffID, nil
+}
+
+// Accept claims a package for the agent: the reservation they hold, or a waiting package they
+// pick from the list. Across all agents and instances exactly one accept wins.
+func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) error {
+	accepted := func(hd hold, now time.Time) events.Change {
+		return hd.to(events.Change{Kind: events.Accepted, Status: handoff.StatusAccepted, ActorUser: &user.ID,
+			Assignee: user.DisplayName, At: now})
+	}
+	if hd, ok := a.holds.get(handoffID, user.ID); ok {
+		now := a.now()
+		done, err := a.fast(ctx, user, hd, `status = 'accepted', reserved_until = NULL, accepted_at = $6, updated_at = $6`,
+			`h.status = 'reserved'`, []any{now}, accepted(hd, now))
+		if done || err != nil {
+			return err
+		}
+	}
+	var hd hold
+	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		h, err := lockTo(ctx, tx, Accept, user, handoffID, now)
+		if err != nil {
+			return err
+		}
+		if h.Status == handoff.StatusQueued {
+			if err := checkRoom(ctx, tx, user); err != nil {
+				return err
+			}
+		}
+		hd = h.hold(user.ID)
+		return apply(ctx, tx, `
+			UPDATE handoffs SET status = 'accepted', assignee_id = $2, reserved_until = NULL, accepted_at = $3, updated_at = $3
+			WHERE id = $1`, []any{h.ID, user.ID, now}, accepted(hd, now))
+	})
+	if err == nil {
+		a.holds.put(hd)
+	}
+	return err
+}
+
+// Reject hands a reserved or accepted package back to its queue (or to another queue the
+// transfer policy allows). The agent is not offered it again; after the queue's max rejections
+// only a supervisor can take it. It returns the queue the package was in.
+func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason, toQueue string) (from string, err error) {
+	if reason == "" {
+		return "", desk.Errorf(desk.Invalid, "a rejection needs a reason")
+	}
+	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		h, err := lockTo(ctx, tx, Reject, user, handoffID, now)
+		if err != nil {
+			return err
+		}
+		target := h.Queue
+		if toQueue != "" && toQueue != h.Queue.Name {
+			if target, err = transferTarget(ctx, tx, h.Queue, toQueue); err != nil {
+				return err
+			}
+		}
+		rejections := h.Rejections + 1
+		needsSupervisor := rejections >= h.Queue.MaxRejections
+		from = h.Queue.Name
+		return apply(ctx, tx, `
+			UPDATE handoffs SET status = 'queued', assignee_id = NULL, reserved_until = NULL, accepted_at = NULL,
+				rejected_by = array_append(rejected_by, $2), rejections = $3, needs_supervisor = $4,
+				queue_id = $5, offered_to = NULL, offered_until = NULL, updated_at = $6
+			WHERE id = $1`, []any{h.ID, user.ID, rejections, needsSupervisor, target.ID, now},
+			events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
+				APIKeyID: h.APIKeyID, Kind: events.Rejected, Status: handoff.StatusQueued, ActorUser: &user.ID, Reason: reason, At: now,
+				Detail: map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name}})
+	})
+	return a.released(handoffID, from, err)
+}
+
+// released forgets the hold on a package that left its holder's hands.
+func (a *Service) released(handoffID, from string, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	a.holds.drop(handoffID)
+	return from, nil
+}
+
+// ReturnToBot closes the package and hands the conversation back to the bot with a reason code.
+// It returns the queue the package was in.
+func (a *Service) ReturnToBot(ctx context.Context, user auth.User, handoffID, reasonCode, note string) (from string, err error) {
+	if !slices.Contains(handoff.ReturnReasons(), reasonCode) {
+		return "", desk.Errorf(desk.Invalid, "reason %q is not one of %v", reasonCode, handoff.ReturnReasons())
+	}
+	return a.close(ctx, Return, user, handoffID, handoff.StatusReturnedToBot, events.ReturnedToBot, reasonCode, note)
+}
+
+// Resolve closes an accepted package with a resolution code. It returns the queue the package
+// was in.
+func (a *Service) Resolve(ctx context.Context, user auth.User, handoffID, code, note string) (from string, err error) {
+	if !slices.Contains(handoff.ResolutionCodes(), code) {
+		return "", desk.Errorf(desk.Invalid, "resolution %q is not one of %v", code, handoff.ResolutionCodes())
+	}
+	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, code, note)
+}
+
+// close ends a package for act. The fast path's update holds the part of Check it relies on: a
+// package the user holds, in a status act closes.
+func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note string) (string, error) {
+	if len(note) > 2000 {
+		return "", desk.Errorf(desk.Invalid, "the note is over 2000 characters")
+	}
+	closed := func(hd hold, now time.Time) events.Change {
+		return hd.to(events.Change{Kind: kind, Status: status, ActorUser: &user.ID, Reason: outcome, Outcome: outcome,
+			Note: note, Assignee: user.DisplayName, At: now})
+	}
+	if hd, ok := a.holds.get(handoffID, user.ID); ok {
+		from := []handoff.Status{handoff.StatusAccepted}
+		if act == Return {
+			from = append(from, handoff.StatusReserved)
+		}
+		now := a.now()
+		done, err := a.fast(ctx, user, hd, `status = $6, outcome = $7, outcome_note = NULLIF($8, ''), closed_at = $9, updated_at = $9,
+			reserved_until = NULL`, `h.status = ANY ($10)`, []any{status, outcome, note, now, from}, closed(hd, now))
+		if done || err != nil {
+			return a.released(handoffID, hd.queue, err)
+		}
+	}
+	var queueName string
+	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		h, err := lockTo(ctx, tx, act, user, handoffID, now)
+		if err != nil {
+			return err
+		}
+		queueName = h.Queue.Name
+		return apply(ctx, tx, `
+			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
+				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6)
+			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID}, closed(h.hold(user.ID), now))
+	})
+	return a.released(handoffID, queueName, err)
+}
+
+// transferTarget resolves a queue the policy of from lets packages move to.
+func transferTarget(ctx context.Context, tx pgx.Tx, from queue.Queue, name string) (queue.Queue, error) {
+	to, err := queue.Enabled(ctx, tx, name)
+	if desk.ErrorCode(err) == desk.NotFound {
+		return queue.Queue{}, desk.Errorf(desk.Invalid, "no enabled queue is named %q", name)
+	}
+	if err != nil {
+		return queue.Queue{}, err
+	}
+	if !queue.TransferAllowed(from, to) {
+		return queue.Queue{}, desk.Errorf(desk.Forbidden, "%s's transfer policy (%v) does not allow %s", from.Name, from.TransferPolicy, to.Name)
+	}
+	return to, nil
+}
+
+// Transfer moves a package to another queue the transfer policy allows, with a note for the next
+// agent. The pair guard applies: a package moved out of a queue cannot be sent back within the
+// target queue's cooldown, so two teams cannot bounce a customer. It returns the queue the
+// package was in.
+func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQueue, note string) (from string, err error) {
+	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		h, err := lockTo(ctx, tx, Transfer, user, handoffID, now)
+		if err != nil {
+			return err
+		}
+		target, err := transferTarget(ctx, tx, h.Queue, toQueue)
+		if err != nil {
+			return err
+		}
+		if target.ID == h.Queue.ID {
+			return desk.Errorf(desk.Invalid, "%s is already in %s", handoffID, toQueue)
+		}
+		bouncedAt, err := events.LastTransferOut(ctx, tx, h.ID, target.Name, now.Add(-target.Guards.PairCooldown))
+		if err != nil {
+			return err
+		}
+		if bouncedAt != nil {
+			return &desk.Error{Code: desk.RateLimited, Reason: handoff.ReasonCircular, RetryAfter: bouncedAt.Add(target.Guards.PairCooldown).Sub(now),
+				Message: fmt.Sprintf("%s left %s less than %s ago; it cannot go back yet", handoffID, target.Name, target.Guards.PairCooldown)}
+		}
+		from = h.Queue.Name
+		if note != "" {
+			if _, err := tx.Exec(ctx, `INSERT INTO handoff_notes (handoff_id, author_id, body, created_at) VALUES ($1, $2, $3, $4)`,
+				h.ID, user.ID, note, now); err != nil {
+				return err
+			}
+		}
+		return apply(ctx, tx, `
+			UPDATE handoffs SET queue_id = $2, status = 'queued', assignee_id = NULL, reserved_until = NULL, accepted_at = NULL,
+				rejected_by = '{}', needs_supervisor = false, offered_to = NULL, offered_until = NULL,
+				expires_at = greatest(expires_at, $3::timestamptz + $4::interval), updated_at = $3
+			WHERE id = $1`, []any{h.ID, target.ID, now, target.TTL},
+			events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
+				APIKeyID: h.APIKeyID, Kind: events.Transferred, Status: handoff.StatusQueued, ActorUser: &user.ID, Note: note, At: now,
+				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}})
+	})
+	return a.released(handoffID, from, err)
+}

@@ -1,0 +1,58 @@
+package actions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// Cancel closes an open package of the bot's key, in one of queueIDs, because the customer left,
+// freeing its queue and its contact.
+func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, handoffID string) error {
+	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		c := events.Change{PublicID: handoffID, APIKeyID: apiKeyID, Kind: events.Canceled, Status: handoff.StatusCanceled,
+			ActorBot: &apiKeyID, Outcome: "canceled", At: now}
+		err := tx.QueryRow(ctx, `
+			UPDATE handoffs h SET status = 'canceled', outcome = 'canceled', closed_at = $3, updated_at = $3,
+				reserved_until = NULL
+			FROM queues q
+			WHERE h.handoff_id = $1 AND h.queue_id = ANY($2) AND h.status = ANY($4) AND q.id = h.queue_id
+			RETURNING h.id, h.api_key_id, h.queue_id, q.name`, handoffID, queueIDs, now, handoff.OpenStatuses()).
+			Scan(&c.HandoffID, &c.APIKeyID, &c.QueueID, &c.Queue)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notOpen(ctx, tx, queueIDs, handoffID)
+		}
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		if err := events.Queue(b, c); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("cancel %s: %w", handoffID, err)
+	}
+	return nil
+}
+
+// notOpen explains why a package of these queues could not be canceled.
+func notOpen(ctx context.Context, tx pgx.Tx, queueIDs []int64, handoffID string) error {
+	var status handoff.Status
+	err := tx.QueryRow(ctx, `SELECT status FROM handoffs WHERE handoff_id = $1 AND queue_id = ANY($2)`, handoffID, queueIDs).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return desk.Errorf(desk.NotFound, "no handoff %q in this key's queues", handoffID)
+	}
+	if err != nil {
+		return err
+	}
+	return desk.Errorf(desk.Conflict, "handoff %q is already %s", handoffID, status)
+}

@@ -1,0 +1,102 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/webhook"
+)
+
+// Change is one state change of a package, as the live desk, the audit and the bot learn it.
+type Change struct {
+	HandoffID int64  // the row id
+	PublicID  string // the bot's handoff_id
+	QueueID   int64
+	Queue     string
+	// FromQueueID is the queue the package left, when the change moved it: pages of that queue
+	// drop its card.
+	FromQueueID int64
+	APIKeyID    int64
+	Kind        Kind
+	// Status is the package's status after the change.
+	Status    handoff.Status
+	ActorUser *int64
+	ActorBot  *int64
+	Reason    string
+	Note      string
+	Outcome   string
+	Assignee  string
+	Detail    map[string]any
+	At        time.Time
+}
+
+// Queue adds changes to a batch the caller sends inside the changes' transaction: one log row
+// each and, for the changes a bot hears about, their webhooks. All of them commit or roll back
+// with the changes, in the caller's round trip, as one insert per table whatever their number: a
+// statement's fixed cost in PostgreSQL outweighs a small row's.
+func Queue(b *pgx.Batch, cs ...Change) error {
+	n := len(cs)
+	var (
+		at                    = make([]time.Time, n)
+		kinds, details        = make([]string, n), make([]string, n)
+		queues, fromQueues    = make([]*int64, n), make([]*int64, n)
+		handoffs              = make([]*int64, n)
+		actorUsers, actorBots = make([]*int64, n), make([]*int64, n)
+		hooks                 []webhook.Event
+	)
+	for i, c := range cs {
+		if !slices.Contains(Kinds(), c.Kind) {
+			return fmt.Errorf("record change of %s: unknown kind %q", c.PublicID, c.Kind)
+		}
+		detail, err := c.detail()
+		if err != nil {
+			return err
+		}
+		at[i], kinds[i], details[i] = c.At, string(c.Kind), string(detail)
+		queues[i], fromQueues[i], handoffs[i] = nonZero(c.QueueID), nonZero(c.FromQueueID), nonZero(c.HandoffID)
+		actorUsers[i], actorBots[i] = c.ActorUser, c.ActorBot
+		if c.Kind.TellsBot() {
+			hooks = append(hooks, webhook.Event{
+				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
+				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, OccurredAt: c.At,
+			})
+		}
+	}
+	b.Queue(`INSERT INTO events (at, kind, queue_id, from_queue_id, handoff_id, actor_user, actor_bot, detail)
+		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
+			$7::bigint[], $8::text[]::jsonb[])`,
+		at, kinds, queues, fromQueues, handoffs, actorUsers, actorBots, details)
+	if len(hooks) == 0 {
+		return nil
+	}
+	return webhook.Queue(b, hooks...)
+}
+
+func nonZero(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+// detail is the log's account of c: the status it left the package in, and whatever the actor
+// gave as reason, note or outcome.
+func (c Change) detail() ([]byte, error) {
+	detail := map[string]any{}
+	if c.Status != "" {
+		detail["status"] = c.Status
+	}
+	maps.Copy(detail, c.Detail)
+	for k, v := range map[string]string{"reason": c.Reason, "note": c.Note, "outcome": c.Outcome, "queue": c.Queue} {
+		if v != "" {
+			detail[k] = v
+		}
+	}
+	return json.Marshal(detail)
+}

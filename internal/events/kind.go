@@ -1,0 +1,39 @@
+// Package events is the desk's one append-only log of what happened to packages. Every change
+// writes one row, in its own transaction: the live desk reads the log by transaction-id watermark
+// to move every open browser, the audit reads the same rows, and the changes a bot hears about
+// also write its webhook. The database refuses UPDATE, DELETE and TRUNCATE on the log.
+package events
+
+// Kind is what happened. Writers, the live desk and the webhooks all read this one list; the
+// events table's check constraint (migrations/00007_events.sql) holds the same.
+type Kind string
+
+const (
+	Queued        Kind = "queued"
+	Reserved      Kind = "reserved"
+	Released      Kind = "released" // a reservation ran out and the package went back to its queue
+	Accepted      Kind = "accepted"
+	Rejected      Kind = "rejected"
+	Transferred   Kind = "transferred"
+	ReturnedToBot Kind = "returned_to_bot"
+	Resolved      Kind = "resolved"
+	Expired       Kind = "expired"
+	Canceled      Kind = "canceled"
+	Presence      Kind = "presence" // someone's presence changed: supervisors' rosters refresh
+)
+
+// Kinds lists every kind.
+func Kinds() []Kind {
+	return []Kind{Queued, Reserved, Released, Accepted, Rejected, Transferred, ReturnedToBot, Resolved,
+		Expired, Canceled, Presence}
+}
+
+// TellsBot reports whether the package's bot receives a webhook for changes of this kind. Desk-only
+// kinds (a reservation, its release, presence) are no business of the bot's.
+func (k Kind) TellsBot() bool {
+	switch k {
+	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled:
+		return true
+	}
+	return false
+}

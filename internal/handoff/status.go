@@ -1,0 +1,57 @@
+package handoff
+
+import "slices"
+
+// Status is where a package is in its life at the desk.
+type Status string
+
+const (
+	StatusQueued           Status = "queued"
+	StatusReserved         Status = "reserved"
+	StatusAccepted         Status = "accepted"
+	StatusAwaitingApproval Status = "awaiting_approval"
+	StatusResolved         Status = "resolved"
+	StatusReturnedToBot    Status = "returned_to_bot"
+	StatusExpired          Status = "expired"
+	StatusCanceled         Status = "canceled"
+)
+
+// OpenStatuses are the statuses in which a package still occupies its queue and its contact. SQL
+// receives them as a parameter (status = ANY($n)).
+func OpenStatuses() []Status {
+	return []Status{StatusQueued, StatusReserved, StatusAccepted, StatusAwaitingApproval}
+}
+
+// Open reports whether a package in this status still waits or is being worked.
+func (s Status) Open() bool { return slices.Contains(OpenStatuses(), s) }
+
+// Guard reasons, as a refused bot reads them.
+const (
+	ReasonContactHourly = "contact_hourly_limit"
+	ReasonContactDaily  = "contact_daily_limit"
+	ReasonCircular      = "circular_handoff"
+	ReasonOpenHandoff   = "open_handoff"
+)
+
+// ReturnReasons are why a human sent the conversation back to the bot. They feed the bots' evals.
+func ReturnReasons() []string {
+	return []string{"resolved_by_policy", "wrong_escalation", "needs_more_info", "out_of_scope", "duplicate"}
+}
+
+// ResolutionCodes are what an agent closes a package with.
+func ResolutionCodes() []string {
+	return []string{"solved", "refunded", "workaround", "no_fault_found", "customer_unreachable"}
+}
+
+// Rank orders priorities as "next" takes them: 0 (urgent) first.
+func (p Priority) Rank() int {
+	return len(Priorities()) - 1 - slices.Index(Priorities(), p)
+}
+
+// PriorityOfRank is the priority of a rank, normal for a rank no priority has.
+func PriorityOfRank(rank int) Priority {
+	if rank < 0 || rank >= len(Priorities()) {
+		return PriorityNormal
+	}
+	return Priorities()[len(Priorities())-1-rank]
+}

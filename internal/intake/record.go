@@ -1,0 +1,62 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// Record is what a bot may know of a package it sent: where it is, who has it, how it ended.
+type Record struct {
+	HandoffID   string         `json:"handoff_id"`
+	Status      handoff.Status `json:"status"`
+	Queue       string         `json:"queue"`
+	ContactID   string         `json:"contact_id"`
+	Assignee    string         `json:"assignee,omitempty"`
+	Outcome     string         `json:"outcome,omitempty"`
+	OutcomeNote string         `json:"outcome_note,omitempty"`
+	CreatedAt   time.Time      `json:"created_at"`
+	AcceptedAt  *time.Time     `json:"accepted_at,omitempty"`
+	ClosedAt    *time.Time     `json:"closed_at,omitempty"`
+	ExpiresAt   time.Time      `json:"expires_at"`
+}
+
+const recordSelect = `
+	SELECT h.handoff_id, h.status, q.name, h.contact_id, coalesce(u.display_name, ''), coalesce(h.outcome, ''),
+		coalesce(h.outcome_note, ''), h.created_at, h.accepted_at, h.closed_at, h.expires_at
+	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
+
+func scanRecord(row pgx.Row) (Record, error) {
+	var r Record
+	err := row.Scan(&r.HandoffID, &r.Status, &r.Queue, &r.ContactID, &r.Assignee, &r.Outcome, &r.OutcomeNote,
+		&r.CreatedAt, &r.AcceptedAt, &r.ClosedAt, &r.ExpiresAt)
+	return r, err
+}
+
+// Get returns a package in one of the sender's queues; others are NotFound, so ids do not leak
+// between bots.
+func (in *Intake) Get(ctx context.Context, sender Sender, handoffID string) (Record, error) {
+	r, err := scanRecord(in.db.QueryRow(ctx, recordSelect+` WHERE h.handoff_id = $1 AND h.queue_id = ANY($2)`,
+		handoffID, sender.QueueIDs))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, desk.Errorf(desk.NotFound, "no handoff %q in this key's queues", handoffID)
+	}
+	return r, err
+}
+
+// ForContact lists a contact's packages in the sender's queues, newest first, so a bot can resume
+// an incident when the customer comes back.
+func (in *Intake) ForContact(ctx context.Context, sender Sender, contactID string, openOnly bool) ([]Record, error) {
+	rows, err := in.db.Query(ctx, recordSelect+`
+		WHERE h.contact_id = $1 AND h.queue_id = ANY($2) AND (NOT $3 OR h.status = ANY($4))
+		ORDER BY h.created_at DESC LIMIT 100`, contactID, sender.QueueIDs, openOnly, handoff.OpenStatuses())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -56,31 +57,37 @@ func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*webs
 	if err != nil {
 		return nil, err
 	}
-	encode := func() any {
+	encode := func() (*websocket.PreparedMessage, error) {
 		f, err := s.framesFor(ctx, w, b)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		data, err := json.Marshal(f)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		msg, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-		if err != nil {
-			return err
-		}
-		return msg
+		return websocket.NewPreparedMessage(websocket.TextMessage, data)
 	}
-	var result any
 	if key, ok := w.shareKey(items); ok {
-		result = b.Shared.Memo(key, encode)
-	} else {
-		result = encode()
+		return memo(b.Shared, key, encode)
 	}
-	if err, ok := result.(error); ok {
-		return nil, err
-	}
-	return result.(*websocket.PreparedMessage), nil
+	return encode()
+}
+
+// memo computes a value once per batch for all the sockets asking with the same key. The error
+// is kept with the value, so a render that failed fails every socket sharing it instead of
+// handing them an empty fragment.
+func memo[T any](shared *live.Shared, key any, f func() (T, error)) (T, error) {
+	r := shared.Memo(key, func() any {
+		v, err := f()
+		return memoed[T]{v, err}
+	}).(memoed[T])
+	return r.v, r.err
+}
+
+type memoed[T any] struct {
+	v   T
+	err error
 }
 
 // frameKey names a frame that several sockets share.
@@ -103,14 +110,14 @@ func (w watcher) shareKey(items map[int64]handoff.Item) (frameKey, bool) {
 
 const catchUpLimit = 10000
 
-// catchUp sends what changed between the browser's last mark and now.
-func (s *Server) catchUp(ctx context.Context, conn *websocket.Conn, w watcher, since live.Mark) error {
+// catchUpFrame is what changed for w between the browser's last mark and now.
+func (s *Server) catchUpFrame(ctx context.Context, w watcher, since live.Mark) (frame, error) {
 	var missed []live.Event
 	mark := since
 	for {
 		events, next, err := live.Read(ctx, s.db, mark, catchUpLimit)
 		if err != nil {
-			return err
+			return frame{}, err
 		}
 		for _, e := range events {
 			if w.watches(e) {
@@ -122,11 +129,7 @@ func (s *Server) catchUp(ctx context.Context, conn *websocket.Conn, w watcher, s
 			break
 		}
 	}
-	f, err := s.framesFor(ctx, w, live.Batch{Events: missed, Mark: mark, Shared: live.NewShared()})
-	if err != nil {
-		return err
-	}
-	return writeFrame(conn, f)
+	return s.framesFor(ctx, w, live.Batch{Events: missed, Mark: mark, Shared: live.NewShared()})
 }
 
 // framesFor renders what one socket shows of a batch. Items are loaded once per batch and each
@@ -138,20 +141,19 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 	}
 	f := frame{Type: "events", Mark: b.Mark}
 	if w.roster && len(b.Events) > 0 {
-		type rendered struct {
-			html string
-			err  error
-		}
-		r := b.Shared.Memo("roster", func() any {
+		roster, err := memo(b.Shared, "roster", func() (fragment, error) {
 			ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 			defer cancel()
 			v, err := s.rosterView(ctx)
-			return rendered{renderString(ctx, views.Roster(v)), err}
-		}).(rendered)
-		if r.err != nil {
-			return frame{}, r.err
+			if err != nil {
+				return fragment{}, err
+			}
+			return rendered(ctx, fragment{Target: "roster", Op: "replace"}, views.Roster(v))
+		})
+		if err != nil {
+			return frame{}, err
 		}
-		f.Fragments = append(f.Fragments, fragment{Target: "roster", Op: "replace", HTML: r.html})
+		f.Fragments = append(f.Fragments, roster)
 	}
 	seen := map[int64]bool{}
 	for _, e := range b.Events {
@@ -164,7 +166,11 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			continue
 		}
 		if len(w.queueIDs) > 0 {
-			f.Fragments = append(f.Fragments, s.listFragments(ctx, w, item, b.Shared)...)
+			frags, err := s.listFragments(ctx, w, item, b.Shared)
+			if err != nil {
+				return frame{}, err
+			}
+			f.Fragments = append(f.Fragments, frags...)
 			if e.Kind == "queued" && item.Status == handoff.StatusQueued && item.Priority() == handoff.PriorityUrgent {
 				f.Urgent = append(f.Urgent, item.PublicID)
 			}
@@ -181,21 +187,15 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 }
 
 func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handoff.Item, error) {
-	type loaded struct {
-		items map[int64]handoff.Item
-		err   error
-	}
-	l := b.Shared.Memo("items", func() any {
+	return memo(b.Shared, "items", func() (map[int64]handoff.Item, error) {
 		ids := make([]int64, 0, len(b.Events))
 		for _, e := range b.Events {
 			ids = append(ids, e.HandoffID)
 		}
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
-		items, err := s.actions.Items(ctx, ids)
-		return loaded{items, err}
-	}).(loaded)
-	return l.items, l.err
+		return s.actions.Items(ctx, ids)
+	})
 }
 
 // loadTimeout bounds a load made for a frame: the hub's workers take every socket's turns, and
@@ -203,26 +203,29 @@ func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]handof
 const loadTimeout = 10 * time.Second
 
 // listFragments places or removes the package's card in a queue list and in the held list.
-func (s *Server) listFragments(ctx context.Context, w watcher, item handoff.Item, shared *live.Shared) []fragment {
+func (s *Server) listFragments(ctx context.Context, w watcher, item handoff.Item, shared *live.Shared) ([]fragment, error) {
 	cardID, heldID := "card-"+item.PublicID, "held-"+item.PublicID
-	var out []fragment
+	card, held := fragment{Target: cardID, Op: "remove"}, fragment{Target: heldID, Op: "remove"}
+	var err error
 	waiting := item.Status == handoff.StatusQueued || item.Status == handoff.StatusReserved
 	if waiting && slices.Contains(w.queueIDs, item.QueueID) {
 		vis := visibility(w.user, item)
-		html := shared.Memo(cardKey{item.ID, vis.PII}, func() any {
-			return renderString(ctx, views.QueueCard(cardOf(item, vis, cardEntities)))
-		}).(string)
-		out = append(out, fragment{Target: cardID, Op: "upsert", List: "cards", Sort: item.SortKey(), HTML: html})
-	} else {
-		out = append(out, fragment{Target: cardID, Op: "remove"})
+		card, err = memo(shared, cardKey{item.ID, vis.PII}, func() (fragment, error) {
+			return rendered(ctx, fragment{Target: cardID, Op: "upsert", List: "cards", Sort: item.SortKey()},
+				views.QueueCard(cardOf(item, vis, cardEntities)))
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	if item.HeldBy(w.user.ID) && item.Open() {
-		card := cardOf(item, visibility(w.user, item), cardEntities)
-		out = append(out, fragment{Target: heldID, Op: "upsert", List: "held", Sort: item.SortKey(), HTML: renderString(ctx, views.HeldCard(card))})
-	} else {
-		out = append(out, fragment{Target: heldID, Op: "remove"})
+		held, err = rendered(ctx, fragment{Target: heldID, Op: "upsert", List: "held", Sort: item.SortKey()},
+			views.HeldCard(cardOf(item, visibility(w.user, item), cardEntities)))
+		if err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return []fragment{card, held}, nil
 }
 
 type cardKey struct {
@@ -231,7 +234,7 @@ type cardKey struct {
 }
 
 // packageFragments refreshes an open package view: its status bar and the actions the viewer
-// may now take.
+// may now take. The view is loaded as the package page loads it, so both show the same.
 func (s *Server) packageFragments(ctx context.Context, user auth.User, item handoff.Item) ([]fragment, error) {
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
@@ -239,16 +242,24 @@ func (s *Server) packageFragments(ctx context.Context, user auth.User, item hand
 	if err != nil {
 		return nil, err
 	}
-	return []fragment{
-		{Target: "status-" + item.PublicID, Op: "replace", HTML: renderString(ctx, views.HandoffHeader(v.Card, v.Outcome))},
-		{Target: "actions-" + item.PublicID, Op: "replace", HTML: renderString(ctx, views.ActionPanel(v.Card, v.Controls))},
-	}, nil
+	status, err := rendered(ctx, fragment{Target: "status-" + item.PublicID, Op: "replace"}, views.HandoffHeader(v.Card, v.Outcome))
+	if err != nil {
+		return nil, err
+	}
+	actions, err := rendered(ctx, fragment{Target: "actions-" + item.PublicID, Op: "replace"}, views.ActionPanel(v.Card, v.Controls))
+	if err != nil {
+		return nil, err
+	}
+	return []fragment{status, actions}, nil
 }
 
-func renderString(ctx context.Context, c templ.Component) string {
+// rendered is f with c rendered as its HTML. A fragment whose component failed is an error,
+// never an empty element: the browser would put nothing in the element's place.
+func rendered(ctx context.Context, f fragment, c templ.Component) (fragment, error) {
 	var buf bytes.Buffer
 	if err := c.Render(ctx, &buf); err != nil {
-		return ""
+		return fragment{}, fmt.Errorf("render %s: %w", f.Target, err)
 	}
-	return buf.String()
+	f.HTML = buf.String()
+	return f, nil
 }

@@ -100,8 +100,9 @@ func (s *Server) handleSocket(c echo.Context) error {
 	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
 		conn.Close()
 	} else if since != "" {
-		if err := s.catchUp(ctx, conn, w, since); err != nil {
-			s.logger.Warn("websocket catch-up", "err", err)
+		if f, err := s.catchUpFrame(ctx, w, since); err != nil {
+			k.failed(err)
+		} else if err := writeFrame(conn, f); err != nil {
 			conn.Close()
 		}
 	}
@@ -128,8 +129,7 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 	for _, b := range batches {
 		msg, err := k.s.messageFor(context.Background(), k.w, b)
 		if err != nil {
-			k.s.logger.Error("websocket render", "err", err)
-			k.conn.Close()
+			k.failed(err)
 			return
 		}
 		_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
@@ -153,6 +153,12 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 		// Going away: the browser reconnects, through the load balancer, to another instance.
 		k.goodbye(websocket.CloseGoingAway, "server shutting down")
 	}
+}
+
+// failed drops a socket whose frame could not be built: the browser reconnects and catches up.
+func (k *socket) failed(err error) {
+	k.s.logger.Error("websocket frame", "err", err)
+	k.conn.Close()
 }
 
 func (k *socket) goodbye(code int, reason string) {

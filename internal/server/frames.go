@@ -26,6 +26,15 @@ type frame struct {
 	Urgent []string `json:"urgent,omitempty"`
 }
 
+// errorFrame tells the browser that what it shows could not be brought up to date. The message
+// is the same whatever went wrong: the cause goes to the log, not to every agent's browser.
+type errorFrame struct {
+	Type    string `json:"type"` // "error"
+	Message string `json:"message"`
+}
+
+var couldNotUpdate = errorFrame{Type: "error", Message: "The desk could not update this page."}
+
 // fragment is one element to put in place, replace or remove, by id.
 type fragment struct {
 	Target string `json:"target"`

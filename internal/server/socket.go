@@ -155,10 +155,13 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 	}
 }
 
-// failed drops a socket whose frame could not be built: the browser reconnects and catches up.
+// failed answers a frame that could not be built: the browser is told, to show itself offline
+// and reconnect, rather than left showing a page that silently stopped following the desk.
 func (k *socket) failed(err error) {
 	k.s.logger.Error("websocket frame", "err", err)
-	k.conn.Close()
+	_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
+	_ = k.conn.WriteJSON(couldNotUpdate)
+	k.goodbye(websocket.CloseInternalServerErr, "")
 }
 
 func (k *socket) goodbye(code int, reason string) {

@@ -1,13 +1,20 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a-h/templ"
+	"github.com/gorilla/websocket"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
@@ -46,5 +53,51 @@ func TestFrameWithACardThatCannotRenderIsAnError(t *testing.T) {
 	f, err := (&Server{}).framesFor(ctx, agentOnQueue1, batchOf(queuedItem()))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("framesFor = %+v, %v; want the card's render error, not a frame", f, err)
+	}
+}
+
+func TestSocketAnswersAFrameItCannotBuildWithAnErrorFrame(t *testing.T) {
+	var logs bytes.Buffer
+	s := &Server{logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	item, b := queuedItem(), batchOf(queuedItem())
+	// Another socket of the batch rendered the card and failed; this one shares that result.
+	_, _ = memo(b.Shared, cardKey{item.ID, visibility(agentOnQueue1.user, item).PII}, func() (fragment, error) {
+		return fragment{}, errors.New("views/queue.templ: card exploded")
+	})
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		conn, err := (&websocket.Upgrader{}).Upgrade(rw, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		(&socket{s: s, conn: conn, w: agentOnQueue1}).receive([]live.Batch{b}, 0)
+	}))
+	defer srv.Close()
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+
+	_, data, err := conn.ReadMessage()
+	if err != nil {
+		t.Fatalf("read: %v; want an error frame before the close", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["type"] != "error" || got["message"] == "" || len(got) != 2 || strings.Contains(string(data), "exploded") {
+		t.Errorf("frame %s; want only a type error and a generic message", data)
+	}
+	if _, _, err := conn.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseInternalServerErr) {
+		t.Errorf("after the error frame: %v; want close 1011", err)
+	}
+	<-done
+	if n := strings.Count(logs.String(), "card exploded"); n != 1 {
+		t.Errorf("the error was logged %d times, want once:\n%s", n, &logs)
 	}
 }

@@ -9,6 +9,10 @@
   const offline = document.getElementById("offline");
   let mark = root.dataset.mark || "";
   let retry = 250;
+  // failing: the server sent an error frame, as it could not keep this page current. A
+  // reconnect's catch-up may fail the same way, so the page stays offline, and the backoff keeps
+  // growing, until a frame arrives.
+  let failing = false;
 
   function socketURL() {
     const u = new URL("/ws", location.href);
@@ -20,13 +24,17 @@
     return u;
   }
 
+  function online() {
+    retry = 250;
+    offline.classList.add("hidden");
+    document.body.dataset.live = "online";
+  }
+
   let socket;
   function connect() {
     socket = new WebSocket(socketURL());
     socket.onopen = () => {
-      retry = 250;
-      offline.classList.add("hidden");
-      document.body.dataset.live = "online";
+      if (!failing) online();
       sendPresence();
     };
     socket.onmessage = (ev) => apply(JSON.parse(ev.data));
@@ -54,11 +62,22 @@
   }
 
   function apply(frame) {
+    // The server closes right after an error frame; closing from here as well reconnects even
+    // if that close is lost. The mark stays at the last frame applied, so the catch-up resends.
+    if (frame.type === "error") {
+      failing = true;
+      socket.close();
+      return;
+    }
     // A hello carries the server's mark; with a mark of our own, the catch-up frame that follows
     // moves it, so a drop during catch-up loses nothing.
     if (frame.type === "hello") {
       if (!mark) mark = frame.mark;
       return;
+    }
+    if (failing) {
+      failing = false;
+      online();
     }
     const focused = document.activeElement && document.activeElement.id;
     for (const f of frame.fragments || []) {

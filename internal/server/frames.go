@@ -1,0 +1,277 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gorilla/websocket"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/views"
+)
+
+// frame is what the browser receives.
+type frame struct {
+	Type      string      `json:"type"` // "hello" or "events"
+	Mark      events.Mark `json:"mark"`
+	Fragments []fragment  `json:"fragments,omitempty"`
+	// Urgent names urgent packages that just arrived, for the opt-in desktop notification.
+	Urgent []string `json:"urgent,omitempty"`
+}
+
+// errorFrame tells the browser that what it shows could not be brought up to date. The message
+// is the same whatever went wrong: the cause goes to the log, not to every agent's browser.
+type errorFrame struct {
+	Type    string `json:"type"` // "error"
+	Message string `json:"message"`
+}
+
+var couldNotUpdate = errorFrame{Type: "error", Message: "The desk could not update this page."}
+
+// fragment is one element to put in place, replace or remove, by id.
+type fragment struct {
+	Target string `json:"target"`
+	Op     string `json:"op"`             // "upsert", "replace" or "remove"
+	List   string `json:"list,omitempty"` // where an upserted element goes, ordered by Sort
+	Sort   string `json:"sort,omitempty"`
+	HTML   string `json:"html,omitempty"`
+}
+
+// watcher is what one socket shows: queue lists, one package, and the viewer's held list.
+type watcher struct {
+	user     auth.User
+	queueIDs []int64
+	handoff  int64
+	roster   bool   // every change anywhere moves the supervisors' roster
+	queueKey string // queueIDs spelled once, for frameKey
+}
+
+func (w *watcher) watches(e events.Event) bool {
+	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
+		slices.Contains(w.queueIDs, e.FromQueueID)
+}
+
+// messageFor encodes what one socket shows of a batch. Sockets that would receive the same frame
+// (the same queues and role, no package page or roster, holding none of the batch's packages)
+// share one encoded message: a busy queue watched by thousands of agents is rendered and
+// encoded once per role, not once per socket.
+func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*websocket.PreparedMessage, error) {
+	items, err := s.batchItems(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	encode := func() (*websocket.PreparedMessage, error) {
+		f, err := s.framesFor(ctx, w, b)
+		if err != nil {
+			return nil, err
+		}
+		data, err := json.Marshal(f)
+		if err != nil {
+			return nil, err
+		}
+		return websocket.NewPreparedMessage(websocket.TextMessage, data)
+	}
+	if key, ok := w.shareKey(items); ok {
+		return memo(b.Shared, key, encode)
+	}
+	return encode()
+}
+
+// memo computes a value once per batch for all the sockets asking with the same key. The error
+// is kept with the value, so a render that failed fails every socket sharing it instead of
+// handing them an empty fragment.
+func memo[T any](shared *live.Shared, key any, f func() (T, error)) (T, error) {
+	r := shared.Memo(key, func() any {
+		v, err := f()
+		return memoed[T]{v, err}
+	}).(memoed[T])
+	return r.v, r.err
+}
+
+type memoed[T any] struct {
+	v   T
+	err error
+}
+
+// frameKey names a frame that several sockets share.
+type frameKey struct {
+	queues string
+	role   auth.Role
+}
+
+func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
+	if w.roster || w.handoff != 0 {
+		return frameKey{}, false
+	}
+	for _, it := range items {
+		if it.HeldBy(w.user.ID) {
+			return frameKey{}, false
+		}
+	}
+	return frameKey{queues: w.queueKey, role: w.user.Role}, true
+}
+
+const catchUpLimit = 10000
+
+// catchUpFrame is what changed for w between the browser's last mark and now.
+func (s *Server) catchUpFrame(ctx context.Context, w watcher, since events.Mark) (frame, error) {
+	var missed []events.Event
+	mark := since
+	for {
+		read, next, _, err := events.Read(ctx, s.db, mark, catchUpLimit)
+		if err != nil {
+			return frame{}, err
+		}
+		for _, e := range read {
+			if w.watches(e) {
+				missed = append(missed, e)
+			}
+		}
+		mark = next
+		if len(read) < catchUpLimit {
+			break
+		}
+	}
+	return s.framesFor(ctx, w, live.Batch{Events: missed, Mark: mark, Shared: live.NewShared()})
+}
+
+// framesFor renders what one socket shows of a batch. Items are loaded once per batch and each
+// card once per visibility, however many sockets receive it.
+func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame, error) {
+	items, err := s.batchItems(ctx, b)
+	if err != nil {
+		return frame{}, err
+	}
+	f := frame{Type: "events", Mark: b.Mark}
+	if w.roster && len(b.Events) > 0 {
+		roster, err := memo(b.Shared, "roster", func() (fragment, error) {
+			ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+			defer cancel()
+			v, err := s.rosterView(ctx)
+			if err != nil {
+				return fragment{}, err
+			}
+			return rendered(ctx, fragment{Target: "roster", Op: "replace"}, views.Roster(v))
+		})
+		if err != nil {
+			return frame{}, err
+		}
+		f.Fragments = append(f.Fragments, roster)
+	}
+	seen := map[int64]bool{}
+	for _, e := range b.Events {
+		if !w.watches(e) || seen[e.HandoffID] {
+			continue
+		}
+		seen[e.HandoffID] = true
+		item, ok := items[e.HandoffID]
+		if !ok {
+			continue
+		}
+		if len(w.queueIDs) > 0 {
+			frags, err := s.listFragments(ctx, w, item, b.Shared)
+			if err != nil {
+				return frame{}, err
+			}
+			f.Fragments = append(f.Fragments, frags...)
+			if e.Kind == events.Queued && item.Status == handoff.StatusQueued && item.Priority() == handoff.PriorityUrgent {
+				f.Urgent = append(f.Urgent, item.PublicID)
+			}
+		}
+		if item.ID == w.handoff {
+			frags, err := s.packageFragments(ctx, w.user, item)
+			if err != nil {
+				return frame{}, err
+			}
+			f.Fragments = append(f.Fragments, frags...)
+		}
+	}
+	return f, nil
+}
+
+func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]board.Item, error) {
+	return memo(b.Shared, "items", func() (map[int64]board.Item, error) {
+		ids := make([]int64, 0, len(b.Events))
+		for _, e := range b.Events {
+			ids = append(ids, e.HandoffID)
+		}
+		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+		defer cancel()
+		return s.board.Items(ctx, ids)
+	})
+}
+
+// loadTimeout bounds a load made for a frame: the hub's workers take every socket's turns, and
+// one waiting on the database holds up the sockets behind it.
+const loadTimeout = 10 * time.Second
+
+// listFragments places or removes the package's card in a queue list and in the held list.
+func (s *Server) listFragments(ctx context.Context, w watcher, item board.Item, shared *live.Shared) ([]fragment, error) {
+	cardID, heldID := "card-"+item.PublicID, "held-"+item.PublicID
+	card, held := fragment{Target: cardID, Op: "remove"}, fragment{Target: heldID, Op: "remove"}
+	var err error
+	waiting := item.Status == handoff.StatusQueued || item.Status == handoff.StatusReserved
+	if waiting && slices.Contains(w.queueIDs, item.QueueID) {
+		vis := visibility(w.user, item)
+		card, err = memo(shared, cardKey{item.ID, vis.PII}, func() (fragment, error) {
+			return rendered(ctx, fragment{Target: cardID, Op: "upsert", List: "cards", Sort: item.SortKey()},
+				views.QueueCard(cardOf(item, vis, cardEntities)))
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if item.HeldBy(w.user.ID) && item.Status.Open() {
+		held, err = rendered(ctx, fragment{Target: heldID, Op: "upsert", List: "held", Sort: item.SortKey()},
+			views.HeldCard(cardOf(item, visibility(w.user, item), cardEntities)))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return []fragment{card, held}, nil
+}
+
+type cardKey struct {
+	id  int64
+	pii bool
+}
+
+// packageFragments refreshes an open package view: its status bar and the actions the viewer
+// may now take. The view is loaded as the package page loads it, so both show the same.
+func (s *Server) packageFragments(ctx context.Context, user auth.User, item board.Item) ([]fragment, error) {
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	v, err := s.loadHandoff(ctx, user, item.PublicID)
+	if err != nil {
+		return nil, err
+	}
+	status, err := rendered(ctx, fragment{Target: "status-" + item.PublicID, Op: "replace"}, views.HandoffHeader(v.Card, v.Outcome))
+	if err != nil {
+		return nil, err
+	}
+	actions, err := rendered(ctx, fragment{Target: "actions-" + item.PublicID, Op: "replace"}, views.ActionPanel(v.Card, v.Controls))
+	if err != nil {
+		return nil, err
+	}
+	return []fragment{status, actions}, nil
+}
+
+// rendered is f with c rendered as its HTML. A fragment whose component failed is an error,
+// never an empty element: the browser would put nothing in the element's place.
+func rendered(ctx context.Context, f fragment, c templ.Component) (fragment, error) {
+	var buf bytes.Buffer
+	if err := c.Render(ctx, &buf); err != nil {
+		return fragment{}, fmt.Errorf("render %s: %w", f.Target, err)
+	}
+	f.HTML = buf.String()
+	return f, nil
+}

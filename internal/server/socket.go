@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// Websocket timing, as in gorilla's chat example: the writer pings well inside the reader's
+// deadline, and a browser only ever sends small control messages.
+const (
+	writeWait = 10 * time.Second
+	// turnWriteWait bounds a write made on the hub's shared workers: a browser that has not read
+	// its kernel buffer empty in this long holds a worker every other socket needs, so it is
+	// dropped, to reconnect and catch up.
+	turnWriteWait  = 3 * time.Second
+	pongWait       = 60 * time.Second
+	pingPeriod     = pongWait * 9 / 10
+	maxMessageSize = 512
+)
+
+// checkOrigin accepts upgrades only from pages of this desk: a websocket is not covered by the
+// browser's same-origin rules, so without it any site could read a logged-in agent's queue.
+func (s *Server) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	base, _ := url.Parse(s.cfg.BaseURL)
+	return u.Host == r.Host || (u.Scheme == base.Scheme && u.Host == base.Host)
+}
+
+func (s *Server) handleSocket(c echo.Context) error {
+	ctx := c.Request().Context()
+	w := watcher{user: currentUser(c)}
+	for _, name := range queue.SplitNames(c.QueryParam("queues")) {
+		q, err := s.queues.ByName(ctx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := s.mayView(ctx, w.user, q.ID); err != nil {
+			return err
+		}
+		w.queueIDs = append(w.queueIDs, q.ID)
+	}
+	if id := c.QueryParam("handoff"); id != "" {
+		item, err := s.board.Item(ctx, id)
+		if err != nil {
+			return err
+		}
+		if _, err := s.mayView(ctx, w.user, item.QueueID); err != nil {
+			return err
+		}
+		w.handoff = item.ID
+	}
+	if c.QueryParam("roster") == "true" {
+		if !w.user.Role.AtLeast(auth.RoleSupervisor) {
+			return desk.Errorf(desk.Forbidden, "the roster is for supervisors")
+		}
+		w.roster = true
+	}
+	since := events.Mark(c.QueryParam("since"))
+	if since != "" && !since.Valid() {
+		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
+	}
+	w.queueKey = fmt.Sprint(w.queueIDs)
+	// Counted before the upgrade: until the hijack, http.Server.Shutdown waits for this request,
+	// so the count is in place before Serve waits for the sockets.
+	s.sockets.Add(1)
+	conn, err := s.upgrader.Upgrade(c.Response(), c.Request(), nil)
+	if err != nil {
+		s.sockets.Done()
+		return nil // the upgrader has answered the client
+	}
+	k := &socket{s: s, conn: conn, w: w}
+	var mark events.Mark
+	k.sub, mark = s.hub.Subscribe(k.w.watches, k.receive, s.shutdown)
+	s.presence.Connect(w.user.ID)
+	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
+	go k.read()
+	// The hello and the catch-up go out from here, before the hub's turns start. Then the handler
+	// returns: net/http's connection goroutine, its stack grown by the middleware and queries
+	// above, goes away, and the socket lives on in its reader alone.
+	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
+		conn.Close()
+	} else if since != "" {
+		if f, err := s.catchUpFrame(ctx, w, since); err != nil {
+			k.failed(err)
+		} else if err := writeFrame(conn, f); err != nil {
+			conn.Close()
+		}
+	}
+	k.sub.Start()
+	return nil
+}
+
+// socket is one browser's websocket. Its one goroutine reads; the hub's workers write, in the
+// socket's turns, so an idle socket holds no writer goroutine, stack or write buffer.
+type socket struct {
+	s    *Server
+	conn *websocket.Conn
+	w    watcher
+	sub  *live.Subscriber
+	// ping asks for a turn every pingPeriod; pingDue tells that turn to send the ping.
+	ping    *time.Timer
+	pingDue atomic.Bool
+}
+
+// receive is the socket's turn: the batches that waited, then a ping if one is due, then the
+// goodbye of a last turn. A failed write closes the connection, which ends the reader and with
+// it the socket.
+func (k *socket) receive(batches []live.Batch, ending live.Ending) {
+	for _, b := range batches {
+		msg, err := k.s.messageFor(context.Background(), k.w, b)
+		if err != nil {
+			k.failed(err)
+			return
+		}
+		_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
+		if err := k.conn.WritePreparedMessage(msg); err != nil {
+			k.conn.Close()
+			return
+		}
+	}
+	if k.pingDue.Swap(false) {
+		if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(turnWriteWait)); err != nil {
+			k.conn.Close()
+			return
+		}
+		k.ping.Reset(pingPeriod)
+	}
+	switch ending {
+	case live.FellBehind:
+		// Dropped for falling behind: closing makes the browser reconnect and catch up.
+		k.goodbye(websocket.CloseTryAgainLater, "fell behind")
+	case live.Stopped:
+		// Going away: the browser reconnects, through the load balancer, to another instance.
+		k.goodbye(websocket.CloseGoingAway, "server shutting down")
+	}
+}
+
+// failed answers a frame that could not be built: the browser is told, to show itself offline
+// and reconnect, rather than left showing a page that silently stopped following the desk.
+func (k *socket) failed(err error) {
+	k.s.logger.Error("websocket frame", "err", err)
+	_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
+	_ = k.conn.WriteJSON(couldNotUpdate)
+	k.goodbye(websocket.CloseInternalServerErr, "")
+}
+
+func (k *socket) goodbye(code int, reason string) {
+	_ = k.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(turnWriteWait))
+	k.conn.Close()
+}
+
+func (k *socket) pingSoon() {
+	k.pingDue.Store(true)
+	k.sub.Poke()
+}
+
+// read keeps the pong deadline and takes the browser's presence messages; when the connection
+// ends, so does the socket.
+func (k *socket) read() {
+	defer k.close()
+	conn, userID := k.conn, k.w.user.ID
+	conn.SetReadLimit(maxMessageSize)
+	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var msg struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(data, &msg) == nil {
+			switch msg.Type {
+			case "away":
+				k.s.presence.SetAway(userID, true)
+			case "back":
+				k.s.presence.SetAway(userID, false)
+			}
+		}
+	}
+}
+
+func (k *socket) close() {
+	k.ping.Stop()
+	k.s.hub.Unsubscribe(k.sub)
+	k.s.presence.Disconnect(k.w.user.ID)
+	k.conn.Close()
+	k.s.sockets.Done()
+}
+
+func writeFrame(conn *websocket.Conn, f frame) error {
+	_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+	return conn.WriteJSON(f)
+}

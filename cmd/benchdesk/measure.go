@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -104,44 +103,6 @@ func sorted(d []time.Duration) []time.Duration {
 	return d
 }
 
-// median of values; the mean of the middle two for an even count.
-func median[T ~int64 | ~float64 | ~int](values []T) T {
-	if len(values) == 0 {
-		return 0
-	}
-	v := slices.Clone(values)
-	slices.Sort(v)
-	mid := len(v) / 2
-	if len(v)%2 == 0 {
-		return (v[mid-1] + v[mid]) / 2
-	}
-	return v[mid]
-}
-
-// errorLog counts failed operations and keeps the first few messages.
-type errorLog struct {
-	mu      sync.Mutex
-	count   int
-	samples []string
-}
-
-const keptErrors = 5
-
-func (l *errorLog) add(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.count++
-	if len(l.samples) < keptErrors {
-		l.samples = append(l.samples, err.Error())
-	}
-}
-
-func (l *errorLog) n() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.count
-}
-
 // sleepUntil waits for t or ctx.
 func sleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)
@@ -180,8 +141,6 @@ func loadAverage() string {
 	}
 	return strings.Join(fields[:3], " ")
 }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
 
 // waitSampler samples what the bench database's backends are doing (pg_stat_activity) every
 // sampleEvery, so a figure comes with where PostgreSQL spent the time: on CPU, waiting for the
@@ -318,5 +277,5 @@ func (s *xidSampler) summary() string {
 	}
 	d := sorted(s.ages)
 	return fmt.Sprintf("oldest xid-holding transaction in the cluster, every %s: p50 %s, p99 %s, max %s; older than %s and in another database in %.0f%% of %d samples",
-		sampleEvery, ms(loadtest.Percentile(d, 50)), ms(loadtest.Percentile(d, 99)), ms(d[len(d)-1]), xidOld, 100*float64(s.foreign)/float64(len(d)), len(d))
+		sampleEvery, loadtest.Millis(loadtest.Percentile(d, 50)), loadtest.Millis(loadtest.Percentile(d, 99)), loadtest.Millis(d[len(d)-1]), xidOld, 100*float64(s.foreign)/float64(len(d)), len(d))
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -187,46 +186,28 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 // teardown undoes whatever was done, even when setUp failed half-way, and never uses ctx: an
 // interrupted run must still drop its database.
 func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInfo string, teardown func() error, err error) {
-	var undo []func() error
-	teardown = func() error {
-		var errs []error
-		for _, f := range slices.Backward(undo) {
-			errs = append(errs, f())
-		}
-		return errors.Join(errs...)
-	}
+	cleanup := &loadtest.Cleanup{}
+	teardown = cleanup.Run
 
-	conn, err := pgx.Connect(ctx, cfg.adminURL)
-	if err != nil {
+	if pgInfo, _, err = loadtest.DescribeServer(ctx, cfg.adminURL, "synchronous_commit", "fsync"); err != nil {
 		return nil, "", teardown, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var version, syncCommit, fsync string
-	if err := conn.QueryRow(ctx, `SELECT version(), current_setting('synchronous_commit'), current_setting('fsync')`).
-		Scan(&version, &syncCommit, &fsync); err != nil {
-		return nil, "", teardown, err
-	}
-	pgInfo = fmt.Sprintf("%s; synchronous_commit=%s, fsync=%s (as configured: commits are durable only if both are on)", version, syncCommit, fsync)
+	pgInfo += " (as configured: commits are durable only if both are on)"
 	name, dbURL, err := loadtest.CreateDatabase(ctx, cfg.adminURL, "bench_intake_")
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	undo = append(undo, func() error { return loadtest.DropDatabase(cfg.adminURL, name) })
+	cleanup.Add(func() error { return loadtest.DropDatabase(cfg.adminURL, name) })
 
 	b = &bench{dbName: name, dbURL: dbURL}
-	benchURL, err := url.Parse(dbURL)
+	benchURL, err := loadtest.PoolURL(dbURL, cfg.serverConns)
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	// pgxpool's default of max(4, NumCPU) connections would queue requests inside the server long
-	// before PostgreSQL is busy; a real deployment sets pool_max_conns in DATABASE_URL the same way.
-	query := benchURL.Query()
-	query.Set("pool_max_conns", strconv.Itoa(cfg.serverConns))
-	benchURL.RawQuery = query.Encode()
 	if b.db, err = postgres.Open(ctx, benchURL.String()); err != nil {
 		return nil, "", teardown, err
 	}
-	undo = append(undo, func() error { b.db.Close(); return nil })
+	cleanup.Add(func() error { b.db.Close(); return nil })
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := postgres.Migrate(ctx, b.db, logger); err != nil {
 		return nil, "", teardown, err
@@ -239,7 +220,7 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 		return nil, "", teardown, err
 	}
 	b.meter = &meter{conn: meterConn}
-	undo = append(undo, func() error { return meterConn.Close(context.Background()) })
+	cleanup.Add(func() error { return meterConn.Close(context.Background()) })
 	b.auth, b.queues = auth.NewService(b.db), queue.NewService(b.db)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -257,7 +238,7 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 	})
 	transport := &http.Transport{MaxIdleConnsPerHost: maxConcurrency, MaxIdleConns: maxConcurrency}
 	b.client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	undo = append(undo, func() error {
+	cleanup.Add(func() error {
 		stop()
 		transport.CloseIdleConnections()
 		return <-served

@@ -1,0 +1,70 @@
+package loadtest
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
+)
+
+func TestCleanupUndoesInReverseAndCarriesOn(t *testing.T) {
+	var c Cleanup
+	var order []string
+	first, third := errors.New("first failed"), errors.New("third failed")
+	c.Add(func() error { order = append(order, "first"); return first })
+	c.Add(func() error { order = append(order, "second"); return nil })
+	c.Add(func() error { order = append(order, "third"); return third })
+	err := c.Run()
+	if want := []string{"third", "second", "first"}; !slices.Equal(order, want) {
+		t.Errorf("undid %q, want %q", order, want)
+	}
+	if !errors.Is(err, first) || !errors.Is(err, third) {
+		t.Errorf("Run = %v, want both failures", err)
+	}
+	var empty Cleanup
+	if err := empty.Run(); err != nil {
+		t.Errorf("an empty Cleanup returned %v", err)
+	}
+}
+
+func TestPoolURL(t *testing.T) {
+	u, err := PoolURL("postgres://bench:secret@127.0.0.1:5432/bench_x?sslmode=disable", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "postgres://bench:secret@127.0.0.1:5432/bench_x?pool_max_conns=32&sslmode=disable"; u.String() != want {
+		t.Errorf("PoolURL = %s, want %s", u, want)
+	}
+	u, err = PoolURL("postgres://127.0.0.1/bench_x?pool_max_conns=4", 16)
+	if err != nil || u.Query().Get("pool_max_conns") != "16" || len(u.Query()["pool_max_conns"]) != 1 {
+		t.Errorf("PoolURL over an existing pool_max_conns = %v, %v; want it replaced by 16", u, err)
+	}
+	if _, err := PoolURL("postgres://%zz", 1); err == nil {
+		t.Error("PoolURL of an unparsable URL did not fail")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	got := describe("PostgreSQL 18.1", []string{"synchronous_commit", "fsync"}, []string{"off", "on"})
+	if want := "PostgreSQL 18.1; synchronous_commit=off, fsync=on"; got != want {
+		t.Errorf("describe = %q, want %q", got, want)
+	}
+	if got := describe("PostgreSQL 18.1", nil, nil); got != "PostgreSQL 18.1" {
+		t.Errorf("describe without settings = %q", got)
+	}
+}
+
+func TestDescribeServer(t *testing.T) {
+	description, values, err := DescribeServer(t.Context(), pgtest.AdminURL(), "fsync", "max_connections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(values) != 2 || (values[0] != "on" && values[0] != "off") || values[1] == "" {
+		t.Errorf("fsync, max_connections = %q", values)
+	}
+	if !strings.HasPrefix(description, "PostgreSQL ") || !strings.HasSuffix(description, "; fsync="+values[0]+", max_connections="+values[1]) {
+		t.Errorf("description = %q", description)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -269,19 +268,18 @@ func startDesk(ctx context.Context, name, dbURL string, conns int, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, baseURL, err := loadtest.Listen()
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	d := &deskInstance{name: name, url: "http://" + ln.Addr().String(), db: db, trips: trips}
+	d := &deskInstance{name: name, url: baseURL, db: db, trips: trips}
 	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: d.url}, DatabaseURL: dbURL}
-	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan error, 1)
-	go func() { served <- instance.Run(serveCtx, opts, logger.With("instance", name), db, ln) }()
+	stop := loadtest.Serve(ctx, func(serveCtx context.Context) error {
+		return instance.Run(serveCtx, opts, logger.With("instance", name), db, ln)
+	})
 	d.stop = func() error {
-		stop()
-		err := <-served
+		err := stop()
 		db.Close()
 		return err
 	}

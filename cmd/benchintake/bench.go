@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -222,26 +221,26 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 	b.meter = &meter{conn: meterConn}
 	cleanup.Add(func() error { return meterConn.Close(context.Background()) })
 	b.auth, b.queues = auth.NewService(b.db), queue.NewService(b.db)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, serverURL, err := loadtest.Listen()
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	b.url = "http://" + ln.Addr().String()
+	b.url = serverURL
 	// A whole desk instance, as `web serve` runs it: the intake's commits wake the live hub and
 	// the coalesced NOTIFY, so their cost is in the figures.
 	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: b.url}, DatabaseURL: benchURL.String()}
-	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan error, 1)
-	// The label follows the server's goroutines, so a CPU profile can show the server side alone.
-	go pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) {
-		served <- instance.Run(ctx, opts, logger, b.db, ln)
+	stopServer := loadtest.Serve(ctx, func(serveCtx context.Context) (err error) {
+		// The label follows the server's goroutines, so a CPU profile can show the server side alone.
+		pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) {
+			err = instance.Run(ctx, opts, logger, b.db, ln)
+		})
+		return err
 	})
 	transport := &http.Transport{MaxIdleConnsPerHost: maxConcurrency, MaxIdleConns: maxConcurrency}
 	b.client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	cleanup.Add(func() error {
-		stop()
 		transport.CloseIdleConnections()
-		return <-served
+		return stopServer()
 	})
 	return b, pgInfo, teardown, nil
 }

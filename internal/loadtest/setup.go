@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -83,4 +84,27 @@ func PoolURL(dbURL string, maxConns int) (*url.URL, error) {
 	query.Set("pool_max_conns", strconv.Itoa(maxConns))
 	u.RawQuery = query.Encode()
 	return u, nil
+}
+
+// Listen opens a listener on a free port of the loopback interface, where a tool's servers and
+// clients meet, and returns it with its http:// base URL.
+func Listen() (ln net.Listener, baseURL string, err error) {
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, "http://" + ln.Addr().String(), nil
+}
+
+// Serve runs serve in its own goroutine until the stop it returns is called; stop cancels serve's
+// context and returns what serve returned. That context keeps ctx's values but not its
+// cancellation: an interrupted run stops its servers in its teardown, in order, not all at once.
+func Serve(ctx context.Context, serve func(ctx context.Context) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx) }()
+	return func() error {
+		cancel()
+		return <-served
+	}
 }

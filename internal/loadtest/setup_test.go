@@ -1,7 +1,10 @@
 package loadtest
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -66,5 +69,44 @@ func TestDescribeServer(t *testing.T) {
 	}
 	if !strings.HasPrefix(description, "PostgreSQL ") || !strings.HasSuffix(description, "; fsync="+values[0]+", max_connections="+values[1]) {
 		t.Errorf("description = %q", description)
+	}
+}
+
+func TestServeRunsUntilStopped(t *testing.T) {
+	ln, baseURL, err := Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(baseURL, "http://127.0.0.1:") || baseURL != "http://"+ln.Addr().String() {
+		t.Fatalf("Listen's URL is %s for %s", baseURL, ln.Addr())
+	}
+	stopped := errors.New("stopped as asked")
+	ctx, interrupt := context.WithCancel(t.Context())
+	stop := Serve(ctx, func(ctx context.Context) error {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
+		go func() {
+			<-ctx.Done()
+			srv.Close()
+		}()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return stopped
+	})
+	interrupt() // the run's interrupt must not stop the server: teardown does
+	resp, err := http.Get(baseURL)
+	if err != nil {
+		t.Fatalf("the server stopped with the run's context: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" {
+		t.Errorf("the server answered %q", body)
+	}
+	if err := stop(); !errors.Is(err, stopped) {
+		t.Errorf("stop = %v, want what serve returned", err)
+	}
+	if _, err := http.Get(baseURL); err == nil {
+		t.Error("the server still answers after stop")
 	}
 }

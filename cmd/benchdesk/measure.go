@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,7 +47,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	defer stopProfile()
 
 	step := func(name string, f func() error) error {
-		t0, cpu0 := time.Now(), processCPU()
+		t0, cpu0 := time.Now(), loadtest.OwnCPU()
 		fmt.Fprintf(out, "%s ... (load average %s)\n", name, loadAverage())
 		if err := f(); err != nil {
 			if ctx.Err() != nil {
@@ -56,7 +55,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 			}
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		took, cpu := time.Since(t0), processCPU()-cpu0
+		took, cpu := time.Since(t0), loadtest.OwnCPU()-cpu0
 		fmt.Fprintf(out, "%s done in %s (load average %s; this process, server side, used %.1fs of CPU: %.0f%% of one core)\n\n",
 			name, took.Round(100*time.Millisecond), loadAverage(), cpu.Seconds(), 100*cpu.Seconds()/took.Seconds())
 		return nil
@@ -117,15 +116,6 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	}
-}
-
-// processCPU is the user and system CPU time this process has used (the farm child excluded).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // loadAverage is the machine's 1-, 5- and 15-minute load: the cores are shared, and what else

@@ -24,3 +24,14 @@ func TestPercentileIsNearestRank(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnCPUCountsThisProcess(t *testing.T) {
+	before := OwnCPU()
+	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
+		// Burn CPU: the time has to show.
+	}
+	after := OwnCPU()
+	if before <= 0 || after <= before {
+		t.Errorf("OwnCPU went from %v to %v while this process burned CPU", before, after)
+	}
+}

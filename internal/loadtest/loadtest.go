@@ -52,6 +52,19 @@ func DropDatabase(adminURL, name string) error {
 	return nil
 }
 
+// DatabaseExists reports whether the server of adminURL has a database of that name: what a tool's
+// test asks to know that a run dropped its scratch database.
+func DatabaseExists(ctx context.Context, adminURL, name string) (bool, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
+	return exists, err
+}
+
 // Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted durations: always one
 // that was measured, never an interpolation.
 func Percentile(sorted []time.Duration, p float64) time.Duration {

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,9 +21,6 @@ func main() {
 // run is the whole program; main only wires it to the process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, command, err := parseConfig(args[1:], getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // the flag package printed the usage
-	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,11 +20,12 @@ import (
 const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // Main runs a tool with a context that ends at SIGINT or SIGTERM, so that an interrupted run still
-// tears down and drops its database, and exits with status 1 when run fails.
+// tears down and drops its database, and exits with status 1 when run fails. A run that ends in
+// flag.ErrHelp did not fail: the flag package has printed the usage asked for.
 func Main(name string, run func(ctx context.Context) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}

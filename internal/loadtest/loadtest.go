@@ -1,5 +1,7 @@
-// Package loadtest holds what the desk's load tools share: scratch databases that leave nothing
-// behind, nearest-rank percentiles and CPU profiles.
+// Package loadtest is the skeleton the desk's load tools share, so that they set up, measure and
+// report the same way: their flags and the command line that repeats a run, scratch databases and
+// set-ups that undo themselves, servers run in-process on loopback, error counts, medians over
+// runs, nearest-rank percentiles, CPU time and profiles. What each tool measures stays in the tool.
 package loadtest
 
 import (

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // bareServer is the baseline for fan-out and memory: a trivial gorilla echo server in the
@@ -30,11 +31,11 @@ type bareConn struct {
 const bareSendBuffer = 16
 
 func startBare() (*bareServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, baseURL, err := loadtest.Listen()
 	if err != nil {
 		return nil, err
 	}
-	b := &bareServer{url: "http://" + ln.Addr().String(), conns: map[*bareConn]struct{}{}}
+	b := &bareServer{url: baseURL, conns: map[*bareConn]struct{}{}}
 	b.srv = &http.Server{Handler: b, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = b.srv.Serve(ln) }()
 	return b, nil

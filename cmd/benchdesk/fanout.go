@@ -88,7 +88,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		r.sockets, r.users, (r.sockets+r.users-1)/r.users, r.desk.dialed.Round(time.Millisecond), r.desk.growth(r.sockets))
 	var sizes []int
 	var posts []time.Duration
-	errs := &errorLog{}
+	errs := &loadtest.ErrorLog{}
 	for i := range r.events + 1 { // event 0 warms up and is not recorded
 		id := handoffID("fanout", i)
 		body, err := b.bodyFor(queueFanout, id)
@@ -97,7 +97,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		}
 		t := time.Now()
 		if err := b.post(ctx, b.b.url, body); err != nil {
-			errs.add(err)
+			errs.Add(err)
 			continue
 		}
 		post := time.Since(t)
@@ -116,12 +116,12 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 	}
 	r.desk.afterEvents = snapshot()
 	r.desk.last, r.desk.first, r.desk.spread, r.deskPost = sorted(r.desk.last), sorted(r.desk.first), sorted(r.desk.spread), sorted(posts)
-	r.frameBytes = median(sizes)
+	r.frameBytes = loadtest.Median(sizes)
 	if _, err := b.farm.closeSockets(); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "  desk: %d events, frame %d bytes: last arrival median %s p99 %s; first arrival median %s; POST median %s\n",
-		len(r.desk.last), r.frameBytes, ms(median(r.desk.last)), ms(loadtest.Percentile(r.desk.last, 99)), ms(median(r.desk.first)), ms(median(r.deskPost)))
+		len(r.desk.last), r.frameBytes, loadtest.Millis(loadtest.Median(r.desk.last)), loadtest.Millis(loadtest.Percentile(r.desk.last, 99)), loadtest.Millis(loadtest.Median(r.desk.first)), loadtest.Millis(loadtest.Median(r.deskPost)))
 
 	// Bare gorilla: the same number of sockets, the same frame size, the same client.
 	settle(ctx)
@@ -161,10 +161,10 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		return nil, err
 	}
 	fmt.Fprintf(out, "  bare: %d broadcasts of %d bytes: last arrival median %s p99 %s; first arrival median %s\n",
-		len(r.bare.last), size, ms(median(r.bare.last)), ms(loadtest.Percentile(r.bare.last, 99)), ms(median(r.bare.first)))
+		len(r.bare.last), size, loadtest.Millis(loadtest.Median(r.bare.last)), loadtest.Millis(loadtest.Percentile(r.bare.last, 99)), loadtest.Millis(loadtest.Median(r.bare.first)))
 
-	if errs.n() > 0 {
-		res.fail("2: %d intake POSTs failed, first: %q", errs.n(), errs.samples)
+	if errs.Count() > 0 {
+		res.fail("2: %d intake POSTs failed, first: %q", errs.Count(), errs.Samples())
 	}
 	if r.desk.missing > 0 || r.desk.lost > 0 {
 		res.fail("2: desk: %d (event, socket) cards never arrived within %s; %d sockets closed by the server", r.desk.missing, cfg.collectTimeout, r.desk.lost)

@@ -27,7 +27,7 @@ type latencyResult struct {
 	frameBytes               int
 	late                     int    // packages whose first arrival took over lateAfter
 	xids                     string // what held the feed's mark back meanwhile, sampled
-	errors                   errorLog
+	errors                   loadtest.ErrorLog
 }
 
 // lateAfter marks a first arrival that no NOTIFY explains: the hub read, found the card's
@@ -43,7 +43,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 	if r.notify, err = b.notifyRoundTrips(ctx, cfg.latencyPackages); err != nil {
 		return nil, fmt.Errorf("NOTIFY baseline: %w", err)
 	}
-	fmt.Fprintf(out, "  baseline: %d NOTIFY→LISTEN round trips: p50 %s p99 %s\n", len(r.notify), ms(loadtest.Percentile(r.notify, 50)), ms(loadtest.Percentile(r.notify, 99)))
+	fmt.Fprintf(out, "  baseline: %d NOTIFY→LISTEN round trips: p50 %s p99 %s\n", len(r.notify), loadtest.Millis(loadtest.Percentile(r.notify, 50)), loadtest.Millis(loadtest.Percentile(r.notify, 99)))
 
 	t0 := time.Now()
 	if err := b.farm.dialDesk(b.b.url, queueLive, b.session[:r.users], r.sockets); err != nil {
@@ -78,7 +78,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 			t := time.Now()
 			sent[i] = t.UnixNano()
 			if err := b.post(ctx, b.a.url, bodies[i]); err != nil {
-				r.errors.add(err)
+				r.errors.Add(err)
 			}
 			posts[i] = time.Since(t)
 		})
@@ -115,7 +115,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 			sizes = append(sizes, s)
 		}
 	}
-	r.frameBytes = median(sizes)
+	r.frameBytes = loadtest.Median(sizes)
 	slices.Sort(r.all)
 	slices.Sort(r.first)
 	r.post = sorted(posts)
@@ -123,12 +123,12 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 		return nil, err
 	}
 	fmt.Fprintf(out, "  desk: %d arrivals (%d missing), frame %d bytes: p50 %s p99 %s; first arrival p50 %s p99 %s; POST p50 %s\n",
-		len(r.all), r.missing, r.frameBytes, ms(loadtest.Percentile(r.all, 50)), ms(loadtest.Percentile(r.all, 99)),
-		ms(loadtest.Percentile(r.first, 50)), ms(loadtest.Percentile(r.first, 99)), ms(loadtest.Percentile(r.post, 50)))
+		len(r.all), r.missing, r.frameBytes, loadtest.Millis(loadtest.Percentile(r.all, 50)), loadtest.Millis(loadtest.Percentile(r.all, 99)),
+		loadtest.Millis(loadtest.Percentile(r.first, 50)), loadtest.Millis(loadtest.Percentile(r.first, 99)), loadtest.Millis(loadtest.Percentile(r.post, 50)))
 	fmt.Fprintf(out, "  %d of %d packages first arrived after %s; meanwhile the %s\n", r.late, n, lateAfter, r.xids)
 
-	if r.errors.n() > 0 {
-		res.fail("1: %d intake POSTs failed, first: %q", r.errors.n(), r.errors.samples)
+	if r.errors.Count() > 0 {
+		res.fail("1: %d intake POSTs failed, first: %q", r.errors.Count(), r.errors.Samples())
 	}
 	if r.missing > 0 {
 		res.fail("1: %d of %d (package, socket) cards never arrived within %s", r.missing, n*r.sockets, cfg.collectTimeout)

@@ -20,52 +20,31 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
-// defaultAdminURL is where `make test` finds PostgreSQL too (pgtest.DefaultAdminURL, not imported
-// so that the command does not link the testing package).
-const defaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
 // farmEnv, set in its environment, makes this binary the child that holds the client sockets.
 const farmEnv = "BENCHDESK_FARM"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if os.Getenv(farmEnv) != "" {
-		if err := serveFarm(ctx, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "benchdesk farm: %v\n", err)
-			os.Exit(1)
-		}
+		loadtest.Main("benchdesk farm", func(ctx context.Context) error { return serveFarm(ctx, os.Stdin, os.Stdout) })
 		return
 	}
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "benchdesk: %v\n", err)
-		os.Exit(1)
-	}
+	loadtest.Main("benchdesk", func(ctx context.Context) error { return run(ctx, os.Args, os.Getenv, os.Stdout) })
 }
 
 // run is the whole program; main only wires it to the process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, command, err := parseConfig(args[1:], getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // the flag package printed the usage
-	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "command:    %s\n", command)
-	fmt.Fprintf(stdout, "Go:         %s %s/%s, GOMAXPROCS=%d, NumCPU=%d (server, client sockets and PostgreSQL share these)\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	loadtest.PrintHeader(stdout, command, "server, client sockets and PostgreSQL")
 	start := time.Now()
 	res, err := measure(ctx, cfg, stdout)
 	if err != nil {
@@ -128,12 +107,7 @@ func quickSizes() map[string]string {
 }
 
 func parseConfig(args []string, getenv func(string) string) (cfg config, command string, err error) {
-	adminURL := getenv("TEST_DATABASE_URL")
-	if adminURL == "" {
-		adminURL = defaultAdminURL
-	}
-	fs := flag.NewFlagSet("benchdesk", flag.ContinueOnError)
-	fs.StringVar(&cfg.adminURL, "database-url", adminURL, "admin URL of the PostgreSQL to create the bench database on")
+	fs := loadtest.NewFlagSet("benchdesk", getenv, &cfg.adminURL)
 	fs.StringVar(&cfg.examplePath, "example", "internal/handoff/testdata/harbor-v1.json", "the package the bodies are built from")
 	fs.IntVar(&cfg.serverConns, "server-conns", 16, "pool_max_conns of each of the two instances' pools")
 	scenarios := fs.String("scenarios", "1,2,3,4,5", "scenarios to run, comma-separated (2 and 3 run together)")
@@ -157,11 +131,8 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs.DurationVar(&cfg.collectTimeout, "collect-timeout", 15*time.Second, "1, 2: how long to wait for every socket to receive a card")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the bench database at exit, for inspection (the report says how to connect)")
 	quick := fs.Bool("quick", false, "shrink every size for a smoke run (explicit flags still win)")
-	if err := fs.Parse(args); err != nil {
+	if err := loadtest.ParseFlags(fs, args); err != nil {
 		return config{}, "", err
-	}
-	if fs.NArg() > 0 {
-		return config{}, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *quick {
 		given := map[string]bool{}
@@ -174,7 +145,7 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 			}
 		}
 	}
-	if cfg.scenarios, err = parseInts(*scenarios); err != nil {
+	if cfg.scenarios, err = loadtest.ParseInts(*scenarios); err != nil {
 		return config{}, "", fmt.Errorf("-scenarios: %w", err)
 	}
 	for _, s := range cfg.scenarios {
@@ -199,30 +170,9 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	if cfg.raceAgents > cfg.users {
 		return config{}, "", fmt.Errorf("-race-agents %d needs as many -users (%d)", cfg.raceAgents, cfg.users)
 	}
-	command = "go run ./cmd/benchdesk"
-	fs.VisitAll(func(f *flag.Flag) {
-		if v := f.Value.String(); v != "" && f.Name != "quick" {
-			if f.Name == "database-url" {
-				v = loadtest.Redacted(v)
-			}
-			command += " -" + f.Name + "=" + v
-		}
-	})
+	command = loadtest.CommandLine(fs, "quick")
 	if *quick {
 		command += " (-quick)"
 	}
 	return cfg, command, nil
-}
-
-// parseInts reads a comma-separated list of positive integers such as "1,2,5".
-func parseInts(list string) ([]int, error) {
-	var out []int
-	for field := range strings.SplitSeq(list, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(field))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q is not a positive integer", field)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }

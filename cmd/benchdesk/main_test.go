@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
@@ -120,13 +118,8 @@ func reportTo(w io.Writer, res result) { report(w, res, time.Second) }
 
 func assertDropped(t *testing.T, database string) {
 	t.Helper()
-	conn, err := pgx.Connect(t.Context(), pgtest.AdminURL())
+	left, err := loadtest.DatabaseExists(t.Context(), pgtest.AdminURL(), database)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var left bool
-	if err := conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, database).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left {

@@ -8,8 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,7 +47,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	defer stopProfile()
 
 	step := func(name string, f func() error) error {
-		t0, cpu0 := time.Now(), processCPU()
+		t0, cpu0 := time.Now(), loadtest.OwnCPU()
 		fmt.Fprintf(out, "%s ... (load average %s)\n", name, loadAverage())
 		if err := f(); err != nil {
 			if ctx.Err() != nil {
@@ -57,7 +55,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 			}
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		took, cpu := time.Since(t0), processCPU()-cpu0
+		took, cpu := time.Since(t0), loadtest.OwnCPU()-cpu0
 		fmt.Fprintf(out, "%s done in %s (load average %s; this process, server side, used %.1fs of CPU: %.0f%% of one core)\n\n",
 			name, took.Round(100*time.Millisecond), loadAverage(), cpu.Seconds(), 100*cpu.Seconds()/took.Seconds())
 		return nil
@@ -104,44 +102,6 @@ func sorted(d []time.Duration) []time.Duration {
 	return d
 }
 
-// median of values; the mean of the middle two for an even count.
-func median[T ~int64 | ~float64 | ~int](values []T) T {
-	if len(values) == 0 {
-		return 0
-	}
-	v := slices.Clone(values)
-	slices.Sort(v)
-	mid := len(v) / 2
-	if len(v)%2 == 0 {
-		return (v[mid-1] + v[mid]) / 2
-	}
-	return v[mid]
-}
-
-// errorLog counts failed operations and keeps the first few messages.
-type errorLog struct {
-	mu      sync.Mutex
-	count   int
-	samples []string
-}
-
-const keptErrors = 5
-
-func (l *errorLog) add(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.count++
-	if len(l.samples) < keptErrors {
-		l.samples = append(l.samples, err.Error())
-	}
-}
-
-func (l *errorLog) n() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.count
-}
-
 // sleepUntil waits for t or ctx.
 func sleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)
@@ -158,15 +118,6 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	}
 }
 
-// processCPU is the user and system CPU time this process has used (the farm child excluded).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // loadAverage is the machine's 1-, 5- and 15-minute load: the cores are shared, and what else
 // runs moves every figure.
 func loadAverage() string {
@@ -180,8 +131,6 @@ func loadAverage() string {
 	}
 	return strings.Join(fields[:3], " ")
 }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
 
 // waitSampler samples what the bench database's backends are doing (pg_stat_activity) every
 // sampleEvery, so a figure comes with where PostgreSQL spent the time: on CPU, waiting for the
@@ -318,5 +267,5 @@ func (s *xidSampler) summary() string {
 	}
 	d := sorted(s.ages)
 	return fmt.Sprintf("oldest xid-holding transaction in the cluster, every %s: p50 %s, p99 %s, max %s; older than %s and in another database in %.0f%% of %d samples",
-		sampleEvery, ms(loadtest.Percentile(d, 50)), ms(loadtest.Percentile(d, 99)), ms(d[len(d)-1]), xidOld, 100*float64(s.foreign)/float64(len(d)), len(d))
+		sampleEvery, loadtest.Millis(loadtest.Percentile(d, 50)), loadtest.Millis(loadtest.Percentile(d, 99)), loadtest.Millis(d[len(d)-1]), xidOld, 100*float64(s.foreign)/float64(len(d)), len(d))
 }

@@ -27,7 +27,7 @@ type pageResult struct {
 	planStale, plan                 string        // EXPLAIN ANALYZE of the Waiting query's shape before and after ANALYZE
 	page2Path                       string
 	cards1, cards2                  int
-	errors                          errorLog
+	errors                          loadtest.ErrorLog
 }
 
 type loopStats struct{ p50, p95, p99 time.Duration }
@@ -144,14 +144,14 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 		}
 		r.healthz, r.page1 = append(r.healthz, h), append(r.page1, p1)
 		line := fmt.Sprintf("  round %d/%d, %d GETs × %d concurrent: healthz p50 %s p95 %s | page 1 p50 %s p95 %s",
-			round+1, cfg.runs, r.requests, r.concurrency, ms(h.p50), ms(h.p95), ms(p1.p50), ms(p1.p95))
+			round+1, cfg.runs, r.requests, r.concurrency, loadtest.Millis(h.p50), loadtest.Millis(h.p95), loadtest.Millis(p1.p50), loadtest.Millis(p1.p95))
 		if checkPage2 != nil {
 			p2, err := loop(r.page2Path, checkPage2)
 			if err != nil {
 				return nil, err
 			}
 			r.page2 = append(r.page2, p2)
-			line += fmt.Sprintf(" | page 2 p50 %s p95 %s", ms(p2.p50), ms(p2.p95))
+			line += fmt.Sprintf(" | page 2 p50 %s p95 %s", loadtest.Millis(p2.p50), loadtest.Millis(p2.p95))
 		}
 		fmt.Fprintln(out, line)
 	}
@@ -159,9 +159,9 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 		return nil, err
 	}
 	fmt.Fprintf(out, "  where page 1's time goes: board.Board.Waiting in-process, one at a time (the query and decoding %d stored packages): p50 %s\n",
-		board.PageSize+1, ms(r.waiting))
-	if r.errors.n() > 0 {
-		res.fail("5: %d GETs failed, first: %q", r.errors.n(), r.errors.samples)
+		board.PageSize+1, loadtest.Millis(r.waiting))
+	if r.errors.Count() > 0 {
+		res.fail("5: %d GETs failed, first: %q", r.errors.Count(), r.errors.Samples())
 	}
 	return r, nil
 }
@@ -238,7 +238,7 @@ func (b *bench) get(ctx context.Context, base, path, token string) (int, []byte,
 
 // getLoop sends n GETs, c at a time, and returns their sorted latencies; answers other than 200
 // or that fail check are counted in errs.
-func (b *bench) getLoop(ctx context.Context, base, path, token string, n, c int, check func([]byte) error, errs *errorLog) ([]time.Duration, error) {
+func (b *bench) getLoop(ctx context.Context, base, path, token string, n, c int, check func([]byte) error, errs *loadtest.ErrorLog) ([]time.Duration, error) {
 	latencies := make([]time.Duration, n)
 	err := parallel(ctx, c, n, func(i int) error {
 		t := time.Now()
@@ -246,12 +246,12 @@ func (b *bench) getLoop(ctx context.Context, base, path, token string, n, c int,
 		latencies[i] = time.Since(t)
 		switch {
 		case err != nil:
-			errs.add(err)
+			errs.Add(err)
 		case status != http.StatusOK:
-			errs.add(fmt.Errorf("GET %s: status %d", path, status))
+			errs.Add(fmt.Errorf("GET %s: status %d", path, status))
 		default:
 			if err := check(body); err != nil {
-				errs.add(err)
+				errs.Add(err)
 			}
 		}
 		return nil

@@ -32,7 +32,7 @@ type raceResult struct {
 	took     time.Duration // first Next to the last agent finding the queue empty
 	accepted int           // accepts answered as successful
 	cycles   []time.Duration
-	errors   errorLog
+	errors   loadtest.ErrorLog
 
 	// The audit log's word, per package of the queue.
 	once, double, never, left, stuck, wrongAgent int64
@@ -215,7 +215,7 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 	}
 	fmt.Fprintf(out, "  desk (%s): %d agents, %d accepts in %s: %.0f accepts/s; cycle p50 %s p99 %s; errors %d\n",
 		r.via, r.agents, r.accepted, r.took.Round(time.Millisecond), float64(r.accepted)/r.took.Seconds(),
-		ms(loadtest.Percentile(r.cycles, 50)), ms(loadtest.Percentile(r.cycles, 99)), r.errors.n())
+		loadtest.Millis(loadtest.Percentile(r.cycles, 50)), loadtest.Millis(loadtest.Percentile(r.cycles, 99)), r.errors.Count())
 	fmt.Fprintf(out, "    database round trips by both instances (requests and background work): %d, %.1f per accepted package (baseline: 1 per claim)\n",
 		r.trips, float64(r.trips)/float64(max(r.accepted, 1)))
 	var parts []string
@@ -224,7 +224,7 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 	}
 	fmt.Fprintf(out, "    per accepted package, by sender: %s\n", strings.Join(parts, ", "))
 	fmt.Fprintf(out, "    a round trip (SELECT 1, the tool's own connection) took p50 %s meanwhile: %d connections / (%.1f round trips × %s) ≈ %.0f accepts/s at most\n",
-		ms(r.rtt), 2*cfg.serverConns, float64(r.trips)/float64(max(r.accepted, 1)), ms(r.rtt), r.ceiling(2*cfg.serverConns))
+		loadtest.Millis(r.rtt), 2*cfg.serverConns, float64(r.trips)/float64(max(r.accepted, 1)), loadtest.Millis(r.rtt), r.ceiling(2*cfg.serverConns))
 	fmt.Fprintf(out, "    busy backends (pg_stat_activity every %s): %s\n", sampleEvery, r.waits)
 	fmt.Fprintf(out, "  webhooks: the race wrote %d outbox rows; the deliverers settled %d meanwhile (%.0f/s) and left %d pending; with no agents they settled %d in the next %s (%.0f/s)\n",
 		r.webhooksWritten, r.webhooksSettled, float64(r.webhooksSettled)/r.took.Seconds(), r.webhooksPending, r.webhooksAfter, cfg.webhookWatch,
@@ -243,8 +243,8 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 		res.fail("4: of %d packages %d were accepted exactly once, %d never, %d are still queued, %d neither queued nor resolved, %d resolved by another agent",
 			r.packages, r.once, r.never, r.left, r.stuck, r.wrongAgent)
 	}
-	if r.errors.n() > 0 {
-		res.fail("4: %d agent requests failed, first: %q", r.errors.n(), r.errors.samples)
+	if r.errors.Count() > 0 {
+		res.fail("4: %d agent requests failed, first: %q", r.errors.Count(), r.errors.Samples())
 	}
 	if r.baseDouble > 0 || r.baseClaims != r.packages {
 		res.fail("4: baseline claimed %d of %d rows, %d twice", r.baseClaims, r.packages, r.baseDouble)
@@ -254,12 +254,12 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 
 // agentHTTP is one agent's browser: POST next (303 to the reserved package, or 404 when nothing
 // waits), POST accept, POST resolve, until the queue is empty.
-func (b *bench) agentHTTP(ctx context.Context, deadline time.Time, base, token string, record func(string, time.Duration), errs *errorLog) {
+func (b *bench) agentHTTP(ctx context.Context, deadline time.Time, base, token string, record func(string, time.Duration), errs *loadtest.ErrorLog) {
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		t := time.Now()
 		status, location, err := b.form(ctx, base, "/queues/"+queueRace+"/next", token, nil)
 		if err != nil {
-			errs.add(err)
+			errs.Add(err)
 			return
 		}
 		if status == http.StatusNotFound {
@@ -267,16 +267,16 @@ func (b *bench) agentHTTP(ctx context.Context, deadline time.Time, base, token s
 		}
 		id, ok := strings.CutPrefix(location, "/handoffs/")
 		if status != http.StatusSeeOther || !ok {
-			errs.add(fmt.Errorf("next: status %d, location %q", status, location))
+			errs.Add(fmt.Errorf("next: status %d, location %q", status, location))
 			return
 		}
 		if status, _, err = b.form(ctx, base, "/handoffs/"+id+"/accept", token, nil); err != nil || status != http.StatusSeeOther {
-			errs.add(fmt.Errorf("accept %s: status %d, err %v", id, status, err))
+			errs.Add(fmt.Errorf("accept %s: status %d, err %v", id, status, err))
 			return
 		}
 		record(id, 0)
 		if status, _, err = b.form(ctx, base, "/handoffs/"+id+"/resolve", token, url.Values{"code": {"solved"}}); err != nil || status != http.StatusSeeOther {
-			errs.add(fmt.Errorf("resolve %s: status %d, err %v", id, status, err))
+			errs.Add(fmt.Errorf("resolve %s: status %d, err %v", id, status, err))
 			return
 		}
 		record("", time.Since(t))
@@ -284,7 +284,7 @@ func (b *bench) agentHTTP(ctx context.Context, deadline time.Time, base, token s
 }
 
 // agentActions is the same loop through actions.Service in-process, without HTTP or sessions.
-func (b *bench) agentActions(ctx context.Context, deadline time.Time, actions *actions.Service, user auth.User, record func(string, time.Duration), errs *errorLog) {
+func (b *bench) agentActions(ctx context.Context, deadline time.Time, actions *actions.Service, user auth.User, record func(string, time.Duration), errs *loadtest.ErrorLog) {
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		t := time.Now()
 		id, err := actions.Next(ctx, user, queueRace)
@@ -292,16 +292,16 @@ func (b *bench) agentActions(ctx context.Context, deadline time.Time, actions *a
 			return
 		}
 		if err != nil {
-			errs.add(fmt.Errorf("next: %w", err))
+			errs.Add(fmt.Errorf("next: %w", err))
 			return
 		}
 		if err := actions.Accept(ctx, user, id); err != nil {
-			errs.add(fmt.Errorf("accept %s: %w", id, err))
+			errs.Add(fmt.Errorf("accept %s: %w", id, err))
 			return
 		}
 		record(id, 0)
 		if _, err := actions.Resolve(ctx, user, id, "solved", ""); err != nil {
-			errs.add(fmt.Errorf("resolve %s: %w", id, err))
+			errs.Add(fmt.Errorf("resolve %s: %w", id, err))
 			return
 		}
 		record("", time.Since(t))
@@ -352,7 +352,7 @@ func (b *bench) claimBaseline(ctx context.Context, r *raceResult) error {
 	}
 	defer pool.Close()
 	claimed := make([][]int64, r.baseClients)
-	errs := &errorLog{}
+	errs := &loadtest.ErrorLog{}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range r.baseClients {
@@ -364,7 +364,7 @@ func (b *bench) claimBaseline(ctx context.Context, r *raceResult) error {
 					return
 				}
 				if err != nil {
-					errs.add(err)
+					errs.Add(err)
 					return
 				}
 				claimed[i] = append(claimed[i], id)
@@ -373,8 +373,8 @@ func (b *bench) claimBaseline(ctx context.Context, r *raceResult) error {
 	}
 	wg.Wait()
 	r.baseTook = time.Since(start)
-	if errs.n() > 0 {
-		return fmt.Errorf("%d claims failed, first: %q", errs.n(), errs.samples)
+	if errs.Count() > 0 {
+		return fmt.Errorf("%d claims failed, first: %q", errs.Count(), errs.Samples())
 	}
 	seen := map[int64]bool{}
 	for _, ids := range claimed {

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -81,14 +79,8 @@ type deskInstance struct {
 // even when setUp failed half-way, and never uses ctx: an interrupted run must still drop its
 // database.
 func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown func() error, err error) {
-	var undo []func() error
-	teardown = func() error {
-		var errs []error
-		for _, f := range slices.Backward(undo) {
-			errs = append(errs, f())
-		}
-		return errors.Join(errs...)
-	}
+	cleanup := &loadtest.Cleanup{}
+	teardown = cleanup.Run
 
 	raw, err := os.ReadFile(cfg.examplePath)
 	if err != nil {
@@ -102,20 +94,15 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 		return nil, teardown, err
 	}
 
-	conn, err := pgx.Connect(ctx, cfg.adminURL)
+	pgInfo, settings, err := loadtest.DescribeServer(ctx, cfg.adminURL, "synchronous_commit", "fsync", "max_connections", "autovacuum")
 	if err != nil {
 		return nil, teardown, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var version, syncCommit, fsync, maxConns, autovacuum string
-	if err := conn.QueryRow(ctx, `SELECT version(), current_setting('synchronous_commit'), current_setting('fsync'), current_setting('max_connections'),
-		current_setting('autovacuum')`).Scan(&version, &syncCommit, &fsync, &maxConns, &autovacuum); err != nil {
-		return nil, teardown, err
-	}
+	autovacuum := settings[3]
 	if b.dbName, b.dbURL, err = loadtest.CreateDatabase(ctx, cfg.adminURL, "bench_desk_"); err != nil {
 		return nil, teardown, err
 	}
-	undo = append(undo, func() error {
+	cleanup.Add(func() error {
 		if cfg.keep {
 			fmt.Fprintf(out, "kept the bench database: psql '%s'\n", loadtest.Redacted(b.dbURL))
 			return nil
@@ -128,7 +115,7 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 	if b.db, err = openPool(ctx, b.dbURL, setupConns, nil); err != nil {
 		return nil, teardown, err
 	}
-	undo = append(undo, func() error { b.db.Close(); return nil })
+	cleanup.Add(func() error { b.db.Close(); return nil })
 	if err := postgres.Migrate(ctx, b.db, b.logger); err != nil {
 		return nil, teardown, err
 	}
@@ -139,7 +126,7 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 		if err != nil {
 			return nil, teardown, err
 		}
-		undo = append(undo, d.stop)
+		cleanup.Add(d.stop)
 		if name == "A" {
 			b.a = d
 		} else {
@@ -149,11 +136,11 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 	if b.bare, err = startBare(); err != nil {
 		return nil, teardown, err
 	}
-	undo = append(undo, b.bare.stop)
+	cleanup.Add(b.bare.stop)
 	transport := &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000, IdleConnTimeout: time.Minute}
 	b.client = &http.Client{Transport: transport, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	undo = append(undo, func() error { transport.CloseIdleConnections(); return nil })
+	cleanup.Add(func() error { transport.CloseIdleConnections(); return nil })
 
 	need := uint64(max(cfg.fanoutSockets, cfg.latencySockets)) + 2*uint64(cfg.raceAgents) + 1000
 	limit, err := raiseOpenFiles(need)
@@ -166,13 +153,13 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 	if b.farm, err = startFarm(); err != nil {
 		return nil, teardown, err
 	}
-	undo = append(undo, b.farm.stop)
+	cleanup.Add(b.farm.stop)
 
 	t0 := time.Now()
 	if err := b.createPeople(ctx); err != nil {
 		return nil, teardown, err
 	}
-	fmt.Fprintf(out, "PostgreSQL: %s; synchronous_commit=%s, fsync=%s, max_connections=%s, autovacuum=%s\n", version, syncCommit, fsync, maxConns, autovacuum)
+	fmt.Fprintf(out, "PostgreSQL: %s\n", pgInfo)
 	if autovacuum != "on" {
 		fmt.Fprintf(out, "            (without autovacuum nothing analyzes the tables: the tool runs ANALYZE after each bulk fill, as autoanalyze would\n")
 		fmt.Fprintf(out, "            in a deployment; see scenario 5 for the plan the page query gets without it)\n")
@@ -195,13 +182,10 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 // openPool opens a pool as postgres.Open does (configured by the URL, pinged), with conns
 // connections and, if given, a tracer.
 func openPool(ctx context.Context, dbURL string, conns int, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
-	u, err := url.Parse(dbURL)
+	u, err := loadtest.PoolURL(dbURL, conns)
 	if err != nil {
 		return nil, err
 	}
-	q := u.Query()
-	q.Set("pool_max_conns", strconv.Itoa(conns))
-	u.RawQuery = q.Encode()
 	if tracer == nil {
 		return postgres.Open(ctx, u.String())
 	}
@@ -285,19 +269,18 @@ func startDesk(ctx context.Context, name, dbURL string, conns int, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, baseURL, err := loadtest.Listen()
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	d := &deskInstance{name: name, url: "http://" + ln.Addr().String(), db: db, trips: trips}
+	d := &deskInstance{name: name, url: baseURL, db: db, trips: trips}
 	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: d.url}, DatabaseURL: dbURL}
-	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan error, 1)
-	go func() { served <- instance.Run(serveCtx, opts, logger.With("instance", name), db, ln) }()
+	stop := loadtest.Serve(ctx, func(serveCtx context.Context) error {
+		return instance.Run(serveCtx, opts, logger.With("instance", name), db, ln)
+	})
 	d.stop = func() error {
-		stop()
-		err := <-served
+		err := stop()
 		db.Close()
 		return err
 	}

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -51,7 +49,6 @@ const warmupFraction = 10
 const (
 	baselineInsert = `INSERT INTO bench_raw (body) VALUES ($1)`
 	intakePath     = "/api/v1/handoffs"
-	keptErrors     = 5 // error messages kept for the report; the rest are only counted
 )
 
 // sample is one measurement of one side.
@@ -154,7 +151,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	}
 	defer stopProfile()
 
-	errs := &errorLog{}
+	errs := &loadtest.ErrorLog{}
 	for _, n := range cfg.concurrency {
 		for i, t := range templates {
 			c := cell{concurrency: n, size: cfg.sizes[i]}
@@ -174,12 +171,12 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 				c.baselineErrs += baseErrs
 				c.errs += inErrs
 				fmt.Fprintf(out, "run %d/%d  bots=%-3d size=%-6d baseline %7.0f ops/s p50 %-8s p99 %-8s cpu/op %s | intake %7.0f ops/s p50 %-8s p99 %-8s cpu/op %s  errors %d\n",
-					run, cfg.runs, n, c.size, base.rate(), ms(base.p50), ms(base.p99), cpuPerOp(base), in.rate(), ms(in.p50), ms(in.p99), cpuPerOp(in), baseErrs+inErrs)
+					run, cfg.runs, n, c.size, base.rate(), loadtest.Millis(base.p50), loadtest.Millis(base.p99), cpuPerOp(base), in.rate(), loadtest.Millis(in.p50), loadtest.Millis(in.p99), cpuPerOp(in), baseErrs+inErrs)
 			}
 			res.cells = append(res.cells, c)
 		}
 	}
-	res.errorSamples = errs.samples
+	res.errorSamples = errs.Samples()
 	err = b.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM handoffs), (SELECT count(*) FROM webhook_outbox)`).Scan(&res.handoffs, &res.outbox)
 	return res, err
 }
@@ -188,46 +185,28 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 // teardown undoes whatever was done, even when setUp failed half-way, and never uses ctx: an
 // interrupted run must still drop its database.
 func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInfo string, teardown func() error, err error) {
-	var undo []func() error
-	teardown = func() error {
-		var errs []error
-		for _, f := range slices.Backward(undo) {
-			errs = append(errs, f())
-		}
-		return errors.Join(errs...)
-	}
+	cleanup := &loadtest.Cleanup{}
+	teardown = cleanup.Run
 
-	conn, err := pgx.Connect(ctx, cfg.adminURL)
-	if err != nil {
+	if pgInfo, _, err = loadtest.DescribeServer(ctx, cfg.adminURL, "synchronous_commit", "fsync"); err != nil {
 		return nil, "", teardown, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var version, syncCommit, fsync string
-	if err := conn.QueryRow(ctx, `SELECT version(), current_setting('synchronous_commit'), current_setting('fsync')`).
-		Scan(&version, &syncCommit, &fsync); err != nil {
-		return nil, "", teardown, err
-	}
-	pgInfo = fmt.Sprintf("%s; synchronous_commit=%s, fsync=%s (as configured: commits are durable only if both are on)", version, syncCommit, fsync)
+	pgInfo += " (as configured: commits are durable only if both are on)"
 	name, dbURL, err := loadtest.CreateDatabase(ctx, cfg.adminURL, "bench_intake_")
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	undo = append(undo, func() error { return loadtest.DropDatabase(cfg.adminURL, name) })
+	cleanup.Add(func() error { return loadtest.DropDatabase(cfg.adminURL, name) })
 
 	b = &bench{dbName: name, dbURL: dbURL}
-	benchURL, err := url.Parse(dbURL)
+	benchURL, err := loadtest.PoolURL(dbURL, cfg.serverConns)
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	// pgxpool's default of max(4, NumCPU) connections would queue requests inside the server long
-	// before PostgreSQL is busy; a real deployment sets pool_max_conns in DATABASE_URL the same way.
-	query := benchURL.Query()
-	query.Set("pool_max_conns", strconv.Itoa(cfg.serverConns))
-	benchURL.RawQuery = query.Encode()
 	if b.db, err = postgres.Open(ctx, benchURL.String()); err != nil {
 		return nil, "", teardown, err
 	}
-	undo = append(undo, func() error { b.db.Close(); return nil })
+	cleanup.Add(func() error { b.db.Close(); return nil })
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := postgres.Migrate(ctx, b.db, logger); err != nil {
 		return nil, "", teardown, err
@@ -240,28 +219,28 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 		return nil, "", teardown, err
 	}
 	b.meter = &meter{conn: meterConn}
-	undo = append(undo, func() error { return meterConn.Close(context.Background()) })
+	cleanup.Add(func() error { return meterConn.Close(context.Background()) })
 	b.auth, b.queues = auth.NewService(b.db), queue.NewService(b.db)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, serverURL, err := loadtest.Listen()
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	b.url = "http://" + ln.Addr().String()
+	b.url = serverURL
 	// A whole desk instance, as `web serve` runs it: the intake's commits wake the live hub and
 	// the coalesced NOTIFY, so their cost is in the figures.
 	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: b.url}, DatabaseURL: benchURL.String()}
-	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan error, 1)
-	// The label follows the server's goroutines, so a CPU profile can show the server side alone.
-	go pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) {
-		served <- instance.Run(ctx, opts, logger, b.db, ln)
+	stopServer := loadtest.Serve(ctx, func(serveCtx context.Context) (err error) {
+		// The label follows the server's goroutines, so a CPU profile can show the server side alone.
+		pprof.Do(serveCtx, pprof.Labels("side", "server"), func(ctx context.Context) {
+			err = instance.Run(ctx, opts, logger, b.db, ln)
+		})
+		return err
 	})
 	transport := &http.Transport{MaxIdleConnsPerHost: maxConcurrency, MaxIdleConns: maxConcurrency}
 	b.client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	undo = append(undo, func() error {
-		stop()
+	cleanup.Add(func() error {
 		transport.CloseIdleConnections()
-		return <-served
+		return stopServer()
 	})
 	return b, pgInfo, teardown, nil
 }
@@ -269,7 +248,7 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 // baseline inserts the same bodies with n workers, each on its own connection. Its own pool is
 // closed after the run and the server's is emptied before it, so the two never hold PostgreSQL
 // connection slots at once.
-func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, errs *errorLog) (sample, int, error) {
+func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, errs *loadtest.ErrorLog) (sample, int, error) {
 	b.db.Reset()
 	poolCfg, err := pgxpool.ParseConfig(b.dbURL)
 	if err != nil {
@@ -281,12 +260,12 @@ func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, err
 		return sample{}, 0, err
 	}
 	defer pool.Close()
-	before := errs.count
+	before := errs.Count()
 	s := drive(ctx, "baseline", n, cfg.duration, b.meter, errs, func() (func(context.Context) error, func()) {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				errs.add(err)
+				errs.Add(err)
 			}
 			return nil, nil
 		}
@@ -295,12 +274,12 @@ func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, err
 			return err
 		}, conn.Release
 	})
-	return s, errs.count - before, nil
+	return s, errs.Count() - before, nil
 }
 
 // intake posts the bodies with n concurrent bots to a new queue and counts every answer other
 // than 201 in errs.
-func (b *bench) intake(ctx context.Context, cfg config, n int, t template, errs *errorLog) (sample, int, error) {
+func (b *bench) intake(ctx context.Context, cfg config, n int, t template, errs *loadtest.ErrorLog) (sample, int, error) {
 	b.runs++
 	name := queueName(b.runs)
 	q, err := b.queues.Create(ctx, queue.New{Name: name})
@@ -312,11 +291,11 @@ func (b *bench) intake(ctx context.Context, cfg config, n int, t template, errs 
 		return sample{}, 0, err
 	}
 	t = t.inQueue(name)
-	before := errs.count
+	before := errs.Count()
 	s := drive(ctx, "bots", n, cfg.duration, b.meter, errs, func() (func(context.Context) error, func()) {
 		return func(ctx context.Context) error { return b.submit(ctx, key.Key, t.body(b.ids.Add(1))) }, func() {}
 	})
-	return s, errs.count - before, nil
+	return s, errs.Count() - before, nil
 }
 
 // queueName names the queue of the nth intake run, as long as queuePlaceholder.
@@ -349,7 +328,7 @@ func (b *bench) submit(ctx context.Context, key string, body []byte) error {
 // each operation that completes inside the window and the CPU time the window cost. newWorker
 // gives a worker its operation and what to release when it stops; a nil operation means the
 // worker could not start (already counted in errs).
-func drive(ctx context.Context, label string, n int, window time.Duration, m *meter, errs *errorLog, newWorker func() (op func(context.Context) error, release func())) sample {
+func drive(ctx context.Context, label string, n int, window time.Duration, m *meter, errs *loadtest.ErrorLog, newWorker func() (op func(context.Context) error, release func())) sample {
 	start := time.Now().Add(window / warmupFraction)
 	end := start.Add(window)
 	latencies := make([][]time.Duration, n)
@@ -378,7 +357,7 @@ func drive(ctx context.Context, label string, n int, window time.Duration, m *me
 					t1 := time.Now()
 					switch {
 					case err != nil && ctx.Err() == nil:
-						errs.add(err)
+						errs.Add(err)
 					case err == nil && !t1.Before(start) && t1.Before(end):
 						latencies[i] = append(latencies[i], t1.Sub(t0))
 					}
@@ -391,24 +370,6 @@ func drive(ctx context.Context, label string, n int, window time.Duration, m *me
 	slices.Sort(all)
 	return sample{ops: len(all), window: window, p50: loadtest.Percentile(all, float64(50)), p99: loadtest.Percentile(all, float64(99)), cpu: cpu}
 }
-
-// errorLog counts failed operations and keeps the first few messages.
-type errorLog struct {
-	mu      sync.Mutex
-	count   int
-	samples []string
-}
-
-func (l *errorLog) add(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.count++
-	if len(l.samples) < keptErrors {
-		l.samples = append(l.samples, err.Error())
-	}
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
 
 // cpuPerOp shows a sample's CPU time per operation as "Go+PostgreSQL" microseconds.
 func cpuPerOp(s sample) string {

@@ -8,10 +8,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // On a machine shared with other work, rates move with the neighbours' load; the CPU time each
@@ -41,11 +42,7 @@ type cpuUse struct {
 }
 
 func (m *meter) read(ctx context.Context) cpuReading {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return cpuReading{}
-	}
-	r := cpuReading{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	r := cpuReading{self: loadtest.OwnCPU()}
 	rows, err := m.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
 	if err != nil {
 		return r

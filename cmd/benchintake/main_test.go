@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
@@ -43,13 +42,8 @@ func TestMeasureBothSides(t *testing.T) {
 		t.Errorf("%d handoffs stored, fewer than the %d answered 201 in the window", res.handoffs, c.intake[0].ops)
 	}
 
-	conn, err := pgx.Connect(t.Context(), pgtest.AdminURL())
+	left, err := loadtest.DatabaseExists(t.Context(), pgtest.AdminURL(), res.database)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var left bool
-	if err := conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, res.database).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left {

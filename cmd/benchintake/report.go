@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // Targets, informational: the exit status does not depend on them.
@@ -31,25 +32,12 @@ func summarize(c cell) summary {
 	self := func(s sample) time.Duration { self, _ := s.cpuPerOp(); return self }
 	postgres := func(s sample) time.Duration { _, pg := s.cpuPerOp(); return pg }
 	return summary{
-		baseRate: median(c.baseline, rate), intakeRate: median(c.intake, rate),
-		baseP50: median(c.baseline, p50), baseP99: median(c.baseline, p99),
-		intakeP50: median(c.intake, p50), intakeP99: median(c.intake, p99),
-		baseCPU: median(c.baseline, self), intakeCPU: median(c.intake, self),
-		basePGCPU: median(c.baseline, postgres), intakePGCPU: median(c.intake, postgres),
+		baseRate: loadtest.MedianOf(c.baseline, rate), intakeRate: loadtest.MedianOf(c.intake, rate),
+		baseP50: loadtest.MedianOf(c.baseline, p50), baseP99: loadtest.MedianOf(c.baseline, p99),
+		intakeP50: loadtest.MedianOf(c.intake, p50), intakeP99: loadtest.MedianOf(c.intake, p99),
+		baseCPU: loadtest.MedianOf(c.baseline, self), intakeCPU: loadtest.MedianOf(c.intake, self),
+		basePGCPU: loadtest.MedianOf(c.baseline, postgres), intakePGCPU: loadtest.MedianOf(c.intake, postgres),
 	}
-}
-
-func median[T ~int64 | ~float64](samples []sample, value func(sample) T) T {
-	values := make([]T, len(samples))
-	for i, s := range samples {
-		values[i] = value(s)
-	}
-	slices.Sort(values)
-	mid := len(values) / 2
-	if len(values)%2 == 0 {
-		return (values[mid-1] + values[mid]) / 2
-	}
-	return values[mid]
 }
 
 func report(w io.Writer, cfg config, res result) {
@@ -61,7 +49,7 @@ func report(w io.Writer, cfg config, res result) {
 	for _, c := range res.cells {
 		s := summarize(c)
 		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", c.concurrency, c.size, s.baseRate, s.intakeRate,
-			s.intakeRate/s.baseRate, ms(s.intakeP50), ms(s.intakeP99), ms(s.baseP50), ms(s.baseP99),
+			s.intakeRate/s.baseRate, loadtest.Millis(s.intakeP50), loadtest.Millis(s.intakeP99), loadtest.Millis(s.baseP50), loadtest.Millis(s.baseP99),
 			us(s.intakeCPU)+"+"+us(s.intakePGCPU), us(s.baseCPU)+"+"+us(s.basePGCPU), c.errs+c.baselineErrs)
 	}
 	tw.Flush()
@@ -76,7 +64,7 @@ func report(w io.Writer, cfg config, res result) {
 		s := summarize(c)
 		ratio := s.intakeRate / s.baseRate
 		fmt.Fprintf(w, "  %6d bytes: intake/baseline %.2f >= %.2f %s; intake p99 %s <= %s %s\n", c.size,
-			ratio, targetRatio, verdict(ratio >= targetRatio), ms(s.intakeP99), ms(targetP99), verdict(s.intakeP99 <= targetP99))
+			ratio, targetRatio, loadtest.Verdict(ratio >= targetRatio), loadtest.Millis(s.intakeP99), loadtest.Millis(targetP99), loadtest.Verdict(s.intakeP99 <= targetP99))
 	}
 	if !found {
 		fmt.Fprintf(w, "  not measured: -concurrency has no %d\n", targetBots)
@@ -86,11 +74,4 @@ func report(w io.Writer, cfg config, res result) {
 	for _, e := range res.errorSamples {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "MISS"
 }

@@ -1,5 +1,7 @@
-// Package loadtest holds what the desk's load tools share: scratch databases that leave nothing
-// behind, nearest-rank percentiles and CPU profiles.
+// Package loadtest is the skeleton the desk's load tools share, so that they set up, measure and
+// report the same way: their flags and the command line that repeats a run, scratch databases and
+// set-ups that undo themselves, servers run in-process on loopback, error counts, medians over
+// runs, nearest-rank percentiles, CPU time and profiles. What each tool measures stays in the tool.
 package loadtest
 
 import (
@@ -10,6 +12,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +54,19 @@ func DropDatabase(adminURL, name string) error {
 	return nil
 }
 
+// DatabaseExists reports whether the server of adminURL has a database of that name: what a tool's
+// test asks to know that a run dropped its scratch database.
+func DatabaseExists(ctx context.Context, adminURL, name string) (bool, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
+	return exists, err
+}
+
 // Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted durations: always one
 // that was measured, never an interpolation.
 func Percentile(sorted []time.Duration, p float64) time.Duration {
@@ -88,4 +104,14 @@ func StartCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// OwnCPU is the user and system CPU time this process has used so far, its child processes not
+// included; 0 if the system cannot tell.
+func OwnCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

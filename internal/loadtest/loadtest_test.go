@@ -1,8 +1,11 @@
 package loadtest
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
 func TestPercentileIsNearestRank(t *testing.T) {
@@ -22,5 +25,37 @@ func TestPercentileIsNearestRank(t *testing.T) {
 		if got := Percentile(c.sorted, c.p); got != c.want {
 			t.Errorf("p%v of %d values = %d, want %d", c.p, len(c.sorted), got, c.want)
 		}
+	}
+}
+
+func TestOwnCPUCountsThisProcess(t *testing.T) {
+	before := OwnCPU()
+	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
+		// Burn CPU: the time has to show.
+	}
+	after := OwnCPU()
+	if before <= 0 || after <= before {
+		t.Errorf("OwnCPU went from %v to %v while this process burned CPU", before, after)
+	}
+}
+
+func TestScratchDatabaseLeavesNothing(t *testing.T) {
+	adminURL := pgtest.AdminURL()
+	name, dbURL, err := CreateDatabase(t.Context(), adminURL, "loadtest_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(name, "loadtest_") || !strings.Contains(dbURL, "/"+name) {
+		t.Errorf("created %s at %s", name, Redacted(dbURL))
+	}
+	exists, err := DatabaseExists(t.Context(), adminURL, name)
+	if err != nil || !exists {
+		t.Fatalf("right after CreateDatabase, DatabaseExists(%s) = %v, %v", name, exists, err)
+	}
+	if err := DropDatabase(adminURL, name); err != nil {
+		t.Fatal(err)
+	}
+	if exists, err := DatabaseExists(t.Context(), adminURL, name); err != nil || exists {
+		t.Errorf("after DropDatabase, DatabaseExists(%s) = %v, %v", name, exists, err)
 	}
 }

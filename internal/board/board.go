@@ -45,7 +45,10 @@ type Item struct {
 	SLA           time.Duration
 	PIIMinRole    string
 	PIIEntityKeys []string
-	Package       handoff.Package
+	// RequiredEntityKeys are the entities the queue requires of every package: cards show them
+	// first.
+	RequiredEntityKeys []string
+	Package            handoff.Package
 }
 
 // Priority names the item's rank.
@@ -90,7 +93,8 @@ func (it Item) SortKey() string {
 const itemSelect = `
 	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
-		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, h.package
+		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys,
+		q.required_entity_keys, h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the
@@ -123,7 +127,8 @@ func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, e
 	var pkg []byte
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
-		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &pkg)
+		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys,
+		&it.RequiredEntityKeys, &pkg)
 	if err != nil {
 		return Item{}, err
 	}
@@ -144,6 +149,9 @@ const PageSize = 50
 
 // Waiting lists a queue's open, unassigned-or-reserved packages in claim order, after the cursor
 // if given, and returns the cursor of the next page (nil at the end).
+//
+// The waiting statuses are written out rather than passed: they are the predicate of the partial
+// index handoffs_queue_page_idx, which the planner matches only against constants.
 func (b *Board) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]Item, *Cursor, error) {
 	var rows pgx.Rows
 	var err error

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // PresenceStale is how old a presence row may be and still count; it matches the heartbeat of
@@ -52,14 +54,14 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 		SELECT q.name,
 			count(h.id) FILTER (WHERE h.status = 'queued'),
 			count(h.id) FILTER (WHERE h.status = 'reserved'),
-			count(h.id) FILTER (WHERE h.status IN ('accepted', 'awaiting_approval')),
+			count(h.id) FILTER (WHERE h.status NOT IN ('queued', 'reserved')),
 			min(h.enqueued_at) FILTER (WHERE h.status = 'queued'),
 			q.sla,
 			(SELECT count(*) FROM queue_members m JOIN presence_now p ON p.user_id = m.user_id
 				WHERE m.queue_id = q.id AND p.status = 'online')
 		FROM queues q LEFT JOIN handoffs h ON h.queue_id = q.id
-			AND h.status IN ('queued', 'reserved', 'accepted', 'awaiting_approval')
-		WHERE q.enabled GROUP BY q.id ORDER BY q.name`, PresenceStale)
+			AND h.status = ANY($2)
+		WHERE q.enabled GROUP BY q.id ORDER BY q.name`, PresenceStale, handoff.OpenStatuses())
 	if err != nil {
 		return r, err
 	}
@@ -69,13 +71,13 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 	rows, err = s.db.Query(ctx, `WITH `+presenceCTE+`
 		SELECT u.id, u.display_name, u.role, coalesce(p.status, 'offline'),
 			(SELECT count(*) FROM handoffs h WHERE h.assignee_id = u.id
-				AND h.status IN ('reserved', 'accepted', 'awaiting_approval')),
+				AND h.status = ANY($2) AND h.status <> 'queued'),
 			u.capacity,
 			coalesce((SELECT array_agg(q.name ORDER BY q.name) FROM queue_members m JOIN queues q ON q.id = m.queue_id
 				WHERE m.user_id = u.id), '{}')
 		FROM users u LEFT JOIN presence_now p ON p.user_id = u.id
 		WHERE NOT u.disabled AND u.role IN ('agent', 'supervisor')
-		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale)
+		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale, handoff.OpenStatuses())
 	if err != nil {
 		return r, err
 	}
@@ -90,8 +92,8 @@ func OnlineWithRoom(ctx context.Context, db Querier, userID int64) (bool, error)
 	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
 		SELECT EXISTS (SELECT 1 FROM presence_now p JOIN users u ON u.id = p.user_id
 			WHERE p.user_id = $2 AND p.status = 'online' AND u.capacity > (SELECT count(*) FROM handoffs
-				WHERE assignee_id = u.id AND status IN ('reserved', 'accepted', 'awaiting_approval')))`,
-		PresenceStale, userID).Scan(&ok)
+				WHERE assignee_id = u.id AND status = ANY($3) AND status <> 'queued'))`,
+		PresenceStale, userID, handoff.OpenStatuses()).Scan(&ok)
 	return ok, err
 }
 

@@ -1,8 +1,9 @@
 package server
 
 import (
+	"cmp"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,20 +37,27 @@ func cardOf(item board.Item, v handoff.Visibility, entityLimit int) views.Card {
 	}
 	return views.Card{
 		ID: item.PublicID, Queue: item.Queue, Status: string(item.Status), Priority: string(item.Priority()),
-		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, entityLimit),
+		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, item.RequiredEntityKeys, entityLimit),
 		Sentiment: string(p.Sentiment), Channel: channel, EnqueuedAt: item.EnqueuedAt, SLA: item.SLA,
 		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
 		SortKey: item.SortKey(),
 	}
 }
 
-// entities lists a package's entities, the queue-relevant ones first, in a stable order.
-func entities(p handoff.Package, limit int) []views.Entity {
+// entities lists a package's entities up to limit (0: all): those its queue requires first, in the
+// queue's order, as they are what the queue's agents look for; then the rest by key.
+func entities(p handoff.Package, required []string, limit int) []views.Entity {
 	keys := make([]string, 0, len(p.StructuredEntities))
 	for k := range p.StructuredEntities {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	rank := func(k string) int {
+		if i := slices.Index(required, k); i >= 0 {
+			return i
+		}
+		return len(required)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b)) })
 	var out []views.Entity
 	for _, k := range keys {
 		if limit > 0 && len(out) == limit {

@@ -100,7 +100,7 @@ func defaultTo[T int | time.Duration](field *T, value T) {
 	}
 }
 
-// Wake asks Run for a pass now instead of at the next poll; call it after committing an Enqueue.
+// Wake asks Run for a pass now instead of at the next poll; call it after committing a Queue.
 // It never blocks: a wake already pending covers this one too.
 func (d *Deliverer) Wake() {
 	select {

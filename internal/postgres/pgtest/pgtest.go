@@ -53,6 +53,13 @@ func URL(t testing.TB) string {
 	return pgtestdb.Custom(t, config(t), migrator).URL()
 }
 
+// Unmigrated returns the connection URL of a fresh database without the desk's schema, for tests
+// of the migrations themselves.
+func Unmigrated(t testing.TB) string {
+	t.Helper()
+	return pgtestdb.Custom(t, config(t), pgtestdb.NoopMigrator{}).URL()
+}
+
 // New returns a pool on a fresh, migrated database, closed when the test ends.
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()

@@ -149,7 +149,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	if err != nil {
 		return result{}, err
 	}
-	defer stopProfile()
+	defer func() { err = errors.Join(err, stopProfile()) }()
 
 	errs := &loadtest.ErrorLog{}
 	for _, n := range cfg.concurrency {

@@ -544,12 +544,6 @@ type warnCounter struct {
 	counts map[string]int
 }
 
-func (w *warnCounter) get(msg string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.counts[msg]
-}
-
 func (w *warnCounter) all() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -2,8 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 TEST_FLAGS ?= -timeout 12m
+GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test generate check-generated bench-intake bench-desk db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -20,6 +21,18 @@ test:
 	@scripts/chromium
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test $(TEST_FLAGS) ./...
+
+## lint: golangci-lint with gosec and staticcheck (.golangci.yml), installed at the pinned version
+## into GOPATH/bin when that version is missing; installed from a temporary directory, outside this
+## module, with GOFLAGS=-mod=mod so that the module's own settings do not apply to it.
+lint:
+	@lint="$$($(GO) env GOPATH)/bin/golangci-lint" && \
+		if [ "v$$("$$lint" version --short 2>/dev/null)" != "$(GOLANGCI_LINT_VERSION)" ]; then \
+			echo "lint: installing golangci-lint $(GOLANGCI_LINT_VERSION)" >&2 && \
+			(cd "$${TMPDIR:-/tmp}" && GOBIN="$$(dirname "$$lint")" GOFLAGS=-mod=mod \
+				$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)); \
+		fi && \
+		"$$lint" run ./...
 
 ## generate: rebuild the committed templ code and CSS. `npm install` rather than `npm ci`: npm 11
 ## leaves other platforms' optional packages out of the lockfile (npm/cli#4828) and `npm ci` then

@@ -58,7 +58,7 @@ func (b *bareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // the socket is done with either way
 	c := &bareConn{send: make(chan []byte, bareSendBuffer)}
 	b.mu.Lock()
 	b.conns[c] = struct{}{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -215,13 +216,12 @@ func (s side) growth(n int) string {
 }
 
 func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
+	f, err := os.Create(path) //nolint:gosec // G304: the path is the operator's own -memprofile flag.
 	if err != nil {
 		return err
 	}
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
+		return errors.Join(err, f.Close())
 	}
 	return f.Close()
 }

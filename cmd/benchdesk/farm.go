@@ -84,7 +84,8 @@ type farmState struct {
 
 // serveFarm is the child's whole program: it answers commands until stdin closes.
 func serveFarm(ctx context.Context, in io.Reader, out io.Writer) error {
-	raiseOpenFiles(1 << 20)
+	// Best effort: the child inherits the limit the parent raised and checked before starting it.
+	_, _ = raiseOpenFiles(1 << 20)
 	st := &farmState{}
 	defer st.closeAll()
 	scanner := bufio.NewScanner(in)
@@ -274,7 +275,7 @@ func (st *farmState) closeAll() {
 	for _, s := range st.sockets {
 		_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
 			time.Now().Add(farmWriteWait))
-		s.conn.Close()
+		_ = s.conn.Close() // closing ends the socket's reader, which is what the loop below waits for
 	}
 	for _, s := range st.sockets {
 		<-s.done
@@ -337,7 +338,7 @@ func startFarm() (*farm, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe)
+	cmd := exec.Command(exe) //nolint:gosec // G204: this very binary, from os.Executable, with no arguments.
 	cmd.Env = append(os.Environ(), farmEnv+"=1")
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -393,7 +394,7 @@ func (f *farm) closeSockets() (farmReply, error) { return f.do(farmCommand{Op: "
 
 // stop ends the child: closing its stdin ends its command loop, which closes its sockets.
 func (f *farm) stop() error {
-	f.in.Close()
+	_ = f.in.Close() // how the child ended is what Wait reports
 	go func() { f.done <- f.cmd.Wait() }()
 	select {
 	case err := <-f.done:

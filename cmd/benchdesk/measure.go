@@ -44,7 +44,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	if err != nil {
 		return result{}, err
 	}
-	defer stopProfile()
+	defer func() { err = errors.Join(err, stopProfile()) }()
 
 	step := func(name string, f func() error) error {
 		t0, cpu0 := time.Now(), loadtest.OwnCPU()

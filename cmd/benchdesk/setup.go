@@ -142,7 +142,7 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	cleanup.Add(func() error { transport.CloseIdleConnections(); return nil })
 
-	need := uint64(max(cfg.fanoutSockets, cfg.latencySockets)) + 2*uint64(cfg.raceAgents) + 1000
+	need := uint64(max(cfg.fanoutSockets, cfg.latencySockets)) + 2*uint64(cfg.raceAgents) + 1000 //nolint:gosec // G115: parseConfig has checked all three are positive.
 	limit, err := raiseOpenFiles(need)
 	if err != nil {
 		return nil, teardown, fmt.Errorf("open-files limit: %w", err)
@@ -365,7 +365,7 @@ func (b *bench) login(ctx context.Context, base, email string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusSeeOther {
 		return "", fmt.Errorf("login %s: status %d, want 303", email, resp.StatusCode)
@@ -409,7 +409,7 @@ func (b *bench) post(ctx context.Context, base string, body []byte) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
 	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
@@ -507,7 +507,7 @@ func snapshot() memSnap {
 	if statm, err := os.ReadFile("/proc/self/statm"); err == nil {
 		if fields := strings.Fields(string(statm)); len(fields) > 1 {
 			if pages, err := strconv.ParseUint(fields[1], 10, 64); err == nil {
-				m.rss = pages * uint64(os.Getpagesize())
+				m.rss = pages * uint64(os.Getpagesize()) //nolint:gosec // G115: a page size is positive.
 			}
 		}
 	}
@@ -542,12 +542,6 @@ func settle(ctx context.Context) {
 type warnCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
-}
-
-func (w *warnCounter) get(msg string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.counts[msg]
 }
 
 func (w *warnCounter) all() map[string]int {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -149,7 +150,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	if err != nil {
 		return result{}, err
 	}
-	defer stopProfile()
+	defer func() { err = errors.Join(err, stopProfile()) }()
 
 	errs := &loadtest.ErrorLog{}
 	for _, n := range cfg.concurrency {
@@ -249,6 +250,9 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 // closed after the run and the server's is emptied before it, so the two never hold PostgreSQL
 // connection slots at once.
 func (b *bench) baseline(ctx context.Context, cfg config, n int, t template, errs *loadtest.ErrorLog) (sample, int, error) {
+	if n < 1 || n > math.MaxInt32 {
+		return sample{}, 0, fmt.Errorf("%d workers: a pool holds 1 to %d connections", n, math.MaxInt32)
+	}
 	b.db.Reset()
 	poolCfg, err := pgxpool.ParseConfig(b.dbURL)
 	if err != nil {
@@ -312,7 +316,7 @@ func (b *bench) submit(ctx context.Context, key string, body []byte) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
 	// Read to the end so the connection goes back to the transport for the next request.
 	answer, err := io.ReadAll(resp.Body)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 const (
 	demoPassword      = "handoff-demo"
 	demoBotKey        = "hdk_demo-bot_local-demo-key-not-for-production"
-	demoWebhookSecret = "whsec_local-demo-secret-not-for-production"
+	demoWebhookSecret = "whsec_local-demo-secret-not-for-production" //nolint:gosec // G101: a published demo secret for local desks, printed by every `make run` on purpose.
 )
 
 var demoQueues = []queue.New{
@@ -77,9 +77,13 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if ignoreConflict(err) != nil {
 			return fmt.Errorf("seed-demo: api key: %w", err)
 		}
-		fmt.Fprintln(stdout, "Demo desk ready. Log in with any of these (password "+demoPassword+"):")
+		if _, err := fmt.Fprintln(stdout, "Demo desk ready. Log in with any of these (password "+demoPassword+"):"); err != nil {
+			return err
+		}
 		for _, d := range demoUsers {
-			fmt.Fprintf(stdout, "  %-24s %s\n", d.user.Email, d.user.Role)
+			if _, err := fmt.Fprintf(stdout, "  %-24s %s\n", d.user.Email, d.user.Role); err != nil {
+				return err
+			}
 		}
 		_, err = fmt.Fprintf(stdout, "Demo bot key (queues billing_t2, tech_t2): %s\n", demoBotKey)
 		return err

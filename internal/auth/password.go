@@ -19,6 +19,10 @@ const (
 	argonThreads   = 1
 	argonKeyLen    = 32
 	argonSaltLen   = 16
+	// A stored key outside these lengths is refused: an empty one would match every password,
+	// and argon2 takes the length as a uint32.
+	argonMinKeyLen = 16
+	argonMaxKeyLen = 1024
 )
 
 var b64 = base64.RawStdEncoding
@@ -57,6 +61,10 @@ func VerifyPassword(password, encoded string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("password hash key: %w", err)
 	}
-	got := argon2.IDKey([]byte(password), salt, passes, memory, threads, uint32(len(want)))
+	keyLen := len(want)
+	if keyLen < argonMinKeyLen || keyLen > argonMaxKeyLen {
+		return false, fmt.Errorf("password hash key: %d bytes, want %d to %d", keyLen, argonMinKeyLen, argonMaxKeyLen)
+	}
+	got := argon2.IDKey([]byte(password), salt, passes, memory, threads, uint32(keyLen))
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }

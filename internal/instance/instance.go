@@ -58,7 +58,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
 		intake.New(db, time.Now, changed), work, board.New(db), hub, presence)
 	if err != nil {
-		ln.Close()
+		_ = ln.Close() // unused, it only gives its port back; the server's error is the one to report
 		return err
 	}
 

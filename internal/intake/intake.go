@@ -310,7 +310,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 	)
 	for i, a := range admitted {
 		p := a.s.p
-		ids[i], keys[i], queues[i], ranks[i] = a.id, a.s.sender.APIKeyID, a.queue.ID, int16(a.rank)
+		ids[i], keys[i], queues[i], ranks[i] = a.id, a.s.sender.APIKeyID, a.queue.ID, int16(a.rank) //nolint:gosec // G115: Priority.Rank is at most the number of priorities (4).
 		handoffIDs[i], contacts[i], sources[i] = p.HandoffID, p.Contact.ID, p.SourceAgent
 		packages[i], digests[i] = string(a.s.canonical), a.s.digest
 		expires[i], offeredTo[i], offeredUntil[i] = now.Add(a.queue.TTL), a.offeredTo, a.offeredUntil

@@ -100,7 +100,8 @@ func listenOnce(ctx context.Context, connString, self string, wake func(payload 
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	// The connection is done with whether it failed or not, so its close error would tell nothing.
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func Main(name string, run func(ctx context.Context) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		_, _ = fmt.Fprintf(os.Stderr, "%s: %v\n", name, err) // exiting anyway, with nowhere else to tell
 		os.Exit(1)
 	}
 }
@@ -72,10 +72,11 @@ func CommandLine(fs *flag.FlagSet, omit ...string) string {
 }
 
 // PrintHeader starts a report with the command that repeats the run and the runtime and cores it
-// ran on, which every figure depends on; sharing names what else works on those cores.
+// ran on, which every figure depends on; sharing names what else works on those cores. Like the
+// rest of a tool's report it goes to stdout, where a failed write has nowhere better to be told.
 func PrintHeader(w io.Writer, command, sharing string) {
-	fmt.Fprintf(w, "command:    %s\n", command)
-	fmt.Fprintf(w, "Go:         %s %s/%s, GOMAXPROCS=%d, NumCPU=%d (%s share these)\n",
+	_, _ = fmt.Fprintf(w, "command:    %s\n", command)
+	_, _ = fmt.Fprintf(w, "Go:         %s %s/%s, GOMAXPROCS=%d, NumCPU=%d (%s share these)\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU(), sharing)
 }
 

@@ -7,6 +7,7 @@ package loadtest
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -30,7 +31,7 @@ func CreateDatabase(ctx context.Context, adminURL, prefix string) (name, dbURL s
 	if err != nil {
 		return "", "", err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }() // a close error cannot undo the query's outcome
 	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", "", err
 	}
@@ -47,7 +48,7 @@ func DropDatabase(adminURL, name string) error {
 	if err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }() // a close error cannot undo the query's outcome
 	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
 		return fmt.Errorf("drop database %s: %w", name, err)
 	}
@@ -61,7 +62,7 @@ func DatabaseExists(ctx context.Context, adminURL, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }() // a close error cannot change the answer
 	var exists bool
 	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
 	return exists, err
@@ -86,23 +87,25 @@ func Redacted(raw string) string {
 	return u.Redacted()
 }
 
-// StartCPUProfile profiles this process into the file at path until stop is called; with an empty
-// path it does nothing.
-func StartCPUProfile(path string) (stop func(), err error) {
+// StartCPUProfile profiles this process into the file at path until stop is called, which
+// reports whether the profile was written out; with an empty path it does nothing.
+func StartCPUProfile(path string) (stop func() error, err error) {
 	if path == "" {
-		return func() {}, nil
+		return func() error { return nil }, nil
 	}
-	f, err := os.Create(path)
+	f, err := os.Create(path) //nolint:gosec // G304: the path is the operator's own -cpuprofile flag.
 	if err != nil {
 		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
+		return nil, errors.Join(err, f.Close())
 	}
-	return func() {
+	return func() error {
 		pprof.StopCPUProfile()
-		f.Close()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		return nil
 	}, nil
 }
 

@@ -1,6 +1,8 @@
 package loadtest
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +59,22 @@ func TestScratchDatabaseLeavesNothing(t *testing.T) {
 	}
 	if exists, err := DatabaseExists(t.Context(), adminURL, name); err != nil || exists {
 		t.Errorf("after DropDatabase, DatabaseExists(%s) = %v, %v", name, exists, err)
+	}
+}
+
+func TestCPUProfileIsWrittenAtStop(t *testing.T) {
+	stop, err := StartCPUProfile("")
+	if err != nil || stop() != nil {
+		t.Fatalf("without a path, StartCPUProfile or its stop failed: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	if stop, err = StartCPUProfile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop = %v", err)
+	}
+	if info, err := os.Stat(path); err != nil || info.Size() == 0 {
+		t.Errorf("after stop, the profile at %s: %v, %v", path, info, err)
 	}
 }

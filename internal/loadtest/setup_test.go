@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
@@ -83,7 +84,8 @@ func TestServeRunsUntilStopped(t *testing.T) {
 	stopped := errors.New("stopped as asked")
 	ctx, interrupt := context.WithCancel(t.Context())
 	stop := Serve(ctx, func(ctx context.Context) error {
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
+			ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			<-ctx.Done()
 			srv.Close()

@@ -40,7 +40,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // start at once against one database without racing each other.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
+	defer func() { _ = db.Close() }() // hands its connections back to the pool, which stays open
 	provider, err := newProvider(db)
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 // Pending reports whether the database lacks migrations this binary carries; /readyz uses it.
 func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
+	defer func() { _ = db.Close() }() // hands its connections back to the pool, which stays open
 	provider, err := newProvider(db)
 	if err != nil {
 		return false, err

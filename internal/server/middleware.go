@@ -155,13 +155,13 @@ func (s *Server) sessionCookieFor(value string) *http.Cookie {
 }
 
 func (s *Server) setSessionCookie(c echo.Context, sess auth.Session) {
-	ck := s.sessionCookieFor(sess.Token)
+	ck := s.sessionCookieFor(sess.Token) //nolint:gosec // G124: always HttpOnly and SameSite, Secure wherever a browser keeps it (https, loopback, embedded); see sessionCookieFor.
 	ck.Expires = sess.ExpiresAt
 	c.SetCookie(ck)
 }
 
 func (s *Server) clearSessionCookie(c echo.Context) {
-	ck := s.sessionCookieFor("")
+	ck := s.sessionCookieFor("") //nolint:gosec // G124: the same flags as the cookie it clears, from sessionCookieFor.
 	ck.MaxAge = -1
 	c.SetCookie(ck)
 }

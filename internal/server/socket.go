@@ -98,13 +98,15 @@ func (s *Server) handleSocket(c echo.Context) error {
 	// The hello and the catch-up go out from here, before the hub's turns start. Then the handler
 	// returns: net/http's connection goroutine, its stack grown by the middleware and queries
 	// above, goes away, and the socket lives on in its reader alone.
+	// A failed write abandons the connection: closing it ends the reader, which tidies up, and a
+	// close error would say nothing more than the write's.
 	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
-		conn.Close()
+		_ = conn.Close()
 	} else if since != "" {
 		if f, err := s.catchUpFrame(ctx, w, since); err != nil {
 			k.failed(err)
 		} else if err := writeFrame(conn, f); err != nil {
-			conn.Close()
+			_ = conn.Close()
 		}
 	}
 	k.sub.Start()
@@ -135,13 +137,13 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 		}
 		_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
 		if err := k.conn.WritePreparedMessage(msg); err != nil {
-			k.conn.Close()
+			_ = k.conn.Close()
 			return
 		}
 	}
 	if k.pingDue.Swap(false) {
 		if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(turnWriteWait)); err != nil {
-			k.conn.Close()
+			_ = k.conn.Close()
 			return
 		}
 		k.ping.Reset(pingPeriod)
@@ -167,7 +169,7 @@ func (k *socket) failed(err error) {
 
 func (k *socket) goodbye(code int, reason string) {
 	_ = k.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(turnWriteWait))
-	k.conn.Close()
+	_ = k.conn.Close()
 }
 
 func (k *socket) pingSoon() {
@@ -206,7 +208,7 @@ func (k *socket) close() {
 	k.ping.Stop()
 	k.s.hub.Unsubscribe(k.sub)
 	k.s.presence.Disconnect(k.w.user.ID)
-	k.conn.Close()
+	_ = k.conn.Close()
 	k.s.sockets.Done()
 }
 

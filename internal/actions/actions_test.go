@@ -3,14 +3,15 @@ package actions
 import (
 	"context"
 	"fmt"
-	"github.com/handoffdesk/desk/internal/handoff"
-	"github.com/handoffdesk/desk/internal/handoff/handofftest"
-	"github.com/handoffdesk/desk/internal/intake"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/handoff/handofftest"
+	"github.com/handoffdesk/desk/internal/intake"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,14 +25,14 @@ import (
 
 // testDesk is a database with a queue, a bot key and the two services, for one test.
 type testDesk struct {
-	db      *pgxpool.Pool
-	auth    *auth.Service
-	queues  *queue.Service
-	intake  *intake.Intake
-	actions *Service
-	sender  intake.Sender
-	clock   *clocktest.Clock
-	n       atomic.Int64
+	db       *pgxpool.Pool
+	auth     *auth.Service
+	queues   *queue.Service
+	intake   *intake.Intake
+	actions  *Service
+	sender   intake.Sender
+	clock    *clocktest.Clock
+	packages handofftest.Numbered
 }
 
 func newDesk(t *testing.T, queues ...string) *testDesk {
@@ -77,19 +78,10 @@ func (d *testDesk) agent(t *testing.T, name string, role auth.Role, capacity int
 	return u
 }
 
-// harbor is the Harbor package for a contact of its own, bound for queueName.
-func (d *testDesk) harbor(t testing.TB, queueName string) handoff.Package {
-	t.Helper()
-	p := handofftest.Harbor(t)
-	n := d.n.Add(1)
-	p.HandoffID, p.Contact.ID, p.TargetProfile = fmt.Sprintf("ho_%d", n), fmt.Sprintf("cust_%d", n), queueName
-	return p
-}
-
 // submit queues a copy of the Harbor package for its own contact.
 func (d *testDesk) submit(t testing.TB, queueName string, edit func(*handoff.Package)) string {
 	t.Helper()
-	p := d.harbor(t, queueName)
+	p := d.packages.Next(t, queueName)
 	if edit != nil {
 		edit(&p)
 	}

@@ -1,20 +1,19 @@
 package intake
 
 import (
-	"sync/atomic"
-
 	"context"
 	"errors"
-	"fmt"
-	"github.com/handoffdesk/desk/internal/auth"
-	"github.com/handoffdesk/desk/internal/handoff"
-	"github.com/handoffdesk/desk/internal/handoff/handofftest"
-	"github.com/handoffdesk/desk/internal/postgres/pgtest"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/handoff/handofftest"
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -22,11 +21,11 @@ import (
 
 // testDesk is a database with queues and a bot key, and intake over it, for one test.
 type testDesk struct {
-	db     *pgxpool.Pool
-	queues *queue.Service
-	intake *Intake
-	sender Sender
-	n      atomic.Int64
+	db       *pgxpool.Pool
+	queues   *queue.Service
+	intake   *Intake
+	sender   Sender
+	packages handofftest.Numbered
 }
 
 func newDesk(t *testing.T, queues ...string) *testDesk {
@@ -47,15 +46,6 @@ func newDesk(t *testing.T, queues ...string) *testDesk {
 	}
 	d.sender = Sender{APIKeyID: key.ID, QueueIDs: ids}
 	return d
-}
-
-// harbor is the Harbor package for a contact of its own, bound for queueName.
-func (d *testDesk) harbor(t testing.TB, queueName string) handoff.Package {
-	t.Helper()
-	p := handofftest.Harbor(t)
-	n := d.n.Add(1)
-	p.HandoffID, p.Contact.ID, p.TargetProfile = fmt.Sprintf("ho_%d", n), fmt.Sprintf("cust_%d", n), queueName
-	return p
 }
 
 // batchOf prepares packages for Intake.write as Submit would.
@@ -89,13 +79,13 @@ func TestBatchAnswersEachPackage(t *testing.T) {
 	if _, err := d.queues.Create(context.Background(), queue.New{Name: "closed"}); err != nil {
 		t.Fatal(err)
 	}
-	waiting := d.harbor(t, "billing")
+	waiting := d.packages.Next(t, "billing")
 	if _, err := d.intake.Submit(context.Background(), d.sender, waiting); err != nil {
 		t.Fatal(err)
 	}
-	first, second := d.harbor(t, "billing"), d.harbor(t, "billing")
-	unknown, forbidden := d.harbor(t, "nowhere"), d.harbor(t, "closed")
-	sameContact := d.harbor(t, "billing")
+	first, second := d.packages.Next(t, "billing"), d.packages.Next(t, "billing")
+	unknown, forbidden := d.packages.Next(t, "nowhere"), d.packages.Next(t, "closed")
+	sameContact := d.packages.Next(t, "billing")
 	sameContact.Contact.ID = waiting.Contact.ID
 	changed := waiting
 	changed.ProblemStatement += " (edited)"
@@ -155,7 +145,7 @@ func TestBatchRetriesOneByOneWhenAnIdIsTakenMeanwhile(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
 	ctx := context.Background()
-	taken, other := d.harbor(t, "billing"), d.harbor(t, "billing")
+	taken, other := d.packages.Next(t, "billing"), d.packages.Next(t, "billing")
 	rival := taken
 	rival.Contact.ID = "someone-else"
 
@@ -209,7 +199,7 @@ func TestConcurrentSubmissionsGetEveryPositionOnce(t *testing.T) {
 	positions := make([]int, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		p := d.harbor(t, "billing")
+		p := d.packages.Next(t, "billing")
 		wg.Go(func() {
 			r, err := d.intake.Submit(context.Background(), d.sender, p)
 			if err != nil {

@@ -38,11 +38,6 @@ func NumberEntity(n json.Number) EntityValue { return EntityValue{kind: EntityNu
 // BoolEntity returns a boolean entity value.
 func BoolEntity(b bool) EntityValue { return EntityValue{kind: EntityBool, boolean: b} }
 
-// ListEntity returns a list-of-strings entity value.
-func ListEntity(items ...string) EntityValue {
-	return EntityValue{kind: EntityList, list: append([]string{}, items...)}
-}
-
 // Kind reports which of the JSON types the value holds.
 func (v EntityValue) Kind() EntityKind { return v.kind }
 

@@ -19,7 +19,6 @@ package handoff
 // tables below.
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -159,26 +158,22 @@ const sw4rmVersion = "1.0"
 //
 // With a *ValidationError the request and context still hold what decoded.
 func DecodeSW4RM(body []byte) (SW4RMRequest, SW4RMContext, error) {
-	root, err := parseJSON(body)
-	if err != nil {
+	d := sw4rmDecoder{r: NewReader(body), body: body}
+	d.req.PreserveHistory = true
+	isObject := d.r.Object("a JSON object (a SW4RM HandoffRequest)", d.requestMember)
+	if err := d.r.End(); err != nil {
 		return SW4RMRequest{}, SW4RMContext{}, err
 	}
-	obj, ok := root.(map[string]any)
-	if !ok {
-		return SW4RMRequest{}, SW4RMContext{}, &ValidationError{Fields: []FieldError{{
-			Rule:    ruleType,
-			Message: "the body must be a JSON object (a SW4RM HandoffRequest), not " + jsonTypeName(root),
-		}}}
+	if !isObject {
+		return SW4RMRequest{}, SW4RMContext{}, NewValidationError(d.r.Problems())
 	}
-	d := sw4rmDecoder{body: body}
-	d.request(obj)
-	if d.syntax != nil {
-		return d.req, d.ctx, d.syntax
+	if d.snapshotErr != nil {
+		return d.req, d.ctx, d.snapshotErr
 	}
 	_, errs := d.req.convert(d.ctx, "")
 	// The queue comes from routing, which needs this request first.
 	errs = slices.DeleteFunc(errs, func(f FieldError) bool { return f.Field == "target_profile" })
-	return d.req, d.ctx, newValidationError(append(d.shape.errs, errs...))
+	return d.req, d.ctx, NewValidationError(append(d.r.Problems(), errs...))
 }
 
 // Package converts the request into a schema v1 package for queue, the queue
@@ -191,205 +186,209 @@ func DecodeSW4RM(body []byte) (SW4RMRequest, SW4RMContext, error) {
 // structured_entities.KEY, which for a SW4RM sender is metadata.KEY.
 func (r SW4RMRequest) Package(ctx SW4RMContext, queue string) (Package, error) {
 	p, errs := r.convert(ctx, queue)
-	return p, newValidationError(errs)
+	return p, NewValidationError(errs)
 }
 
-// sw4rmDecoder walks the decoded JSON of a request. It records problems in
-// the same vocabulary as Decode.
+// sw4rmDecoder reads a request. Each member first sets its field back to its
+// default, as a member given again replaces the earlier one, and a null
+// leaves it there.
 type sw4rmDecoder struct {
-	body   []byte
-	shape  shapeChecker
-	syntax error // from context_snapshot: ends decoding with a 400
-	req    SW4RMRequest
-	ctx    SW4RMContext
+	r           *Reader
+	body        []byte
+	snapshotErr error // from context_snapshot: ends decoding with a 400
+	req         SW4RMRequest
+	ctx         SW4RMContext
 }
 
-// sw4rmMember decodes the value at path of one known JSON member.
-type sw4rmMember func(path string, v any)
-
-func (d *sw4rmDecoder) request(obj map[string]any) {
+func (d *sw4rmDecoder) requestMember(name string) {
 	r := &d.req
-	r.PreserveHistory = true
-	d.members("", "a SW4RM HandoffRequest", obj, map[string]sw4rmMember{
-		"request_id":            d.text(&r.RequestID),
-		"from_agent":            d.text(&r.FromAgent),
-		"to_agent":              d.text(&r.ToAgent),
-		"reason":                d.text(&r.Reason),
-		"context_snapshot":      d.snapshot,
-		"preserve_history":      d.boolean(&r.PreserveHistory),
-		"capabilities_required": d.texts(&r.CapabilitiesRequired),
-		"priority":              d.integer(&r.Priority),
-		"timeout":               d.duration(&r.Timeout),
-		"metadata":              d.metadata(&r.Metadata),
+	switch name {
+	case "request_id":
+		d.text(&r.RequestID)
+	case "from_agent":
+		d.text(&r.FromAgent)
+	case "to_agent":
+		d.text(&r.ToAgent)
+	case "reason":
+		d.text(&r.Reason)
+	case "context_snapshot":
+		d.snapshot()
+	case "preserve_history":
+		r.PreserveHistory = true
+		if d.given() {
+			if b, ok := d.r.Bool("a boolean"); ok {
+				r.PreserveHistory = b
+			}
+		}
+	case "capabilities_required":
+		d.texts(&r.CapabilitiesRequired)
+	case "priority":
+		d.integer(&r.Priority)
+	case "timeout":
+		d.duration(&r.Timeout)
+	case "metadata":
+		d.metadata(&r.Metadata)
+	default:
+		d.r.Unknown("a SW4RM HandoffRequest")
+	}
+}
+
+func (d *sw4rmDecoder) contextMember(name string) {
+	switch name {
+	case "conversation_history":
+		d.ctx.ConversationHistory = nil
+		if d.given() {
+			d.history()
+		}
+	case "tool_state":
+		d.ctx.ToolState = nil
+		if !d.given() {
+			return
+		}
+		switch d.r.Kind() {
+		case '{', '[':
+			d.ctx.ToolState = d.r.Value()
+		default:
+			d.r.WrongType("an object or an array")
+		}
+	case "metadata":
+		if d.given() {
+			d.r.Object("an object", func(string) {})
+		}
+	default:
+		d.r.Unknown("a SW4RM HandoffContext")
+	}
+}
+
+// given reads a null, which counts as absent, and reports whether a value
+// is there instead.
+func (d *sw4rmDecoder) given() bool {
+	if d.r.Kind() == 'n' {
+		d.r.Skip()
+		return false
+	}
+	return true
+}
+
+func (d *sw4rmDecoder) text(dst *string) {
+	*dst = ""
+	if d.given() {
+		*dst, _ = d.r.String("a string")
+	}
+}
+
+func (d *sw4rmDecoder) texts(dst *[]string) {
+	*dst = nil
+	if !d.given() {
+		return
+	}
+	d.r.Array("an array of strings", func(int) {
+		if s, ok := d.r.String("a string"); ok {
+			*dst = append(*dst, s)
+		}
 	})
 }
 
-func (d *sw4rmDecoder) context(path string, obj map[string]any) {
-	d.members(path, "a SW4RM HandoffContext", obj, map[string]sw4rmMember{
-		"conversation_history": d.history,
-		"tool_state": func(path string, v any) {
-			switch v.(type) {
-			case map[string]any, []any:
-				d.ctx.ToolState = v
-			default:
-				d.shape.wrongType(path, v, "an object or an array")
-			}
-		},
-		"metadata": func(path string, v any) {
-			if _, ok := v.(map[string]any); !ok {
-				d.shape.wrongType(path, v, "an object")
-			}
-		},
-	})
-}
-
-// members decodes obj by its table; a member without an entry is unknown.
-func (d *sw4rmDecoder) members(path, what string, obj map[string]any, table map[string]sw4rmMember) {
-	for key, v := range obj {
-		fieldPath := joinPath(path, key)
-		decode, ok := table[key]
-		switch {
-		case !ok:
-			d.shape.add(fieldPath, ruleUnknownField, fieldPath+" is not a field of "+what)
-		case v != nil:
-			decode(fieldPath, v)
-		}
+func (d *sw4rmDecoder) integer(dst *int32) {
+	*dst = 0
+	if !d.given() {
+		return
 	}
-}
-
-func (d *sw4rmDecoder) text(dst *string) sw4rmMember {
-	return func(path string, v any) {
-		if s, ok := v.(string); ok {
-			*dst = s
-		} else {
-			d.shape.wrongType(path, v, "a string")
-		}
+	n, ok := d.r.Number("an integer")
+	if !ok {
+		return
 	}
-}
-
-func (d *sw4rmDecoder) boolean(dst *bool) sw4rmMember {
-	return func(path string, v any) {
-		if b, ok := v.(bool); ok {
-			*dst = b
-		} else {
-			d.shape.wrongType(path, v, "a boolean")
-		}
+	i, err := strconv.ParseInt(string(n), 10, 32)
+	if err != nil {
+		d.r.Problem(ruleType, "must be a 32-bit integer")
+		return
 	}
-}
-
-func (d *sw4rmDecoder) texts(dst *[]string) sw4rmMember {
-	return func(path string, v any) {
-		items, ok := v.([]any)
-		if !ok {
-			d.shape.wrongType(path, v, "an array of strings")
-			return
-		}
-		for i, item := range items {
-			if s, ok := item.(string); ok {
-				*dst = append(*dst, s)
-			} else {
-				d.shape.wrongType(fmt.Sprintf("%s[%d]", path, i), item, "a string")
-			}
-		}
-	}
-}
-
-func (d *sw4rmDecoder) integer(dst *int32) sw4rmMember {
-	return func(path string, v any) {
-		n, ok := v.(json.Number)
-		if !ok {
-			d.shape.wrongType(path, v, "an integer")
-			return
-		}
-		i, err := strconv.ParseInt(string(n), 10, 32)
-		if err != nil {
-			d.shape.add(path, ruleType, path+" must be a 32-bit integer")
-			return
-		}
-		*dst = int32(i)
-	}
+	*dst = int32(i)
 }
 
 // duration reads seconds as SW4RM's Python SDK writes them, or a duration
 // string as protobuf's JSON mapping writes a Duration ("30s", "1.5s").
-func (d *sw4rmDecoder) duration(dst *time.Duration) sw4rmMember {
-	return func(path string, v any) {
-		switch x := v.(type) {
-		case json.Number:
-			secs, err := x.Float64()
-			if err == nil && math.Abs(secs) < math.MaxInt64/float64(time.Second) {
-				*dst = time.Duration(secs * float64(time.Second))
-				return
-			}
-		case string:
-			if t, err := time.ParseDuration(x); err == nil {
-				*dst = t
-				return
-			}
-		default:
-			d.shape.wrongType(path, v, `a number of seconds or a duration string like "30s"`)
+func (d *sw4rmDecoder) duration(dst *time.Duration) {
+	*dst = 0
+	if !d.given() {
+		return
+	}
+	switch d.r.Kind() {
+	case '0':
+		n, _ := d.r.Number("")
+		secs, err := n.Float64()
+		if err == nil && math.Abs(secs) < math.MaxInt64/float64(time.Second) {
+			*dst = time.Duration(secs * float64(time.Second))
 			return
 		}
-		d.shape.add(path, "duration", path+` must be a number of seconds or a duration string like "30s"`)
+	case '"':
+		s, _ := d.r.String("")
+		if t, err := time.ParseDuration(s); err == nil {
+			*dst = t
+			return
+		}
+	default:
+		d.r.WrongType(`a number of seconds or a duration string like "30s"`)
+		return
 	}
+	d.r.Problem("duration", `must be a number of seconds or a duration string like "30s"`)
 }
 
 // metadata takes numbers and booleans as their JSON text, since SW4RM's
 // Python SDK allows any value where the desk wants strings.
-func (d *sw4rmDecoder) metadata(dst *map[string]string) sw4rmMember {
-	return func(path string, v any) {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			d.shape.wrongType(path, v, "an object")
-			return
+func (d *sw4rmDecoder) metadata(dst *map[string]string) {
+	*dst = nil
+	if !d.given() {
+		return
+	}
+	md := map[string]string{}
+	isObject := d.r.Object("an object", func(key string) {
+		delete(md, key) // in case an earlier member of that name set it
+		switch d.r.Kind() {
+		case '"':
+			md[key], _ = d.r.String("")
+		case '0':
+			n, _ := d.r.Number("")
+			md[key] = string(n)
+		case 't', 'f':
+			b, _ := d.r.Bool("")
+			md[key] = strconv.FormatBool(b)
+		case 'n': // absent, as a Python None
+		default:
+			d.r.WrongType("a string, number or boolean")
 		}
-		*dst = make(map[string]string, len(obj))
-		for key, val := range obj {
-			switch x := val.(type) {
-			case string:
-				(*dst)[key] = x
-			case json.Number:
-				(*dst)[key] = string(x)
-			case bool:
-				(*dst)[key] = strconv.FormatBool(x)
-			case nil: // absent, as a Python None
-			default:
-				d.shape.wrongType(path+"."+key, val, "a string, number or boolean")
-			}
-		}
+	})
+	if isObject {
+		*dst = md
 	}
 }
 
-func (d *sw4rmDecoder) snapshot(path string, v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		d.context(path, x)
-	case string:
-		if x == "" { // protobuf's JSON for empty bytes
+func (d *sw4rmDecoder) snapshot() {
+	d.ctx, d.snapshotErr = SW4RMContext{}, nil
+	if !d.given() {
+		return
+	}
+	switch d.r.Kind() {
+	case '{':
+		d.r.Object("", d.contextMember)
+	case '"':
+		s, _ := d.r.String("")
+		if s == "" { // protobuf's JSON for empty bytes
 			return
 		}
-		raw, err := sw4rmBase64(x)
+		raw, err := sw4rmBase64(s)
 		if err != nil {
-			d.syntax = d.base64Error(path, err)
+			d.snapshotErr = d.base64Error(err)
 			return
 		}
-		root, err := parseJSON(raw)
-		if serr, ok := errors.AsType[*SyntaxError](err); ok {
-			serr.reason = "in " + path + " after base64 decoding: " + serr.reason
-			d.syntax = serr
-			return
-		}
-		if err != nil {
-			d.syntax = err
-			return
-		}
-		if obj, ok := root.(map[string]any); ok {
-			d.context(path, obj)
-		} else {
-			d.shape.wrongType(path, root, "the base64 of a JSON object (a serialized HandoffContext)")
+		d.snapshotErr = d.r.ReadEmbedded(raw, "after base64 decoding", func() {
+			d.r.Object("the base64 of a JSON object (a serialized HandoffContext)", d.contextMember)
+		})
+		if d.snapshotErr != nil {
+			d.ctx = SW4RMContext{}
 		}
 	default:
-		d.shape.wrongType(path, v, "a base64 string or a JSON object")
+		d.r.WrongType("a base64 string or a JSON object")
 	}
 }
 
@@ -405,103 +404,95 @@ func sw4rmBase64(s string) ([]byte, error) {
 
 // base64Error points at the bad character in the body, so the sender can
 // find it as they would a JSON error.
-func (d *sw4rmDecoder) base64Error(path string, err error) *SyntaxError {
-	at := sw4rmValueIndex(d.body, path)
+func (d *sw4rmDecoder) base64Error(err error) *SyntaxError {
+	at := d.r.StringOffset()
 	var corrupt base64.CorruptInputError
-	if at >= 0 && errors.As(err, &corrupt) {
+	if errors.As(err, &corrupt) {
 		at += 1 + int64(corrupt) // past the opening quote
 	}
-	return newSyntaxError(d.body, at+1, path+" is not valid base64: "+err.Error())
-}
-
-// sw4rmValueIndex returns the index in body of the value of the top-level
-// member key, or -1. Only errors need it, so it scans the body again.
-func sw4rmValueIndex(body []byte, key string) int64 {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if _, err := dec.Token(); err != nil {
-		return -1
-	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return -1
-		}
-		at := dec.InputOffset()
-		if k == key {
-			for at < int64(len(body)) && strings.IndexByte(" \t\r\n:", body[at]) >= 0 {
-				at++
-			}
-			return at
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return -1
-		}
-	}
-	return -1
+	return NewSyntaxError(d.body, at+1, "context_snapshot is not valid base64: "+err.Error())
 }
 
 // history reads messages as LLM APIs write them. Members other than role,
-// content, at and timestamp are ignored rather than refused: such messages
+// content, at and timestamp are skipped rather than refused: such messages
 // carry tool calls, names and ids that a tier-2 agent does not read.
-func (d *sw4rmDecoder) history(path string, v any) {
-	items, ok := v.([]any)
-	if !ok {
-		d.shape.wrongType(path, v, "an array of messages")
-		return
-	}
-	for i, item := range items {
-		itemPath := fmt.Sprintf("%s[%d]", path, i)
-		obj, ok := item.(map[string]any)
-		if !ok {
-			d.shape.wrongType(itemPath, item, "a message object")
-			continue
-		}
+func (d *sw4rmDecoder) history() {
+	d.r.Array("an array of messages", func(int) {
 		var m SW4RMMessage
-		if role, ok := obj["role"]; ok && role != nil {
-			d.text(&m.Role)(itemPath+".role", role)
-		}
-		m.Content = d.content(itemPath+".content", obj["content"])
 		// "at" is the package's name, so it wins over "timestamp".
-		for _, key := range []string{"timestamp", "at"} {
-			if t, ok := obj[key]; ok && t != nil {
-				m.At = d.timestamp(itemPath+"."+key, t)
+		var at, timestamp *time.Time
+		var atGiven bool
+		isObject := d.r.Object("a message object", func(name string) {
+			switch name {
+			case "role":
+				d.text(&m.Role)
+			case "content":
+				m.Content = d.content()
+			case "at":
+				at, atGiven = d.timestamp()
+			case "timestamp":
+				timestamp, _ = d.timestamp()
 			}
+		})
+		if !isObject {
+			return
+		}
+		m.At = timestamp
+		if atGiven {
+			m.At = at
 		}
 		d.ctx.ConversationHistory = append(d.ctx.ConversationHistory, m)
-	}
+	})
 }
 
 // content reads a string, or the text parts of a list of content parts, the
 // form of multimodal messages; other parts (images, tool calls) are skipped.
-func (d *sw4rmDecoder) content(path string, v any) string {
-	switch x := v.(type) {
-	case nil:
+func (d *sw4rmDecoder) content() string {
+	switch d.r.Kind() {
+	case 'n':
+		d.r.Skip()
 		return ""
-	case string:
-		return x
-	case []any:
+	case '"':
+		s, _ := d.r.String("")
+		return s
+	case '[':
 		var texts []string
-		for _, part := range x {
-			if obj, ok := part.(map[string]any); ok {
-				if text, ok := obj["text"].(string); ok {
-					texts = append(texts, text)
-				}
+		d.r.Array("", func(int) {
+			if d.r.Kind() != '{' {
+				return
 			}
-		}
+			var text string
+			var isText bool
+			d.r.Object("", func(name string) {
+				if name != "text" {
+					return
+				}
+				text, isText = "", false
+				if d.r.Kind() == '"' {
+					text, isText = d.r.String("")
+				}
+			})
+			if isText {
+				texts = append(texts, text)
+			}
+		})
 		return strings.Join(texts, "\n")
 	}
-	d.shape.wrongType(path, v, "a string or a list of content parts")
+	d.r.WrongType("a string or a list of content parts")
 	return ""
 }
 
-func (d *sw4rmDecoder) timestamp(path string, v any) *time.Time {
-	t, ok := sw4rmTime(v)
-	if !ok {
-		d.shape.add(path, ruleDatetime, path+" must be an RFC 3339 timestamp, like 2026-06-02T14:03:11Z, or Unix seconds")
-		return nil
+// timestamp reads a time, and reports whether one was given rather than null.
+func (d *sw4rmDecoder) timestamp() (*time.Time, bool) {
+	if !d.given() {
+		return nil, false
 	}
-	return &t
+	t, ok := sw4rmTime(d.r.Value())
+	if !ok {
+		d.r.Problem(ruleDatetime, "must be an RFC 3339 timestamp, like 2026-06-02T14:03:11Z, or Unix seconds")
+		return nil, true
+	}
+	return &t, true
 }
 
 // sw4rmTime reads an RFC 3339 string or Unix seconds, Python's time.time().

@@ -135,7 +135,7 @@ type QueueRules struct {
 // rules; Validate is for packages built in Go, such as one converted from
 // another input format.
 func (p *Package) Validate() error {
-	return newValidationError(p.fieldErrors())
+	return NewValidationError(p.fieldErrors())
 }
 
 // ValidateForQueue checks the rules of the queue the package is for and
@@ -154,7 +154,7 @@ func (p *Package) ValidateForQueue(rules QueueRules) error {
 			})
 		}
 	}
-	return newValidationError(errs)
+	return NewValidationError(errs)
 }
 
 func (p *Package) fieldErrors() []FieldError {

@@ -76,7 +76,7 @@ func readValue(r *Reader, dst reflect.Value) bool {
 		}
 		var tm time.Time
 		if err := tm.UnmarshalText([]byte(s)); err != nil {
-			r.Problem(ruleDatetime, "must be an RFC 3339 timestamp, like 2026-06-02T14:03:11Z")
+			r.Problem(RuleDatetime, "must be an RFC 3339 timestamp, like 2026-06-02T14:03:11Z")
 			return false
 		}
 		dst.Set(reflect.ValueOf(tm))
@@ -173,7 +173,7 @@ func structFields(t reflect.Type) *jsonFields {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		fields.index[jsonName(f)] = i
-		fields.required[i] = slices.Contains(tagRules(f), ruleRequired)
+		fields.required[i] = slices.Contains(tagRules(f), RuleRequired)
 	}
 	structFieldsCache.Store(t, fields)
 	return fields

@@ -112,12 +112,12 @@ func NewValidationError(fields []FieldError) error {
 func dropShadowed(fields []FieldError) []FieldError {
 	var typeErrs []string
 	for _, f := range fields {
-		if f.Rule == ruleType {
+		if f.Rule == RuleType {
 			typeErrs = append(typeErrs, f.Field)
 		}
 	}
 	return slices.DeleteFunc(fields, func(f FieldError) bool {
-		return f.Rule != ruleType && slices.ContainsFunc(typeErrs, f.Within)
+		return f.Rule != RuleType && slices.ContainsFunc(typeErrs, f.Within)
 	})
 }
 

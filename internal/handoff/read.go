@@ -238,7 +238,7 @@ func (r *Reader) WrongType(want string) {
 
 // wrongType records that a value of kind k is not want.
 func (r *Reader) wrongType(k jsontext.Kind, want string) {
-	r.Problem(ruleType, "must be "+want+", not "+kindName(k))
+	r.Problem(RuleType, "must be "+want+", not "+kindName(k))
 }
 
 // Unknown records that the member being read is not a field of what, such

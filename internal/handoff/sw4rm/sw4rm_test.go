@@ -373,6 +373,25 @@ func TestRequestFields(t *testing.T) {
 	}
 }
 
+// A member given again replaces the earlier one, and a null given last
+// leaves the default, as it would alone.
+func TestRepeatedMemberReplacesTheEarlier(t *testing.T) {
+	body := `{"from_agent": 7, "from_agent": "tier1-support", "reason": "Customer asks for a person.",
+		"preserve_history": false, "preserve_history": null,
+		"context_snapshot": "not base64!", "context_snapshot": {"conversation_history": [{"role": "user", "content": "hi"}]},
+		"metadata": {"contact_id": "cust_1", "locale": "fr-FR", "locale": null, "order_id": {}, "order_id": 8812}}`
+	req, ctx, err := Decode([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.FromAgent != "tier1-support" || !req.PreserveHistory || len(ctx.ConversationHistory) != 1 {
+		t.Errorf("request %+v, context %+v", req, ctx)
+	}
+	if _, ok := req.Metadata["locale"]; ok || req.Metadata["order_id"] != "8812" {
+		t.Errorf("metadata = %v", req.Metadata)
+	}
+}
+
 func TestPackageNeedsAQueue(t *testing.T) {
 	req, ctx, err := Decode(encode(t, minimalRequest()))
 	if err != nil {

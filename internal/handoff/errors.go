@@ -17,8 +17,9 @@ type SyntaxError struct {
 	reason string
 }
 
-// NewSyntaxError reports that body stops being JSON, or being what its
-// sender meant to encode, at offset, counted as SyntaxError.Offset counts.
+// NewSyntaxError reports that body goes wrong at offset, counted as
+// SyntaxError.Offset is: it stops being JSON there, or being what it claims
+// to encode, such as base64.
 func NewSyntaxError(body []byte, offset int64, reason string) *SyntaxError {
 	offset = min(max(offset, 0), int64(len(body)))
 	before := string(body[:max(offset-1, 0)])

@@ -14,9 +14,8 @@ import (
 )
 
 // Reader reads one JSON document value by value, checking each against the
-// JSON type its caller expects. It is the desk's one way of reading JSON that
-// senders wrote: Decode reads packages with it, the sw4rm package SW4RM
-// requests.
+// JSON type its caller expects. It is the one way bots' JSON is read: Decode
+// reads packages with it, the sw4rm package SW4RM requests.
 //
 // A value of the wrong type, an unknown member or a broken rule becomes a
 // FieldError named by the value's path, such as "attempted_actions[1].tool",
@@ -50,7 +49,8 @@ type memberProblems struct {
 	start, end int
 }
 
-// NewReader returns a Reader of body, which must hold one JSON value.
+// NewReader returns a Reader of body, which End expects to hold one JSON
+// value.
 func NewReader(body []byte) *Reader {
 	return &Reader{body: body, dec: newDecoder(body)}
 }

@@ -127,6 +127,13 @@ func instancePath(tokens []string) string {
 	return path
 }
 
+func joinPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
 func glob(t testing.TB, pattern string) []string {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.FromSlash(pattern))

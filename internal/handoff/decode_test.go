@@ -142,6 +142,28 @@ func TestDecodeKeepsWhatFitsOfAnInvalidPackage(t *testing.T) {
 	)
 }
 
+// As in encoding/json, the last of a repeated member counts, and so do only
+// its problems.
+func TestDecodeLastOfARepeatedMemberCounts(t *testing.T) {
+	body := `{"schema_version": "1.0", "handoff_id": "ho_1", "source_run_id": "run_1", "source_agent": "tier1",
+		"target_profile": "general_t2", "transfer_mode": "cold", "trigger": "user_request", "problem_statement": "Wants a person.",
+		"reason": 5, "reason": "Asked twice.",
+		"contact": {"id": 7}, "contact": {"id": "cust_1", "email": "dana", "email": "dana@example.com"},
+		"locale": "en-US", "locale": 3,
+		"structured_entities": {"plan": {}, "plan": "pro", "plan.tier": {}}}`
+	p, err := Decode([]byte(body))
+	assertFields(t, err,
+		FieldError{Field: "locale", Rule: "type"},
+		FieldError{Field: "structured_entities.plan.tier", Rule: "type"},
+	)
+	if p.Reason != "Asked twice." || p.Contact.ID != "cust_1" || p.Contact.Email != "dana@example.com" || p.Locale != "" {
+		t.Errorf("reason %q, contact %+v, locale %q", p.Reason, p.Contact, p.Locale)
+	}
+	if plan := p.StructuredEntities["plan"]; plan.Text() != "pro" || len(p.StructuredEntities) != 1 {
+		t.Errorf("structured_entities = %v", p.StructuredEntities)
+	}
+}
+
 func BenchmarkDecodeValidate(b *testing.B) {
 	body, err := os.ReadFile(harborFile)
 	if err != nil {

@@ -1,7 +1,6 @@
 package handoff
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -37,11 +36,6 @@ func NumberEntity(n json.Number) EntityValue { return EntityValue{kind: EntityNu
 
 // BoolEntity returns a boolean entity value.
 func BoolEntity(b bool) EntityValue { return EntityValue{kind: EntityBool, boolean: b} }
-
-// ListEntity returns a list-of-strings entity value.
-func ListEntity(items ...string) EntityValue {
-	return EntityValue{kind: EntityList, list: append([]string{}, items...)}
-}
 
 // Kind reports which of the JSON types the value holds.
 func (v EntityValue) Kind() EntityKind { return v.kind }
@@ -101,10 +95,9 @@ func (v EntityValue) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (v *EntityValue) UnmarshalJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var raw any
-	if err := dec.Decode(&raw); err != nil {
+	r := NewReader(data)
+	raw := r.Value()
+	if err := r.End(); err != nil {
 		return err
 	}
 	ev, ok := entityFromJSON(raw)
@@ -115,8 +108,8 @@ func (v *EntityValue) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// entityFromJSON converts a value decoded with json.Decoder.UseNumber, and
-// reports whether it is one an entity may hold.
+// entityFromJSON converts a value as Reader.Value reads it, and reports
+// whether it is one an entity may hold.
 func entityFromJSON(raw any) (EntityValue, bool) {
 	switch x := raw.(type) {
 	case string:

@@ -15,8 +15,8 @@ func TestEntityValueRoundTrip(t *testing.T) {
 		{`12345678901234567890123`, NumberEntity("12345678901234567890123")},
 		{`-1.5e3`, NumberEntity("-1.5e3")},
 		{`true`, BoolEntity(true)},
-		{`["ch_44b","ch_44c"]`, ListEntity("ch_44b", "ch_44c")},
-		{`[]`, ListEntity()},
+		{`["ch_44b","ch_44c"]`, listEntity("ch_44b", "ch_44c")},
+		{`[]`, listEntity()},
 	} {
 		var got EntityValue
 		if err := json.Unmarshal([]byte(tt.json), &got); err != nil {
@@ -45,7 +45,7 @@ func TestEntityValueRejects(t *testing.T) {
 }
 
 func TestEntityValueAccessors(t *testing.T) {
-	list := ListEntity("a", "b")
+	list := listEntity("a", "b")
 	list.List()[0] = "changed"
 	if list.List()[0] != "a" {
 		t.Error("List exposes the value's own slice")
@@ -60,4 +60,9 @@ func TestEntityValueAccessors(t *testing.T) {
 	if !BoolEntity(true).Bool() {
 		t.Error("BoolEntity(true).Bool() = false")
 	}
+}
+
+// listEntity builds a list entity value, which outside tests only decoding makes.
+func listEntity(items ...string) EntityValue {
+	return EntityValue{kind: EntityList, list: items}
 }

@@ -17,7 +17,10 @@ type SyntaxError struct {
 	reason string
 }
 
-func newSyntaxError(body []byte, offset int64, reason string) *SyntaxError {
+// NewSyntaxError reports that body goes wrong at offset, counted as
+// SyntaxError.Offset is: it stops being JSON there, or being what it claims
+// to encode, such as base64.
+func NewSyntaxError(body []byte, offset int64, reason string) *SyntaxError {
 	offset = min(max(offset, 0), int64(len(body)))
 	before := string(body[:max(offset-1, 0)])
 	return &SyntaxError{
@@ -84,11 +87,13 @@ func MergeErrors(errs ...error) error {
 		}
 		fields = append(fields, verr.Fields...)
 	}
-	return newValidationError(fields)
+	return NewValidationError(fields)
 }
 
-// newValidationError returns nil for no fields, so callers can return it as is.
-func newValidationError(fields []FieldError) error {
+// NewValidationError reports fields, sorted, as a *ValidationError, less
+// those that a type error shadows as MergeErrors explains. It returns nil
+// for no fields, so callers can return it as is.
+func NewValidationError(fields []FieldError) error {
 	fields = dropShadowed(fields)
 	if len(fields) == 0 {
 		return nil
@@ -108,14 +113,19 @@ func newValidationError(fields []FieldError) error {
 func dropShadowed(fields []FieldError) []FieldError {
 	var typeErrs []string
 	for _, f := range fields {
-		if f.Rule == ruleType {
+		if f.Rule == RuleType {
 			typeErrs = append(typeErrs, f.Field)
 		}
 	}
 	return slices.DeleteFunc(fields, func(f FieldError) bool {
-		return f.Rule != ruleType && slices.ContainsFunc(typeErrs, func(p string) bool { return within(f.Field, p) })
+		return f.Rule != RuleType && slices.ContainsFunc(typeErrs, f.Within)
 	})
 }
+
+// Within reports whether e is about the field at path or about something
+// inside it: an error about contact.email is within contact, one about
+// contact_id is not.
+func (e FieldError) Within(path string) bool { return within(e.Field, path) }
 
 // within reports whether path names parent or something inside it.
 func within(path, parent string) bool {

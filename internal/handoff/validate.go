@@ -15,14 +15,17 @@ import (
 	"golang.org/x/text/language"
 )
 
-// Rules the code names outside struct tags; FieldError lists them all.
+// Rules that code names outside struct tags; FieldError lists them all. The
+// exported ones also name the problems that adapters such as the sw4rm
+// package find in their own formats.
 const (
-	ruleRequired      = "required"
-	ruleMax           = "max"
+	RuleRequired = "required"
+	RuleMax      = "max"
+	RuleType     = "type" // a value of the wrong JSON type
+	RuleDatetime = "datetime"
+
 	ruleSchemaVersion = "schema_version"
-	ruleType          = "type"
 	ruleUnknownField  = "unknown_field"
-	ruleDatetime      = "datetime"
 	ruleEmpty         = "empty"
 	ruleKey           = "key"
 )
@@ -135,7 +138,7 @@ type QueueRules struct {
 // rules; Validate is for packages built in Go, such as one converted from
 // another input format.
 func (p *Package) Validate() error {
-	return newValidationError(p.fieldErrors())
+	return NewValidationError(p.fieldErrors())
 }
 
 // ValidateForQueue checks the rules of the queue the package is for and
@@ -149,12 +152,12 @@ func (p *Package) ValidateForQueue(rules QueueRules) error {
 			path := "structured_entities." + key
 			errs = append(errs, FieldError{
 				Field:   path,
-				Rule:    ruleRequired,
+				Rule:    RuleRequired,
 				Message: path + " is required by queue " + p.TargetProfile,
 			})
 		}
 	}
-	return newValidationError(errs)
+	return NewValidationError(errs)
 }
 
 func (p *Package) fieldErrors() []FieldError {
@@ -188,7 +191,7 @@ func entityErrors(entities map[string]EntityValue) []FieldError {
 			}
 		case EntityList:
 			if len(v.list) > maxEntityListItems {
-				errs = append(errs, FieldError{Field: path, Rule: ruleMax, Message: fmt.Sprintf("%s must have at most %d items", path, maxEntityListItems)})
+				errs = append(errs, FieldError{Field: path, Rule: RuleMax, Message: fmt.Sprintf("%s must have at most %d items", path, maxEntityListItems)})
 			}
 			for i, item := range v.list {
 				if utf8.RuneCountInString(item) > maxEntityText {
@@ -196,7 +199,7 @@ func entityErrors(entities map[string]EntityValue) []FieldError {
 				}
 			}
 		case 0:
-			errs = append(errs, FieldError{Field: path, Rule: ruleType, Message: path + " must be a string, number, boolean or list of strings"})
+			errs = append(errs, FieldError{Field: path, Rule: RuleType, Message: path + " must be a string, number, boolean or list of strings"})
 		}
 	}
 	return errs
@@ -222,7 +225,7 @@ func mapKeys[V any](m map[string]V) []string {
 }
 
 func tooLong(path string, n int) FieldError {
-	return FieldError{Field: path, Rule: ruleMax, Message: fmt.Sprintf("%s must be at most %d characters", path, n)}
+	return FieldError{Field: path, Rule: RuleMax, Message: fmt.Sprintf("%s must be at most %d characters", path, n)}
 }
 
 // fieldError turns the validator's report into the API's.
@@ -234,13 +237,13 @@ func fieldError(fe validator.FieldError) FieldError {
 // describe completes a sentence that starts with the field's path.
 func describe(fe validator.FieldError) string {
 	switch fe.Tag() {
-	case ruleRequired:
+	case RuleRequired:
 		return "is required"
 	case "notblank":
 		return "must not be blank"
 	case ruleSchemaVersion:
 		return versionNotSupported(fmt.Sprint(fe.Value()))
-	case ruleMax:
+	case RuleMax:
 		switch fe.Kind() {
 		case reflect.String:
 			return "must be at most " + fe.Param() + " characters"

@@ -242,7 +242,7 @@ func TestMessagesAreSentences(t *testing.T) {
 func TestValidateForQueue(t *testing.T) {
 	p := Package{StructuredEntities: map[string]EntityValue{
 		"account_id": StringEntity("acct_1"),
-		"charge_ids": ListEntity(),
+		"charge_ids": listEntity(),
 		"region":     StringEntity(""),
 		"seats":      NumberEntity("0"),
 		"vip":        BoolEntity(false),

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/desk"
-	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/handoff/sw4rm"
 )
 
 // handleSW4RM takes a SW4RM HandoffRequest through the same intake as a native package. When the
@@ -19,7 +19,7 @@ func (s *Server) handleSW4RM(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, conversation, err := handoff.DecodeSW4RM(body)
+	req, conversation, err := sw4rm.Decode(body)
 	if err != nil {
 		return err
 	}
@@ -40,9 +40,9 @@ func (s *Server) handleSW4RM(c echo.Context) error {
 			metadata[k] = v
 		}
 		setRetryAfter(c, refusal)
-		return c.JSON(statusOf[refusal.Code], handoff.SW4RMResponse{
+		return c.JSON(statusOf[refusal.Code], sw4rm.Response{
 			RequestID: req.RequestID, Accepted: false, HandoffID: pkg.HandoffID,
-			RejectionReason: refusal.Message, Status: handoff.SW4RMRejected, Metadata: metadata,
+			RejectionReason: refusal.Message, Status: sw4rm.Rejected, Metadata: metadata,
 		})
 	}
 	if err != nil {
@@ -52,8 +52,8 @@ func (s *Server) handleSW4RM(c echo.Context) error {
 	if receipt.Replayed {
 		status = http.StatusOK
 	}
-	return c.JSON(status, handoff.SW4RMResponse{
-		RequestID: req.RequestID, Accepted: true, HandoffID: receipt.HandoffID, Status: handoff.SW4RMStatusOf(receipt.Status),
+	return c.JSON(status, sw4rm.Response{
+		RequestID: req.RequestID, Accepted: true, HandoffID: receipt.HandoffID, Status: sw4rm.StatusOf(receipt.Status),
 		Metadata: map[string]string{
 			"queue": receipt.Queue, "position": strconv.Itoa(receipt.Position), "url": s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID,
 		},

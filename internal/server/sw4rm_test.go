@@ -9,7 +9,7 @@ import (
 
 func sw4rmRequest(t *testing.T, edit func(r map[string]any)) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile("../handoff/testdata/sw4rm/harbor-request.json")
+	raw, err := os.ReadFile("../handoff/sw4rm/testdata/harbor-request.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,35 +1,43 @@
-package handoff
+package sw4rm
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/handoff"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden file from the code")
 
 const (
-	sw4rmRequestFile = "testdata/sw4rm/harbor-request.json"
-	sw4rmContextFile = "testdata/sw4rm/harbor-context.json"
-	sw4rmGolden      = "testdata/sw4rm/harbor-v1.golden.json"
+	requestFile  = "testdata/harbor-request.json"
+	contextFile  = "testdata/harbor-context.json"
+	harborGolden = "testdata/harbor-v1.golden.json"
 )
 
-// sw4rmHarbor returns the Harbor escalation as a SW4RM HandoffRequest,
+// harborRequest returns the Harbor escalation as a SW4RM HandoffRequest,
 // decoded for editing; its context_snapshot is base64.
-func sw4rmHarbor(t *testing.T) obj {
+func harborRequest(t *testing.T) obj {
 	t.Helper()
 	var req obj
-	if err := json.Unmarshal(readFile(t, sw4rmRequestFile), &req); err != nil {
+	if err := json.Unmarshal(readFile(t, requestFile), &req); err != nil {
 		t.Fatal(err)
 	}
 	return req
 }
 
-// minimalSW4RM returns the least a SW4RM request needs to become a package.
-func minimalSW4RM() obj {
+// minimalRequest returns the least a SW4RM request needs to become a package.
+func minimalRequest() obj {
 	return obj{
 		"from_agent": "tier1-support",
 		"reason":     "Customer asks to speak to a person about closing their account.",
@@ -37,11 +45,11 @@ func minimalSW4RM() obj {
 	}
 }
 
-func sw4rmPackage(t *testing.T, body []byte) Package {
+func toPackage(t *testing.T, body []byte) handoff.Package {
 	t.Helper()
-	req, ctx, err := DecodeSW4RM(body)
+	req, ctx, err := Decode(body)
 	if err != nil {
-		t.Fatalf("DecodeSW4RM: %v", err)
+		t.Fatalf("Decode: %v", err)
 	}
 	p, err := req.Package(ctx, "billing_t2")
 	if err != nil {
@@ -50,15 +58,15 @@ func sw4rmPackage(t *testing.T, body []byte) Package {
 	return p
 }
 
-func TestSW4RMHarbor(t *testing.T) {
-	p := sw4rmPackage(t, readFile(t, sw4rmRequestFile))
+func TestHarbor(t *testing.T) {
+	p := toPackage(t, readFile(t, requestFile))
 	if err := p.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	if err := p.ValidateForQueue(QueueRules{RequiredEntityKeys: []string{"account_id"}}); err != nil {
+	if err := p.ValidateForQueue(handoff.QueueRules{RequiredEntityKeys: []string{"account_id"}}); err != nil {
 		t.Fatalf("ValidateForQueue: %v", err)
 	}
-	matchGolden(t, sw4rmGolden, p, "TestSW4RMHarbor")
+	matchGolden(t, harborGolden, p, "TestHarbor")
 
 	// What the golden file shows but a reader could miss.
 	checks := []struct {
@@ -68,15 +76,15 @@ func TestSW4RMHarbor(t *testing.T) {
 		{"handoff_id from request_id", p.HandoffID, "ho_sw4rm_8f3a91c2"},
 		{"source_run_id from metadata.run_id", p.SourceRunID, "run_t1_22a7"},
 		{"target_profile is the routed queue", p.TargetProfile, "billing_t2"},
-		{"warm by preserve_history", p.TransferMode, TransferModeWarm},
-		{"metadata.trigger wins over capabilities", p.Trigger, TriggerPolicyBoundary},
+		{"warm by preserve_history", p.TransferMode, handoff.TransferModeWarm},
+		{"metadata.trigger wins over capabilities", p.Trigger, handoff.TriggerPolicyBoundary},
 		{"metadata.user_verified", p.UserVerified, true},
-		{"metadata.refund", *p.Refund, Refund{Amount: "49.99", Currency: "USD"}},
+		{"metadata.refund", *p.Refund, handoff.Refund{Amount: "49.99", Currency: "USD"}},
 		{"unknown metadata key becomes an entity", p.StructuredEntities["product_sku"].Text(), "PRO-MONTHLY"},
 		{"tool state without action shape is summed up", p.StructuredEntities["tool_state.charge_ids"].Text(), `["ch_44b","ch_44c"]`},
 		{"tool-call-only message dropped", len(p.Transcript), 5},
-		{"human is user", p.Transcript[1].Role, RoleUser},
-		{"ai is assistant", p.Transcript[2].Role, RoleAssistant},
+		{"human is user", p.Transcript[1].Role, handoff.RoleUser},
+		{"ai is assistant", p.Transcript[2].Role, handoff.RoleAssistant},
 		{"Unix seconds read", *p.Transcript[3].At, time.Date(2026, 6, 2, 14, 3, 11, 0, time.UTC)},
 		{"content parts joined", strings.HasPrefix(p.Transcript[4].Content, "I see two charges."), true},
 		{"actions from tool_state", len(p.AttemptedActions), 2},
@@ -89,16 +97,16 @@ func TestSW4RMHarbor(t *testing.T) {
 	}
 }
 
-func TestSW4RMInlineContextEqualsBase64(t *testing.T) {
+func TestInlineContextEqualsBase64(t *testing.T) {
 	var ctx obj
-	if err := json.Unmarshal(readFile(t, sw4rmContextFile), &ctx); err != nil {
+	if err := json.Unmarshal(readFile(t, contextFile), &ctx); err != nil {
 		t.Fatal(err)
 	}
-	req := sw4rmHarbor(t)
+	req := harborRequest(t)
 	delete(req, "request_id") // so that the derived ids are compared too
-	base64Form := sw4rmPackage(t, encode(t, req))
+	base64Form := toPackage(t, encode(t, req))
 	req["context_snapshot"] = ctx
-	inline := sw4rmPackage(t, encode(t, req))
+	inline := toPackage(t, encode(t, req))
 
 	a, b := encode(t, base64Form), encode(t, inline)
 	if !bytes.Equal(a, b) {
@@ -106,10 +114,10 @@ func TestSW4RMInlineContextEqualsBase64(t *testing.T) {
 	}
 }
 
-func TestSW4RMDerivedID(t *testing.T) {
-	req := minimalSW4RM()
-	first := sw4rmPackage(t, encode(t, req))
-	if !strings.HasPrefix(first.HandoffID, "sw4rm_") || !check.handoffID.MatchString(first.HandoffID) {
+func TestDerivedID(t *testing.T) {
+	req := minimalRequest()
+	first := toPackage(t, encode(t, req))
+	if !strings.HasPrefix(first.HandoffID, "sw4rm_") || !isHandoffID(first.HandoffID) {
 		t.Fatalf("derived handoff_id %q", first.HandoffID)
 	}
 	if first.SourceRunID != first.HandoffID {
@@ -122,20 +130,20 @@ func TestSW4RMDerivedID(t *testing.T) {
 	}
 	reordered := []byte(`{"metadata": {"contact_id": "cust_0001"}, "reason": "Customer asks to speak to a person about closing their account.", "from_agent": "tier1-support"}`)
 	for name, body := range map[string][]byte{"same body": encode(t, req), "reformatted": reformatted, "reordered": reordered} {
-		if got := sw4rmPackage(t, body).HandoffID; got != first.HandoffID {
+		if got := toPackage(t, body).HandoffID; got != first.HandoffID {
 			t.Errorf("%s: handoff_id %q, want %q", name, got, first.HandoffID)
 		}
 	}
 
 	req["reason"] = "Customer asks to speak to a person about their invoice."
-	if got := sw4rmPackage(t, encode(t, req)).HandoffID; got == first.HandoffID {
+	if got := toPackage(t, encode(t, req)).HandoffID; got == first.HandoffID {
 		t.Errorf("another request got the same handoff_id %q", got)
 	}
 }
 
-func TestSW4RMSyntaxErrors(t *testing.T) {
+func TestSyntaxErrors(t *testing.T) {
 	withSnapshot := func(snapshot string) []byte {
-		req := minimalSW4RM()
+		req := minimalRequest()
 		req["context_snapshot"] = snapshot
 		return encodeNoEscape(t, req)
 	}
@@ -152,8 +160,8 @@ func TestSW4RMSyntaxErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := DecodeSW4RM(tt.body)
-			serr, ok := errors.AsType[*SyntaxError](err)
+			_, _, err := Decode(tt.body)
+			serr, ok := errors.AsType[*handoff.SyntaxError](err)
 			if !ok {
 				t.Fatalf("got %T %v, want *SyntaxError", err, err)
 			}
@@ -180,36 +188,36 @@ func encodeNoEscape(t *testing.T, v any) []byte {
 	return buf.Bytes()
 }
 
-func TestSW4RMValidationErrors(t *testing.T) {
+func TestValidationErrors(t *testing.T) {
 	context := func(ctx any) func(obj) {
 		return set("context_snapshot", ctx)
 	}
 	tests := []struct {
 		name   string
 		edits  []func(obj)
-		fields []FieldError
+		fields []handoff.FieldError
 	}{
 		{"missing from_agent", []func(obj){drop("from_agent")},
-			[]FieldError{{Field: "from_agent", Rule: "required"}}},
-		{"missing contact", []func(obj){setSW4RMMeta("contact_id", nil)},
-			[]FieldError{{Field: "metadata.contact_id", Rule: "required"}}},
+			[]handoff.FieldError{{Field: "from_agent", Rule: "required"}}},
+		{"missing contact", []func(obj){setMeta("contact_id", nil)},
+			[]handoff.FieldError{{Field: "metadata.contact_id", Rule: "required"}}},
 		{"no metadata at all", []func(obj){drop("metadata")},
-			[]FieldError{{Field: "metadata.contact_id", Rule: "required"}}},
+			[]handoff.FieldError{{Field: "metadata.contact_id", Rule: "required"}}},
 		{"no problem statement anywhere", []func(obj){drop("reason")},
-			[]FieldError{{Field: "reason", Rule: "required"}}},
+			[]handoff.FieldError{{Field: "reason", Rule: "required"}}},
 		{"an empty request with an unknown member", []func(obj){func(r obj) { clear(r) }, set("x", 1)},
-			[]FieldError{{Field: "from_agent", Rule: "required"}, {Field: "metadata.contact_id", Rule: "required"}, {Field: "reason", Rule: "required"}, {Field: "x", Rule: "unknown_field"}}},
-		{"wrong JSON types", []func(obj){set("from_agent", 7), set("preserve_history", "yes"), set("capabilities_required", "billing"), setSW4RMMeta("customer", obj{"tier": "gold"})},
-			[]FieldError{{Field: "capabilities_required", Rule: "type"}, {Field: "from_agent", Rule: "type"}, {Field: "metadata.customer", Rule: "type"}, {Field: "preserve_history", Rule: "type"}}},
+			[]handoff.FieldError{{Field: "from_agent", Rule: "required"}, {Field: "metadata.contact_id", Rule: "required"}, {Field: "reason", Rule: "required"}, {Field: "x", Rule: "unknown_field"}}},
+		{"wrong JSON types", []func(obj){set("from_agent", 7), set("preserve_history", "yes"), set("capabilities_required", "billing"), setMeta("customer", obj{"tier": "gold"})},
+			[]handoff.FieldError{{Field: "capabilities_required", Rule: "type"}, {Field: "from_agent", Rule: "type"}, {Field: "metadata.customer", Rule: "type"}, {Field: "preserve_history", Rule: "type"}}},
 		{"context of the wrong type", []func(obj){context(42)},
-			[]FieldError{{Field: "context_snapshot", Rule: "type"}}},
+			[]handoff.FieldError{{Field: "context_snapshot", Rule: "type"}}},
 		{"base64 of an array", []func(obj){context(base64.StdEncoding.EncodeToString([]byte(`[1]`)))},
-			[]FieldError{{Field: "context_snapshot", Rule: "type"}}},
+			[]handoff.FieldError{{Field: "context_snapshot", Rule: "type"}}},
 		{"inside the context", []func(obj){context(obj{
 			"conversation_history": []any{obj{"role": "wizard", "content": "hi"}, obj{"content": "who?"}, obj{"role": "user", "content": "hi", "timestamp": "yesterday"}, "hello"},
 			"tool_state":           "idle",
 			"colour":               "blue",
-		})}, []FieldError{
+		})}, []handoff.FieldError{
 			{Field: "context_snapshot.colour", Rule: "unknown_field"},
 			{Field: "context_snapshot.conversation_history[0].role", Rule: "oneof"},
 			{Field: "context_snapshot.conversation_history[1].role", Rule: "required"},
@@ -220,9 +228,9 @@ func TestSW4RMValidationErrors(t *testing.T) {
 		{"package rules named after the request", []func(obj){
 			set("request_id", "ho 1!"), set("reason", strings.Repeat("x", 501)), set("to_agent", strings.Repeat("q", 129)),
 			set("capabilities_required", []any{"billing", " "}), set("timeout", "soon"),
-			setSW4RMMeta("priority", "asap"), setSW4RMMeta("contact_email", "dana at example"), setSW4RMMeta("user_verified", "yes"),
-			setSW4RMMeta("bad key", "v"), setSW4RMMeta("refund_amount", "49.99"),
-		}, []FieldError{
+			setMeta("priority", "asap"), setMeta("contact_email", "dana at example"), setMeta("user_verified", "yes"),
+			setMeta("bad key", "v"), setMeta("refund_amount", "49.99"),
+		}, []handoff.FieldError{
 			{Field: "capabilities_required[1]", Rule: "notblank"},
 			{Field: "metadata.bad key", Rule: "key"},
 			{Field: "metadata.contact_email", Rule: "email"},
@@ -235,20 +243,20 @@ func TestSW4RMValidationErrors(t *testing.T) {
 			{Field: "to_agent", Rule: "max"},
 		}},
 		{"actions keep their place after the cap", []func(obj){context(obj{"tool_state": obj{
-			"calls": append(sw4rmActionItems(60, "lookup"), obj{"tool": strings.Repeat("t", 129), "result": "ok"}),
-		}})}, []FieldError{{Field: "context_snapshot.tool_state.calls[60].tool", Rule: "max"}}},
+			"calls": append(actionItems(60, "lookup"), obj{"tool": strings.Repeat("t", 129), "result": "ok"}),
+		}})}, []handoff.FieldError{{Field: "context_snapshot.tool_state.calls[60].tool", Rule: "max"}}},
 		{"negative timeout", []func(obj){set("timeout", -5)},
-			[]FieldError{{Field: "timeout", Rule: "min"}}},
+			[]handoff.FieldError{{Field: "timeout", Rule: "min"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := minimalSW4RM()
+			req := minimalRequest()
 			for _, edit := range tt.edits {
 				edit(req)
 			}
-			_, _, err := DecodeSW4RM(encode(t, req))
+			_, _, err := Decode(encode(t, req))
 			assertFields(t, err, tt.fields...)
-			if verr, ok := errors.AsType[*ValidationError](err); ok {
+			if verr, ok := errors.AsType[*handoff.ValidationError](err); ok {
 				for _, f := range verr.Fields {
 					if !strings.HasPrefix(f.Message, f.Field) {
 						t.Errorf("message %q does not start with its field %q", f.Message, f.Field)
@@ -259,14 +267,14 @@ func TestSW4RMValidationErrors(t *testing.T) {
 	}
 }
 
-func TestSW4RMBodyMustBeObject(t *testing.T) {
+func TestBodyMustBeObject(t *testing.T) {
 	for _, body := range []string{`[]`, `"request"`, `null`} {
-		_, _, err := DecodeSW4RM([]byte(body))
-		assertFields(t, err, FieldError{Field: "", Rule: "type"})
+		_, _, err := Decode([]byte(body))
+		assertFields(t, err, handoff.FieldError{Field: "", Rule: "type"})
 	}
 }
 
-func TestSW4RMMapping(t *testing.T) {
+func TestMapping(t *testing.T) {
 	history := func(n int) []any {
 		msgs := make([]any, n)
 		for i := range msgs {
@@ -277,68 +285,68 @@ func TestSW4RMMapping(t *testing.T) {
 	tests := []struct {
 		name  string
 		edits []func(obj)
-		check func(p Package) string
+		check func(p handoff.Package) string
 	}{
-		{"warm by default, as in SW4RM", nil, func(p Package) string {
-			return mismatch(p.TransferMode, TransferModeWarm)
+		{"warm by default, as in SW4RM", nil, func(p handoff.Package) string {
+			return mismatch(p.TransferMode, handoff.TransferModeWarm)
 		}},
 		{"no preserve_history: cold and no transcript", []func(obj){set("preserve_history", false), set("context_snapshot", obj{"conversation_history": history(3)})},
-			func(p Package) string {
-				return mismatch(p.TransferMode, TransferModeCold) + mismatch(len(p.Transcript), 0)
+			func(p handoff.Package) string {
+				return mismatch(p.TransferMode, handoff.TransferModeCold) + mismatch(len(p.Transcript), 0)
 			}},
-		{"trigger: user_request by default", nil, func(p Package) string {
-			return mismatch(p.Trigger, TriggerUserRequest)
+		{"trigger: user_request by default", nil, func(p handoff.Package) string {
+			return mismatch(p.Trigger, handoff.TriggerUserRequest)
 		}},
 		{"trigger: capability_mismatch with capabilities", []func(obj){set("capabilities_required", []any{"refunds"})},
-			func(p Package) string { return mismatch(p.Trigger, TriggerCapabilityMismatch) }},
-		{"trigger: an unknown metadata.trigger is ignored", []func(obj){set("capabilities_required", []any{"refunds"}), setSW4RMMeta("trigger", "escalate")},
-			func(p Package) string { return mismatch(p.Trigger, TriggerCapabilityMismatch) }},
-		{"trigger: a valid metadata.trigger wins", []func(obj){setSW4RMMeta("trigger", "tool_failure")},
-			func(p Package) string { return mismatch(p.Trigger, TriggerToolFailure) }},
+			func(p handoff.Package) string { return mismatch(p.Trigger, handoff.TriggerCapabilityMismatch) }},
+		{"trigger: an unknown metadata.trigger is ignored", []func(obj){set("capabilities_required", []any{"refunds"}), setMeta("trigger", "escalate")},
+			func(p handoff.Package) string { return mismatch(p.Trigger, handoff.TriggerCapabilityMismatch) }},
+		{"trigger: a valid metadata.trigger wins", []func(obj){setMeta("trigger", "tool_failure")},
+			func(p handoff.Package) string { return mismatch(p.Trigger, handoff.TriggerToolFailure) }},
 		{"problem statement: first paragraph of the reason", []func(obj){set("reason", "  Wants a refund.\nCharged twice.\n\nTranscript follows.")},
-			func(p Package) string { return mismatch(p.ProblemStatement, "Wants a refund.\nCharged twice.") }},
-		{"problem statement: metadata, cut to 1000", []func(obj){setSW4RMMeta("problem_statement", strings.Repeat("é", 1200))},
-			func(p Package) string {
+			func(p handoff.Package) string { return mismatch(p.ProblemStatement, "Wants a refund.\nCharged twice.") }},
+		{"problem statement: metadata, cut to 1000", []func(obj){setMeta("problem_statement", strings.Repeat("é", 1200))},
+			func(p handoff.Package) string {
 				return mismatch(p.ProblemStatement, strings.Repeat("é", 999)+"…")
 			}},
 		{"transcript: the last 200 turns", []func(obj){set("context_snapshot", obj{"conversation_history": history(250)})},
-			func(p Package) string {
+			func(p handoff.Package) string {
 				return mismatch(len(p.Transcript), 200) + mismatch(p.Transcript[0].Content, "message 50")
 			}},
-		{"tool state: a bare list of actions", []func(obj){set("context_snapshot", obj{"tool_state": sw4rmActionItems(2, "search_kb")})},
-			func(p Package) string {
+		{"tool state: a bare list of actions", []func(obj){set("context_snapshot", obj{"tool_state": actionItems(2, "search_kb")})},
+			func(p handoff.Package) string {
 				return mismatch(len(p.AttemptedActions), 2) + mismatch(len(p.StructuredEntities), 0)
 			}},
-		{"tool state: actions capped to the last 50", []func(obj){set("context_snapshot", obj{"tool_state": obj{"calls": sw4rmActionItems(60, "search_kb")}})},
-			func(p Package) string {
+		{"tool state: actions capped to the last 50", []func(obj){set("context_snapshot", obj{"tool_state": obj{"calls": actionItems(60, "search_kb")}})},
+			func(p handoff.Package) string {
 				return mismatch(len(p.AttemptedActions), 50) + mismatch(p.AttemptedActions[0].Result, "result 10")
 			}},
 		{"tool state: other shapes summed up, keys made to fit", []func(obj){set("context_snapshot", obj{"tool_state": obj{
 			"cart items": []any{obj{"sku": "A1", "qty": 2}},
 			"empty":      "",
 			"retries":    3,
-		}})}, func(p Package) string {
+		}})}, func(p handoff.Package) string {
 			return mismatch(p.StructuredEntities["tool_state.cart_items"].Text(), `[{"qty":2,"sku":"A1"}]`) +
 				mismatch(p.StructuredEntities["tool_state.retries"].Text(), "3") +
 				mismatch(len(p.StructuredEntities), 2)
 		}},
 		{"null counts as absent, as Python's None", []func(obj){
-			set("to_agent", nil), set("context_snapshot", nil), set("request_id", nil), set("timeout", nil), setSW4RMMeta("locale", nil),
-		}, func(p Package) string { return mismatch(p.Locale, "") }},
-		{"metadata numbers and booleans as text", []func(obj){setSW4RMMeta("user_verified", true), setSW4RMMeta("order_id", 8812)},
-			func(p Package) string {
+			set("to_agent", nil), set("context_snapshot", nil), set("request_id", nil), set("timeout", nil), setMeta("locale", nil),
+		}, func(p handoff.Package) string { return mismatch(p.Locale, "") }},
+		{"metadata numbers and booleans as text", []func(obj){setMeta("user_verified", true), setMeta("order_id", 8812)},
+			func(p handoff.Package) string {
 				return mismatch(p.UserVerified, true) + mismatch(p.StructuredEntities["order_id"].Text(), "8812")
 			}},
 		{"an empty context_snapshot is no context", []func(obj){set("context_snapshot", "")},
-			func(p Package) string { return mismatch(len(p.Transcript), 0) }},
+			func(p handoff.Package) string { return mismatch(len(p.Transcript), 0) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := minimalSW4RM()
+			req := minimalRequest()
 			for _, edit := range tt.edits {
 				edit(req)
 			}
-			p := sw4rmPackage(t, encode(t, req))
+			p := toPackage(t, encode(t, req))
 			if err := p.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
@@ -349,8 +357,8 @@ func TestSW4RMMapping(t *testing.T) {
 	}
 }
 
-func TestSW4RMRequestFields(t *testing.T) {
-	req, _, err := DecodeSW4RM(readFile(t, sw4rmRequestFile))
+func TestRequestFields(t *testing.T) {
+	req, _, err := Decode(readFile(t, requestFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,42 +366,61 @@ func TestSW4RMRequestFields(t *testing.T) {
 		t.Errorf("request = %+v", req)
 	}
 	for _, body := range []string{`{"timeout": 1.5}`, `{"timeout": "1.5s"}`} {
-		r, _, _ := DecodeSW4RM([]byte(body))
+		r, _, _ := Decode([]byte(body))
 		if r.Timeout != 1500*time.Millisecond {
 			t.Errorf("%s: Timeout = %v", body, r.Timeout)
 		}
 	}
 }
 
-func TestSW4RMPackageNeedsAQueue(t *testing.T) {
-	req, ctx, err := DecodeSW4RM(encode(t, minimalSW4RM()))
+// A member given again replaces the earlier one, and a null given last
+// leaves the default, as it would alone.
+func TestRepeatedMemberReplacesTheEarlier(t *testing.T) {
+	body := `{"from_agent": 7, "from_agent": "tier1-support", "reason": "Customer asks for a person.",
+		"preserve_history": false, "preserve_history": null,
+		"context_snapshot": "not base64!", "context_snapshot": {"conversation_history": [{"role": "user", "content": "hi"}]},
+		"metadata": {"contact_id": "cust_1", "locale": "fr-FR", "locale": null, "order_id": {}, "order_id": 8812}}`
+	req, ctx, err := Decode([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.FromAgent != "tier1-support" || !req.PreserveHistory || len(ctx.ConversationHistory) != 1 {
+		t.Errorf("request %+v, context %+v", req, ctx)
+	}
+	if _, ok := req.Metadata["locale"]; ok || req.Metadata["order_id"] != "8812" {
+		t.Errorf("metadata = %v", req.Metadata)
+	}
+}
+
+func TestPackageNeedsAQueue(t *testing.T) {
+	req, ctx, err := Decode(encode(t, minimalRequest()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = req.Package(ctx, "")
-	assertFields(t, err, FieldError{Field: "target_profile", Rule: "required"})
+	assertFields(t, err, handoff.FieldError{Field: "target_profile", Rule: "required"})
 }
 
-func TestSW4RMStatusOf(t *testing.T) {
-	want := map[Status]SW4RMStatus{
-		StatusQueued: SW4RMPending, StatusReserved: SW4RMPending,
-		StatusAccepted: SW4RMAccepted, StatusAwaitingApproval: SW4RMAccepted,
-		StatusResolved:      SW4RMCompleted,
-		StatusReturnedToBot: SW4RMRejected, StatusExpired: SW4RMRejected, StatusCanceled: SW4RMRejected,
+func TestStatusOf(t *testing.T) {
+	want := map[handoff.Status]Status{
+		handoff.StatusQueued: Pending, handoff.StatusReserved: Pending,
+		handoff.StatusAccepted: Accepted, handoff.StatusAwaitingApproval: Accepted,
+		handoff.StatusResolved:      Completed,
+		handoff.StatusReturnedToBot: Rejected, handoff.StatusExpired: Rejected, handoff.StatusCanceled: Rejected,
 	}
 	for status, w := range want {
-		if got := SW4RMStatusOf(status); got != w {
-			t.Errorf("SW4RMStatusOf(%q) = %q, want %q", status, got, w)
+		if got := StatusOf(status); got != w {
+			t.Errorf("StatusOf(%q) = %q, want %q", status, got, w)
 		}
 	}
 }
 
-func setSW4RMMeta(key string, value any) func(obj) {
+func setMeta(key string, value any) func(obj) {
 	return func(r obj) { r["metadata"].(obj)[key] = value }
 }
 
-// sw4rmActionItems returns n attempted actions in the shape tool_state lists them.
-func sw4rmActionItems(n int, tool string) []any {
+// actionItems returns n attempted actions in the shape tool_state lists them.
+func actionItems(n int, tool string) []any {
 	list := make([]any, n)
 	for i := range list {
 		list[i] = obj{"tool": tool, "result": fmt.Sprint("result ", i), "ok": true}
@@ -409,20 +436,20 @@ func mismatch[T comparable](got, want T) string {
 	return fmt.Sprintf("got %v, want %v; ", got, want)
 }
 
-// FuzzDecodeSW4RM checks that DecodeSW4RM never panics, that its errors are
+// FuzzDecode checks that Decode never panics, that its errors are
 // complete, and that whatever it accepts converts into a valid package.
-func FuzzDecodeSW4RM(f *testing.F) {
-	f.Add(readFile(f, sw4rmRequestFile))
-	f.Add(encode(f, minimalSW4RM()))
+func FuzzDecode(f *testing.F) {
+	f.Add(readFile(f, requestFile))
+	f.Add(encode(f, minimalRequest()))
 	for _, body := range []string{``, `{`, `[]`, `{"context_snapshot":"!"}`, `{"context_snapshot":{"tool_state":[{"tool":"t","result":"r"}]}}`} {
 		f.Add([]byte(body))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, ctx, err := DecodeSW4RM(body)
-		if _, ok := errors.AsType[*SyntaxError](err); ok {
+		req, ctx, err := Decode(body)
+		if _, ok := errors.AsType[*handoff.SyntaxError](err); ok {
 			return
 		}
-		if verr, ok := errors.AsType[*ValidationError](err); ok {
+		if verr, ok := errors.AsType[*handoff.ValidationError](err); ok {
 			for _, fe := range verr.Fields {
 				if fe.Rule == "" || fe.Message == "" {
 					t.Fatalf("incomplete field error %+v", fe)
@@ -441,4 +468,83 @@ func FuzzDecodeSW4RM(f *testing.F) {
 			t.Fatalf("converted package is invalid: %v", err)
 		}
 	})
+}
+
+// isHandoffID reports whether id passes the package's rules for handoff_id.
+func isHandoffID(id string) bool {
+	verr, _ := errors.AsType[*handoff.ValidationError]((&handoff.Package{HandoffID: id}).Validate())
+	return verr == nil || !slices.ContainsFunc(verr.Fields, func(f handoff.FieldError) bool { return f.Field == "handoff_id" })
+}
+
+// obj is a JSON object under construction in a test.
+type obj = map[string]any
+
+func set(field string, value any) func(obj) {
+	return func(r obj) { r[field] = value }
+}
+
+func drop(field string) func(obj) {
+	return func(r obj) { delete(r, field) }
+}
+
+func encode(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.FromSlash(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// matchGolden compares p, as indented JSON, with the golden file at path, or rewrites the file
+// under -update.
+func matchGolden(t *testing.T, path string, p handoff.Package, test string) {
+	t.Helper()
+	got, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want := readFile(t, path); string(got) != string(want) {
+		t.Errorf("the package differs from %s (refresh with -run %s -update if intended):\n%s", path, test, got)
+	}
+}
+
+// assertFields checks that err is a *handoff.ValidationError with exactly the wanted
+// fields and rules, in order, each with a message.
+func assertFields(t *testing.T, err error, want ...handoff.FieldError) {
+	t.Helper()
+	verr, ok := errors.AsType[*handoff.ValidationError](err)
+	if !ok {
+		t.Fatalf("got %T %v, want *handoff.ValidationError", err, err)
+	}
+	got := make([]string, len(verr.Fields))
+	for i, f := range verr.Fields {
+		got[i] = f.Field + " " + f.Rule
+		if f.Message == "" {
+			t.Errorf("%s %s has no message", f.Field, f.Rule)
+		}
+	}
+	wantS := make([]string, len(want))
+	for i, f := range want {
+		wantS[i] = f.Field + " " + f.Rule
+	}
+	if strings.Join(got, "\n") != strings.Join(wantS, "\n") {
+		t.Errorf("fields:\n  got  %q\n  want %q\nerror: %v", got, wantS, err)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoffdesk/desk/internal/golden"
 )
 
 const (
@@ -23,7 +25,7 @@ func TestHarborGolden(t *testing.T) {
 	if err := p.ValidateForQueue(QueueRules{RequiredEntityKeys: []string{"account_id"}}); err != nil {
 		t.Fatalf("ValidateForQueue: %v", err)
 	}
-	matchGolden(t, harborGolden, p, "TestHarborGolden")
+	golden.MatchJSON(t, harborGolden, p, "TestHarborGolden", *update)
 
 	// Spot checks that the golden file alone would not make obvious.
 	if p.Priority != PriorityHigh || p.Trigger != TriggerPolicyBoundary || p.ChannelOrigin != ChannelVoice {
@@ -34,26 +36,6 @@ func TestHarborGolden(t *testing.T) {
 	}
 	if a := p.AttemptedActions[1]; a.OK == nil || *a.OK || !a.At.Equal(time.Date(2026, 6, 2, 14, 3, 40, 0, time.UTC)) {
 		t.Errorf("attempted_actions[1] = %+v", a)
-	}
-}
-
-// matchGolden compares p, as indented JSON, with the golden file at path, or rewrites the file
-// under -update.
-func matchGolden(t *testing.T, path string, p Package, test string) {
-	t.Helper()
-	got, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if want := readFile(t, path); string(got) != string(want) {
-		t.Errorf("the package differs from %s (refresh with -run %s -update if intended):\n%s", path, test, got)
 	}
 }
 

@@ -23,7 +23,7 @@ func TestRules(t *testing.T) {
 	}
 	action := func(kv ...any) obj {
 		a := obj{"tool": "fetch_charges", "result": "found two"}
-		for i := 0; i < len(kv); i += 2 {
+		for i := 0; i+1 < len(kv); i += 2 {
 			a[kv[i].(string)] = kv[i+1]
 		}
 		return a

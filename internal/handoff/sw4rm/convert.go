@@ -364,7 +364,9 @@ func (c *conversion) summary(key, from string, v any) {
 func entityKey(key string) string {
 	b := []byte(key)
 	for i, ch := range b {
-		if !(ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || strings.IndexByte("_.:-", ch) >= 0) {
+		switch {
+		case ch >= 'A' && ch <= 'Z', ch >= 'a' && ch <= 'z', ch >= '0' && ch <= '9', strings.IndexByte("_.:-", ch) >= 0:
+		default:
 			b[i] = '_'
 		}
 	}

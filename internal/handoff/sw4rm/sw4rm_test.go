@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffdesk/desk/internal/golden"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
 
@@ -66,7 +67,7 @@ func TestHarbor(t *testing.T) {
 	if err := p.ValidateForQueue(handoff.QueueRules{RequiredEntityKeys: []string{"account_id"}}); err != nil {
 		t.Fatalf("ValidateForQueue: %v", err)
 	}
-	matchGolden(t, harborGolden, p, "TestHarbor")
+	golden.MatchJSON(t, harborGolden, p, "TestHarbor", *update)
 
 	// What the golden file shows but a reader could miss.
 	checks := []struct {
@@ -503,26 +504,6 @@ func readFile(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// matchGolden compares p, as indented JSON, with the golden file at path, or rewrites the file
-// under -update.
-func matchGolden(t *testing.T, path string, p handoff.Package, test string) {
-	t.Helper()
-	got, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if want := readFile(t, path); string(got) != string(want) {
-		t.Errorf("the package differs from %s (refresh with -run %s -update if intended):\n%s", path, test, got)
-	}
 }
 
 // assertFields checks that err is a *handoff.ValidationError with exactly the wanted

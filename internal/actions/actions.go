@@ -110,7 +110,7 @@ func checkRoom(ctx context.Context, tx pgx.Tx, user auth.User) error {
 	b.Queue(`SELECT capacity FROM users WHERE id = $1 FOR UPDATE`, user.ID).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&capacity)
 	})
-	b.Queue(`SELECT count(*) FROM handoffs WHERE assignee_id = $1 AND status = ANY($2)`, user.ID, handoff.OpenStatuses()).
+	b.Queue(`SELECT count(*) FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL`, user.ID).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&holding) })
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
@@ -158,12 +158,12 @@ func secondReservation(err error) error {
 // other agents are claiming; the event is written only when a row was claimed. It always returns
 // one row, which says why nothing was claimed when nothing was. It is the claim half of Check's
 // Accept rule, written as a query over the queue.
-// $1 queue name, $2 user, $3 supervisor, $4 now, $5 open statuses, $6 the event's kind.
+// $1 queue name, $2 user, $3 supervisor, $4 now, $5 the event's kind.
 const nextSQL = `
 	WITH q AS (
 		SELECT id, name, reservation_timeout FROM queues WHERE name = $1
 	), me AS (
-		SELECT u.capacity, (SELECT count(*) FROM handoffs WHERE assignee_id = u.id AND status = ANY($5)) AS holding,
+		SELECT u.capacity, (SELECT count(*) FROM handoffs WHERE assignee_id = u.id AND closed_at IS NULL) AS holding,
 			$3 OR EXISTS (SELECT 1 FROM queue_members m, q WHERE m.queue_id = q.id AND m.user_id = u.id) AS may_act
 		FROM users u WHERE u.id = $2 FOR UPDATE
 	), pick AS (
@@ -183,7 +183,7 @@ const nextSQL = `
 		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until
 	), event AS (
 		INSERT INTO events (at, kind, queue_id, handoff_id, actor_user, detail)
-		SELECT $4, $6, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
+		SELECT $4, $5, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
 		FROM reserved r, q
 	)
 	SELECT q.id, q.name, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
@@ -198,7 +198,7 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (s
 	var mayAct bool
 	var capacity, holding int
 	b := &pgx.Batch{}
-	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), handoff.OpenStatuses(), events.Reserved)
+	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), events.Reserved)
 	err := a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
 		return br.QueryRow().Scan(&queueID, &name, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID)
 	})

@@ -658,3 +658,20 @@ func TestCapacityHoldsForTwoTabsAcceptingAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// SQL asks closed_at IS NULL for "open": the table's check must hold closed_at to exactly the
+// statuses Go calls open, or a query would count a closed package or miss an open one.
+func TestOpenInSQLIsOpenInGo(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	id := d.submit(t, "billing", nil)
+	for _, s := range handoff.Statuses() {
+		for _, closed := range []bool{false, true} {
+			_, err := d.db.Exec(context.Background(), `
+				UPDATE handoffs SET status = $2, closed_at = CASE WHEN $3 THEN now() END WHERE handoff_id = $1`, id, s, closed)
+			if allowed := closed != s.Open(); (err == nil) != allowed {
+				t.Errorf("status %s with closed_at set %v: %v, want allowed %v", s, closed, err, allowed)
+			}
+		}
+	}
+}

@@ -23,8 +23,8 @@ func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, 
 			UPDATE handoffs h SET status = 'canceled', outcome = 'canceled', closed_at = $3, updated_at = $3,
 				reserved_until = NULL
 			FROM queues q
-			WHERE h.handoff_id = $1 AND h.queue_id = ANY($2) AND h.status = ANY($4) AND q.id = h.queue_id
-			RETURNING h.id, h.api_key_id, h.queue_id, q.name`, handoffID, queueIDs, now, handoff.OpenStatuses()).
+			WHERE h.handoff_id = $1 AND h.queue_id = ANY($2) AND h.closed_at IS NULL AND q.id = h.queue_id
+			RETURNING h.id, h.api_key_id, h.queue_id, q.name`, handoffID, queueIDs, now).
 			Scan(&c.HandoffID, &c.APIKeyID, &c.QueueID, &c.Queue)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notOpen(ctx, tx, queueIDs, handoffID)

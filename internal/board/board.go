@@ -180,8 +180,8 @@ func (b *Board) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]It
 // Held lists the open packages a user holds, oldest first.
 func (b *Board) Held(ctx context.Context, userID int64) ([]Item, error) {
 	rows, err := b.db.Query(ctx, itemSelect+`
-		WHERE h.assignee_id = $1 AND h.status = ANY($2) AND h.status <> 'queued'
-		ORDER BY h.accepted_at NULLS FIRST, h.id`, userID, handoff.OpenStatuses())
+		WHERE h.assignee_id = $1 AND h.closed_at IS NULL
+		ORDER BY h.accepted_at NULLS FIRST, h.id`, userID)
 	if err != nil {
 		return nil, err
 	}

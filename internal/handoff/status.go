@@ -16,8 +16,15 @@ const (
 	StatusCanceled         Status = "canceled"
 )
 
-// OpenStatuses are the statuses in which a package still occupies its queue and its contact. SQL
-// receives them as a parameter (status = ANY($n)).
+// Statuses lists every status.
+func Statuses() []Status {
+	return []Status{StatusQueued, StatusReserved, StatusAccepted, StatusAwaitingApproval, StatusResolved,
+		StatusReturnedToBot, StatusExpired, StatusCanceled}
+}
+
+// OpenStatuses are the statuses in which a package still occupies its queue and its contact. In
+// SQL a package is open while its closed_at is null, which a check on the handoffs table binds to
+// these statuses (migrations/00008_open_until_closed.sql).
 func OpenStatuses() []Status {
 	return []Status{StatusQueued, StatusReserved, StatusAccepted, StatusAwaitingApproval}
 }

@@ -410,7 +410,7 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 	queue.QueueEnabled(b, targets, func(q queue.Queue) { s.queues[q.Name] = q })
 	b.Queue(`
 		SELECT
-			(SELECT handoff_id FROM handoffs WHERE contact_id = c.contact AND status = ANY($5) LIMIT 1),
+			(SELECT handoff_id FROM handoffs WHERE contact_id = c.contact AND closed_at IS NULL LIMIT 1),
 			g.hourly, g.oldest_hourly, g.daily, g.oldest_daily, g.last_pair
 		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS c(contact, source, target, i)
 		CROSS JOIN LATERAL (
@@ -424,7 +424,7 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 			FROM handoffs h LEFT JOIN queues q ON q.name = c.target
 			WHERE h.contact_id = c.contact AND h.created_at > $4::timestamptz - interval '1 day') g
 		ORDER BY c.i`,
-		contacts, sources, targets, now, handoff.OpenStatuses()).Query(func(rows pgx.Rows) error {
+		contacts, sources, targets, now).Query(func(rows pgx.Rows) error {
 		i := 0
 		for rows.Next() {
 			g := &s.guards[i]

@@ -53,8 +53,8 @@ func (in *Intake) Get(ctx context.Context, sender Sender, handoffID string) (Rec
 // an incident when the customer comes back.
 func (in *Intake) ForContact(ctx context.Context, sender Sender, contactID string, openOnly bool) ([]Record, error) {
 	rows, err := in.db.Query(ctx, recordSelect+`
-		WHERE h.contact_id = $1 AND h.queue_id = ANY($2) AND (NOT $3 OR h.status = ANY($4))
-		ORDER BY h.created_at DESC LIMIT 100`, contactID, sender.QueueIDs, openOnly, handoff.OpenStatuses())
+		WHERE h.contact_id = $1 AND h.queue_id = ANY($2) AND (NOT $3 OR h.closed_at IS NULL)
+		ORDER BY h.created_at DESC LIMIT 100`, contactID, sender.QueueIDs, openOnly)
 	if err != nil {
 		return nil, err
 	}

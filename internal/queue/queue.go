@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/desk"
-	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // Queue is a queue and the settings intake and the desk read from it.
@@ -236,10 +235,10 @@ func (s *Service) Summaries(ctx context.Context, userID int64, allQueues bool) (
 		FROM queues q
 		LEFT JOIN queue_members m ON m.queue_id = q.id AND m.user_id = $1
 		LEFT JOIN handoffs h ON h.queue_id = q.id
-			AND h.status = ANY($3)
+			AND h.closed_at IS NULL
 		WHERE q.enabled AND ($2 OR m.user_id IS NOT NULL)
 		GROUP BY q.id, m.user_id
-		ORDER BY member DESC, q.name`, userID, allQueues, handoff.OpenStatuses())
+		ORDER BY member DESC, q.name`, userID, allQueues)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // PresenceStale is how old a presence row may be and still count; it matches the heartbeat of
@@ -60,8 +58,8 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 			(SELECT count(*) FROM queue_members m JOIN presence_now p ON p.user_id = m.user_id
 				WHERE m.queue_id = q.id AND p.status = 'online')
 		FROM queues q LEFT JOIN handoffs h ON h.queue_id = q.id
-			AND h.status = ANY($2)
-		WHERE q.enabled GROUP BY q.id ORDER BY q.name`, PresenceStale, handoff.OpenStatuses())
+			AND h.closed_at IS NULL
+		WHERE q.enabled GROUP BY q.id ORDER BY q.name`, PresenceStale)
 	if err != nil {
 		return r, err
 	}
@@ -71,13 +69,13 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 	rows, err = s.db.Query(ctx, `WITH `+presenceCTE+`
 		SELECT u.id, u.display_name, u.role, coalesce(p.status, 'offline'),
 			(SELECT count(*) FROM handoffs h WHERE h.assignee_id = u.id
-				AND h.status = ANY($2) AND h.status <> 'queued'),
+				AND h.closed_at IS NULL),
 			u.capacity,
 			coalesce((SELECT array_agg(q.name ORDER BY q.name) FROM queue_members m JOIN queues q ON q.id = m.queue_id
 				WHERE m.user_id = u.id), '{}')
 		FROM users u LEFT JOIN presence_now p ON p.user_id = u.id
 		WHERE NOT u.disabled AND u.role IN ('agent', 'supervisor')
-		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale, handoff.OpenStatuses())
+		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale)
 	if err != nil {
 		return r, err
 	}
@@ -92,8 +90,8 @@ func OnlineWithRoom(ctx context.Context, db Querier, userID int64) (bool, error)
 	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
 		SELECT EXISTS (SELECT 1 FROM presence_now p JOIN users u ON u.id = p.user_id
 			WHERE p.user_id = $2 AND p.status = 'online' AND u.capacity > (SELECT count(*) FROM handoffs
-				WHERE assignee_id = u.id AND status = ANY($3) AND status <> 'queued'))`,
-		PresenceStale, userID, handoff.OpenStatuses()).Scan(&ok)
+				WHERE assignee_id = u.id AND closed_at IS NULL))`,
+		PresenceStale, userID).Scan(&ok)
 	return ok, err
 }
 

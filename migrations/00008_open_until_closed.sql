@@ -12,10 +12,15 @@ ALTER TABLE handoffs VALIDATE CONSTRAINT handoffs_open_until_closed;
 
 DROP INDEX handoffs_open_idx;
 CREATE INDEX handoffs_open_idx ON handoffs (queue_id) WHERE closed_at IS NULL;
+-- Only held packages: a waiting one has no assignee, so intake does not touch this index, and a
+-- question about open packages that names no assignee cannot be answered by scanning it.
 DROP INDEX handoffs_assignee_idx;
-CREATE INDEX handoffs_assignee_idx ON handoffs (assignee_id) WHERE closed_at IS NULL;
+CREATE INDEX handoffs_assignee_idx ON handoffs (assignee_id) WHERE closed_at IS NULL AND assignee_id IS NOT NULL;
+-- A contact's open package: the one-open guard at intake, and a bot resuming an incident.
+CREATE INDEX handoffs_contact_open_idx ON handoffs (contact_id) WHERE closed_at IS NULL;
 
 -- +goose Down
+DROP INDEX handoffs_contact_open_idx;
 DROP INDEX handoffs_assignee_idx;
 CREATE INDEX handoffs_assignee_idx ON handoffs (assignee_id)
     WHERE status IN ('queued', 'reserved', 'accepted', 'awaiting_approval');

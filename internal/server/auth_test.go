@@ -3,6 +3,7 @@ package server_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -259,4 +260,57 @@ func TestLoginThrottledAfterRepeatedFailures(t *testing.T) {
 	// Another account is not affected.
 	app.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
 	app.login(t, app.client(t), "bea@example.com")
+}
+
+// TestLoginRedirectStaysOnSite asks a logged-in GET /login to send the browser on to each known
+// open-redirect bypass: it must answer 303 to a path on this site.
+func TestLoginRedirectStaysOnSite(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+	app.login(t, c, "dana@example.com")
+	for query, want := range map[string]string{
+		"next=%2F%09%2F127.0.0.1%3A18998%2Fx":                   "/", // the report's "/\t/127.0.0.1:18998/x"
+		"next=" + url.QueryEscape("/\\evil.example"):            "/",
+		"next=" + url.QueryEscape("\\/evil.example"):            "/",
+		"next=" + url.QueryEscape("//evil.example"):             "/",
+		"next=" + url.QueryEscape("/\r\n/evil.example"):         "/",
+		"next=" + url.QueryEscape("/%2F%2Fevil.example"):        "/",
+		"next=" + url.QueryEscape("https://evil.example"):       "/",
+		"next=" + url.QueryEscape("javascript:alert(1)"):        "/",
+		"next=" + url.QueryEscape("/queues/billing_t2?after=5"): "/queues/billing_t2?after=5",
+	} {
+		resp, _ := get(t, c, app.URL+"/login?"+query)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("GET /login?%s = %d to %q, want 303 to %q", query, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+}
+
+// TestBrowserLoginRedirectStaysOnSite repeats the report in Chromium: logged in, it opens
+// /login?next=… with paths that a browser reads as another server, which is running, and must
+// still be on the desk afterwards.
+func TestBrowserLoginRedirectStaysOnSite(t *testing.T) {
+	t.Parallel()
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "evil") }))
+	t.Cleanup(evil.Close)
+	evilHost := strings.TrimPrefix(evil.URL, "http://")
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	desk, _ := url.Parse(app.URL)
+	for _, next := range []string{"/\t/" + evilHost + "/x", "/\\" + evilHost + "/x", "/\t\\" + evilHost + "/x"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/login?next="+url.QueryEscape(next))); err != nil {
+			t.Fatal(err)
+		}
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, err := url.Parse(loc); err != nil || u.Host != desk.Host {
+			t.Errorf("next=%q took the browser to %s, want a page of %s", next, loc, desk.Host)
+		}
+	}
 }

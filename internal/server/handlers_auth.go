@@ -3,7 +3,9 @@ package server
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -59,10 +61,28 @@ func (s *Server) handleLogout(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 
-// safeNext keeps the post-login redirect on this site: a path, never "//evil.example" or a URL.
+// safeNext keeps the post-login redirect on this site. Browsers drop tabs and newlines from a URL
+// and read a backslash as a slash, so "/\t/evil.example" and "/\evil.example" leave the site as
+// "//evil.example" does. Only printable ASCII without a backslash passes (a next the desk wrote
+// itself is percent-encoded), it must parse as a path with no scheme or host, and it is written out
+// again from the parse. Its decoded, dot-resolved path may not start with "//" or hold a backslash
+// or control character either: no desk page does, and a later hop that decodes or cleans it
+// ("/%2F%2Fevil.example", "/.//evil.example") could turn it into another site.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.ContainsFunc(next, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '\\' }) {
 		return "/"
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Opaque != "" || u.User != nil || u.Host != "" {
+		return "/"
+	}
+	u = siteRoot.ResolveReference(u)
+	if !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") ||
+		strings.ContainsFunc(u.Path, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
+		return "/"
+	}
+	return (&url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}).String()
 }
+
+// siteRoot stands for this site when next's dot segments are resolved; only the path is kept.
+var siteRoot = &url.URL{Scheme: "https", Host: "desk.invalid", Path: "/"}

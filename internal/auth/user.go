@@ -112,6 +112,10 @@ type Service struct {
 	dummyOnce sync.Once
 	dummyHash string
 
+	// passwordChecks holds a token for each argon2id check running (see passwordCheckSlot).
+	passwordChecks    chan struct{}
+	passwordCheckWait time.Duration
+
 	botsMu sync.Mutex
 	bots   map[string]cachedBot // by key prefix
 
@@ -125,7 +129,8 @@ const DefaultSessionTTL = 12 * time.Hour
 // NewService returns a Service over db.
 func NewService(db *pgxpool.Pool) *Service {
 	return &Service{db: db, sessionTTL: DefaultSessionTTL, now: time.Now, bots: make(map[string]cachedBot),
-		sessions: make(map[string]cachedSession)}
+		sessions: make(map[string]cachedSession), passwordChecks: make(chan struct{}, maxPasswordChecks),
+		passwordCheckWait: defaultPasswordCheckWait}
 }
 
 // CreateUser adds a user. A second user with the same email (any case) is a Conflict.
@@ -166,34 +171,21 @@ func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
 		`SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1) AND NOT disabled`, strings.TrimSpace(email)))
 }
 
-// Login throttling: after maxLoginFailures wrong passwords for one email within loginWindow,
-// further attempts for it are refused until the oldest failure leaves the window. It slows
-// password guessing to a crawl while a mistyping person waits minutes at most.
-const (
-	maxLoginFailures = 10
-	loginWindow      = 15 * time.Minute
-)
-
-// Authenticate checks an email and password. Both a wrong email and a wrong password give the
-// same Unauthorized error, in about the same time; too many failures for one email give
-// RateLimited, whether or not the account exists.
-func (s *Service) Authenticate(ctx context.Context, email, password string) (User, error) {
+// Authenticate checks an email and password from a client address. Both a wrong email and a wrong
+// password give the same Unauthorized error, in about the same time; an attempt past a throttling
+// limit (see throttle.go) is refused with RateLimited before its password is checked, whether or
+// not the account exists.
+func (s *Service) Authenticate(ctx context.Context, email, password, address string) (User, error) {
 	email = strings.TrimSpace(email)
-	var failures int
-	var oldest *time.Time
-	if err := s.db.QueryRow(ctx, `
-		SELECT count(*), min(at) FROM login_failures WHERE lower(email) = lower($1) AND at > $2`,
-		email, s.now().Add(-loginWindow)).Scan(&failures, &oldest); err != nil {
+	failure, err := s.reserveFailure(ctx, email, address)
+	if err != nil {
 		return User{}, err
 	}
-	if failures >= maxLoginFailures {
-		return User{}, &desk.Error{Code: desk.RateLimited, Reason: "login_throttled", RetryAfter: oldest.Add(loginWindow).Sub(s.now()),
-			Message: "too many failed logins for this email; try again in a few minutes"}
-	}
 	u, err := s.checkPassword(ctx, email, password)
-	if desk.ErrorCode(err) == desk.Unauthorized {
-		if _, ierr := s.db.Exec(ctx, `INSERT INTO login_failures (email, at) VALUES ($1, $2)`, email, s.now()); ierr != nil {
-			return User{}, ierr
+	if desk.ErrorCode(err) != desk.Unauthorized {
+		// Only a wrong password counts. The reservation is given back even if the client has gone.
+		if rerr := s.releaseFailure(context.WithoutCancel(ctx), failure); rerr != nil {
+			return User{}, rerr
 		}
 	}
 	return u, err
@@ -205,17 +197,24 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 	err := s.db.QueryRow(ctx,
 		`SELECT `+userColumns+`, password_hash FROM users WHERE lower(email) = lower($1) AND NOT disabled`,
 		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
+	unknown := errors.Is(err, pgx.ErrNoRows)
+	if err != nil && !unknown {
+		return User{}, err
+	}
+	release, err := s.passwordCheckSlot(ctx)
+	if err != nil {
+		return User{}, err
+	}
+	defer release()
+	if unknown {
 		s.dummyOnce.Do(func() { s.dummyHash, _ = HashPassword("not a real password") })
 		hash = s.dummyHash
-	} else if err != nil {
-		return User{}, err
 	}
 	ok, verr := VerifyPassword(password, hash)
 	if verr != nil {
 		return User{}, verr
 	}
-	if !ok || err != nil {
+	if !ok || unknown {
 		return User{}, desk.Errorf(desk.Unauthorized, "email or password is wrong")
 	}
 	return u, nil

@@ -25,9 +25,10 @@ func (s *Server) handleLoginForm(c echo.Context) error {
 func (s *Server) handleLogin(c echo.Context) error {
 	s.allowFraming(c)
 	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
-	user, err := s.auth.Authenticate(c.Request().Context(), email, password)
-	if code := desk.ErrorCode(err); code == desk.Unauthorized || code == desk.RateLimited {
-		s.logger.Info("login failed", "email", email, "remote", c.RealIP(), "reason", code)
+	remote := c.RealIP()
+	user, err := s.auth.Authenticate(c.Request().Context(), email, password, remote)
+	if code := desk.ErrorCode(err); code == desk.Unauthorized || code == desk.RateLimited || code == desk.Unavailable {
+		s.logger.Info("login failed", "email", email, "remote", remote, "reason", code)
 		var refusal *desk.Error
 		if errors.As(err, &refusal) {
 			setRetryAfter(c, refusal)

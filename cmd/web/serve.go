@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +26,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}); err != nil {
 		return err
 	}
+	trustedProxies, err := parseTrustedProxies(getenv("TRUSTED_PROXIES"))
+	if err != nil {
+		return err
+	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -34,6 +39,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Addr:           ln.Addr().String(),
 			BaseURL:        getenv("BASE_URL"),
 			FrameAncestors: strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " ")),
+			TrustedProxies: trustedProxies,
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())
@@ -41,6 +47,22 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL, "login", cfg.BaseURL+"/login")
 		return instance.Run(ctx, instance.Options{Server: cfg, DatabaseURL: databaseURL(getenv)}, logger, db, ln)
 	})
+}
+
+// parseTrustedProxies reads TRUSTED_PROXIES: IP addresses and CIDR ranges, space- or
+// comma-separated.
+func parseTrustedProxies(list string) ([]netip.Prefix, error) {
+	var trusted []netip.Prefix
+	for _, entry := range strings.Fields(strings.ReplaceAll(list, ",", " ")) {
+		if p, err := netip.ParsePrefix(entry); err == nil {
+			trusted = append(trusted, p.Masked())
+		} else if ip, err := netip.ParseAddr(entry); err == nil && ip.Zone() == "" {
+			trusted = append(trusted, netip.PrefixFrom(ip, ip.BitLen()))
+		} else {
+			return nil, fmt.Errorf("TRUSTED_PROXIES: %q is neither an IP address nor a CIDR range like 10.0.0.0/8", entry)
+		}
+	}
+	return trusted, nil
 }
 
 func portOf(addr net.Addr) string {

@@ -4,14 +4,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/server"
 )
 
 func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
@@ -312,5 +315,137 @@ func TestBrowserLoginRedirectStaysOnSite(t *testing.T) {
 		if u, err := url.Parse(loc); err != nil || u.Host != desk.Host {
 			t.Errorf("next=%q took the browser to %s, want a page of %s", next, loc, desk.Host)
 		}
+	}
+}
+
+// postLogin posts the login form with extra headers and answers the status, Retry-After and body.
+func postLogin(t *testing.T, c *http.Client, base, email, password string, header map[string]string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/login", strings.NewReader(url.Values{"email": {email}, "password": {password}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+}
+
+// TestParallelWrongPasswordsAnswer429 is the report's race: many wrong passwords for one email
+// from one client at once. At most the limit may be checked and answered 401; every other one is
+// 429 with a Retry-After.
+func TestParallelWrongPasswordsAnswer429(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+	const attempts, limit = 40, 10
+	type answer struct {
+		status           int
+		retryAfter, body string
+	}
+	answers := make([]answer, attempts)
+	var wg sync.WaitGroup
+	for i := range attempts {
+		wg.Go(func() {
+			status, retryAfter, body := postLogin(t, c, app.URL, "dana@example.com", "guess-"+strconv.Itoa(i), nil)
+			answers[i] = answer{status, retryAfter, body}
+		})
+	}
+	wg.Wait()
+	var unauthorized, limited int
+	for _, a := range answers {
+		switch {
+		case a.status == http.StatusUnauthorized:
+			unauthorized++
+		case a.status == http.StatusTooManyRequests && a.retryAfter != "" && strings.Contains(a.body, "too many failed logins"):
+			limited++
+		default:
+			t.Errorf("answer %d (Retry-After %q), want 401, or 429 with a Retry-After naming the reason", a.status, a.retryAfter)
+		}
+	}
+	if unauthorized > limit || unauthorized+limited != attempts {
+		t.Fatalf("%d answered 401 and %d answered 429 of %d parallel wrong passwords, want at most %d 401s and the rest 429",
+			unauthorized, limited, attempts, limit)
+	}
+}
+
+// TestClientAddressFromTrustedProxiesOnly looks at the address a failed login is counted under:
+// X-Forwarded-For is believed only from a configured proxy, and loopback or private peers are
+// not proxies unless listed.
+func TestClientAddressFromTrustedProxiesOnly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		trusted []string
+		header  map[string]string
+		want    string
+	}{
+		{"no proxies: a spoofed XFF", nil, map[string]string{"X-Forwarded-For": "6.6.6.6"}, "127.0.0.1"},
+		{"no proxies: a spoofed X-Real-IP", nil, map[string]string{"X-Real-IP": "6.6.6.6"}, "127.0.0.1"},
+		{"an untrusted loopback peer", []string{"10.0.0.0/8"}, map[string]string{"X-Forwarded-For": "6.6.6.6"}, "127.0.0.1"},
+		{"a trusted peer", []string{"127.0.0.1/32"}, map[string]string{"X-Forwarded-For": "6.6.6.6"}, "6.6.6.6"},
+		{"a trusted peer under a client's own XFF", []string{"127.0.0.1/32"}, map[string]string{"X-Forwarded-For": "1.1.1.1, 6.6.6.6"}, "6.6.6.6"},
+		{"a chain of trusted proxies", []string{"127.0.0.1/32", "10.0.0.0/8"}, map[string]string{"X-Forwarded-For": "1.1.1.1, 6.6.6.6, 10.1.2.3"}, "6.6.6.6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var cfg server.Config
+			for _, p := range tc.trusted {
+				cfg.TrustedProxies = append(cfg.TrustedProxies, netip.MustParsePrefix(p))
+			}
+			app := setupWith(t, cfg)
+			if status, _, _ := postLogin(t, app.client(t), app.URL, "nobody@example.com", "guess", tc.header); status != http.StatusUnauthorized {
+				t.Fatalf("login = %d, want 401", status)
+			}
+			var got string
+			if err := app.DB.QueryRow(t.Context(), `SELECT address FROM login_failures WHERE email = 'nobody@example.com'`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("the failure was counted for %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFailuresFromOneAddressDoNotLockOthersOut: behind a trusted proxy, a stranger's wrong
+// passwords for an email throttle the stranger, not the email's owner at another address.
+// Without a trusted proxy, changing X-Forwarded-For does not escape the throttle.
+func TestFailuresFromOneAddressDoNotLockOthersOut(t *testing.T) {
+	t.Parallel()
+	app := setupWith(t, server.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+	stranger := map[string]string{"X-Forwarded-For": "6.6.6.6"}
+	for i := range 10 {
+		if status, _, _ := postLogin(t, c, app.URL, "dana@example.com", "guess-"+strconv.Itoa(i), stranger); status != http.StatusUnauthorized {
+			t.Fatalf("the stranger's wrong password %d: %d, want 401", i, status)
+		}
+	}
+	if status, retryAfter, _ := postLogin(t, c, app.URL, "dana@example.com", testPassword, stranger); status != http.StatusTooManyRequests || retryAfter == "" {
+		t.Fatalf("the stranger after 10 failures: %d (Retry-After %q), want 429 with a Retry-After", status, retryAfter)
+	}
+	if status, _, _ := postLogin(t, app.client(t), app.URL, "dana@example.com", testPassword, map[string]string{"X-Forwarded-For": "7.7.7.7"}); status != http.StatusSeeOther {
+		t.Fatalf("dana from her own address: %d, want 303: a stranger locked her out", status)
+	}
+
+	direct := setup(t)
+	direct.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	for i := range 10 {
+		spoof := map[string]string{"X-Forwarded-For": "6.6.6." + strconv.Itoa(i)}
+		if status, _, _ := postLogin(t, c, direct.URL, "dana@example.com", "guess-"+strconv.Itoa(i), spoof); status != http.StatusUnauthorized {
+			t.Fatalf("wrong password %d: %d, want 401", i, status)
+		}
+	}
+	if status, _, _ := postLogin(t, c, direct.URL, "dana@example.com", testPassword, map[string]string{"X-Forwarded-For": "7.7.7.7"}); status != http.StatusTooManyRequests {
+		t.Fatalf("a fresh X-Forwarded-For from an untrusted peer: %d, want 429: it must not count as another address", status)
 	}
 }

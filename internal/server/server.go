@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ type Config struct {
 	BaseURL string // the address people use, e.g. "https://desk.example.com"
 	// FrameAncestors are the origins allowed to embed the sidebar (CSP frame-ancestors).
 	FrameAncestors []string
+	// TrustedProxies are the peers whose X-Forwarded-For names the client; with none, the client
+	// is the peer itself.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is the desk's HTTP server.
@@ -95,8 +99,24 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = s.handleError
+	s.echo.IPExtractor = clientAddress(cfg.TrustedProxies)
 	s.routes()
 	return s, nil
+}
+
+// clientAddress says where a request comes from, for login throttling and the log. Anyone can
+// send X-Forwarded-For, so it is read only from the configured proxies: echo would otherwise
+// believe any loopback, link-local or private peer, and without an extractor any peer at all.
+func clientAddress(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	options := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		p = p.Masked()
+		options = append(options, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(options...)
 }
 
 func isLoopback(host string) bool {

@@ -33,15 +33,22 @@ type testApp struct {
 	Auth   *auth.Service
 	Queues *queue.Service
 
-	frameAncestors []string
+	cfg server.Config // what every instance is started with, besides its address
 }
 
 const testPassword = "correct-horse"
 
 func setup(t *testing.T, frameAncestors ...string) *testApp {
 	t.Helper()
+	return setupWith(t, server.Config{FrameAncestors: frameAncestors})
+}
+
+// setupWith is setup with more of the server's configuration; each instance fills in its own
+// Addr and BaseURL.
+func setupWith(t *testing.T, cfg server.Config) *testApp {
+	t.Helper()
 	dbURL := pgtest.URL(t)
-	app := &testApp{DBURL: dbURL, frameAncestors: frameAncestors}
+	app := &testApp{DBURL: dbURL, cfg: cfg}
 	app.DB = openPool(t, dbURL)
 	app.Auth, app.Queues = auth.NewService(app.DB), queue.NewService(app.DB)
 	app.URL, _ = app.start(t)
@@ -75,8 +82,9 @@ func (a *testApp) start(t *testing.T) (string, func()) {
 	db := openPool(t, a.DBURL)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: url, FrameAncestors: a.frameAncestors}, DatabaseURL: a.DBURL,
-		SweepInterval: 200 * time.Millisecond}
+	cfg := a.cfg
+	cfg.Addr, cfg.BaseURL = ln.Addr().String(), url
+	opts := instance.Options{Server: cfg, DatabaseURL: a.DBURL, SweepInterval: 200 * time.Millisecond}
 	go func() { done <- instance.Run(ctx, opts, logger, db, ln) }()
 	var once sync.Once
 	stop := func() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -34,6 +35,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Addr:           ln.Addr().String(),
 			BaseURL:        getenv("BASE_URL"),
 			FrameAncestors: strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " ")),
+			// A deployment without CRM links sets it to https, which is always allowed.
+			CitationSchemes: strings.Fields(strings.ReplaceAll(cmp.Or(getenv("CITATION_SCHEMES"), "crm policy"), ",", " ")),
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

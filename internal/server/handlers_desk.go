@@ -107,7 +107,7 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 			return views.HandoffView{}, err
 		}
 	}
-	v := handoffView(item, user, perms, notes, targets)
+	v := handoffView(item, user, perms, notes, targets, s.citations)
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, nil
 }

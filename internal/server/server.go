@@ -30,6 +30,8 @@ type Config struct {
 	BaseURL string // the address people use, e.g. "https://desk.example.com"
 	// FrameAncestors are the origins allowed to embed the sidebar (CSP frame-ancestors).
 	FrameAncestors []string
+	// CitationSchemes are the schemes besides https and http that citations link to, e.g. "crm".
+	CitationSchemes []string
 }
 
 // Server is the desk's HTTP server.
@@ -46,6 +48,7 @@ type Server struct {
 	presence *live.Presence
 
 	echo          *echo.Echo
+	citations     citationLinks
 	secureCookies bool
 	csrf          *http.CrossOriginProtection
 
@@ -63,6 +66,10 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
 	}
+	citations, err := newCitationLinks(cfg.CitationSchemes)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:      cfg,
 		logger:   logger,
@@ -79,6 +86,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		// covers production and `make run`; a plain-http LAN address would lose its login.
 		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),
 		csrf:          http.NewCrossOriginProtection(),
+		citations:     citations,
 		shutdown:      make(chan struct{}),
 	}
 	s.upgrader = websocket.Upgrader{

@@ -24,7 +24,7 @@ commands:
   apikey add   --name N --queues a,b [--webhook-url URL]
   seed-demo    create demo queues, users and a bot key, and print them
 
-environment: DATABASE_URL, ADDR, BASE_URL, FRAME_ANCESTORS, LOG_FORMAT (text|json)
+environment: DATABASE_URL, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES, LOG_FORMAT (text|json)
 `
 
 // run is the whole program; main only wires it to the process. Tests call it directly.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -40,6 +41,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			BaseURL:        getenv("BASE_URL"),
 			FrameAncestors: strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " ")),
 			TrustedProxies: trustedProxies,
+			// A deployment without CRM links sets it to https, which is always allowed.
+			CitationSchemes: strings.Fields(strings.ReplaceAll(cmp.Or(getenv("CITATION_SCHEMES"), "crm policy"), ",", " ")),
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

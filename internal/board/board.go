@@ -192,9 +192,15 @@ func (b *Board) Held(ctx context.Context, userID int64) ([]Item, error) {
 func (b *Board) Item(ctx context.Context, publicID string) (Item, error) {
 	it, err := scanItem(b.db.QueryRow(ctx, itemSelect+` WHERE h.handoff_id = $1`, publicID), decodeFull)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Item{}, desk.Errorf(desk.NotFound, "no handoff %q", publicID)
+		return Item{}, NoItem(publicID)
 	}
 	return it, err
+}
+
+// NoItem is the answer for a package that is not there. A reader who may not see a package gets
+// the same answer, word for word, so that no one can tell which ids exist where they cannot look.
+func NoItem(publicID string) error {
+	return desk.Errorf(desk.NotFound, "no handoff %q", publicID)
 }
 
 // Items loads packages by row id as cards (only what cards show is decoded), for the live desk

@@ -103,7 +103,8 @@ func newSubmission(sender Sender, p handoff.Package) (*submission, error) {
 }
 
 // Submit queues a decoded, valid package. The same id with the same body answers the first
-// receipt again (Replayed); the same id with another body is a Conflict. Guards are checked under
+// receipt again (Replayed); the same id with another body is a Conflict, and an id another key
+// used is invalid (see idTaken). Guards are checked under
 // a per-contact lock in the same transaction as the insert, so two racing requests for one contact
 // cannot both pass.
 //
@@ -151,6 +152,12 @@ func (in *Intake) write(batch []*submission) {
 			in.write([]*submission{s})
 		}
 		return
+	}
+	if errors.Is(err, errIDTakenMeanwhile) {
+		// The id's owner has committed, so reading again finds it and answers as any later request
+		// would be answered: a replay, a conflict, or an id another key took.
+		batch[0].receipt = Receipt{}
+		queued, err = in.writeBatch(ctx, batch)
 	}
 	if err != nil {
 		batch[0].receipt, batch[0].err = Receipt{}, err
@@ -220,13 +227,17 @@ func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, batch []*submissio
 	if err := writeAdmitted(ctx, conn, admitted, now); err != nil {
 		var pgErr *pgconn.PgError
 		if len(batch) == 1 && errors.As(err, &pgErr) && pgErr.ConstraintName == "handoffs_handoff_id_key" {
-			// Another contact's request took this id between our read and our insert.
-			return false, desk.Errorf(desk.Conflict, "handoff_id %q was already used with a different body", batch[0].p.HandoffID)
+			return false, errIDTakenMeanwhile
 		}
 		return false, err
 	}
 	return true, nil
 }
+
+// errIDTakenMeanwhile is a package's id taken by another transaction between the package's read
+// and its insert. Its message is for the rare bot that sees it: after a commit that took the id,
+// write reads again and answers as for any id seen before.
+var errIDTakenMeanwhile = desk.Errorf(desk.Conflict, "another request took this handoff_id at the same moment; send the package again")
 
 // isRefusal tells an answer for one package (invalid, forbidden, refused by a guard or the
 // overflow policy, a conflict) from a failure of the whole batch.
@@ -241,7 +252,10 @@ func isRefusal(err error) bool {
 func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int, sub *submission, now time.Time) (*admission, error) {
 	p := sub.p
 	if r, ok := s.replays[p.HandoffID]; ok {
-		if r.apiKeyID != sub.sender.APIKeyID || !bytes.Equal(r.digest, sub.digest) {
+		if r.apiKeyID != sub.sender.APIKeyID {
+			return nil, idTaken(p.HandoffID)
+		}
+		if !bytes.Equal(r.digest, sub.digest) {
 			return nil, desk.Errorf(desk.Conflict, "handoff_id %q was already used with a different body", p.HandoffID)
 		}
 		sub.receipt = Receipt{HandoffID: p.HandoffID, Status: r.status, Queue: r.queue, Replayed: true}
@@ -290,6 +304,19 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 	}
 	sub.receipt = Receipt{HandoffID: p.HandoffID, Status: handoff.StatusQueued, Queue: q.Name, Escalated: escalated}
 	return &admission{s: sub, id: s.ids[i], queue: q, rank: priority.Rank(), offeredTo: offeredTo, offeredUntil: offeredUntil}, nil
+}
+
+// idTaken answers a handoff id that another key used first. Ids are unique across keys, so no
+// package of this key can be stored under it, and the answer must not tell this key anything of
+// the other package: not whose it is, where it waits or how it stands. It is a 422 on handoff_id,
+// as a malformed id would get, rather than the 409 of an id this key sent with another body: that
+// 409 means "you sent this id before", which this key never did, and a bot that takes it for
+// "stored already" would then look for a package that is not there for it. The same request always
+// gets the same 422, so a bot's retries stay safe, and it learns to mint a new id.
+func idTaken(handoffID string) error {
+	return &handoff.ValidationError{Fields: []handoff.FieldError{{
+		Field: "handoff_id", Rule: "taken", Message: fmt.Sprintf("handoff_id %q is taken; send the package under a new id", handoffID),
+	}}}
 }
 
 // writeAdmitted inserts the admitted packages with their events, audit rows and webhooks, reads
@@ -369,7 +396,9 @@ type replay struct {
 	digest       []byte
 }
 
-// guardCounts are the contact's recent handoffs as the guards need them.
+// guardCounts are the contact's recent handoffs as the guards need them. They count only packages in
+// the queues the sender's key may use: a count or an open package from elsewhere would tell one bot
+// about another bot's customers and ids.
 type guardCounts struct {
 	openID                              *string
 	hourly, daily                       int
@@ -384,8 +413,14 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 	n := len(batch)
 	s := situation{replays: map[string]replay{}, queues: map[string]queue.Queue{}, guards: make([]guardCounts, n)}
 	handoffIDs, contacts, sources, targets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	// The queues each package's key may use, as (package, queue) pairs: the guards count nothing
+	// outside them.
+	var scopeOf, scopeQueues []int64
 	for i, sub := range batch {
 		handoffIDs[i], contacts[i], sources[i], targets[i] = sub.p.HandoffID, sub.p.Contact.ID, sub.p.SourceAgent, sub.p.TargetProfile
+		for _, q := range sub.sender.QueueIDs {
+			scopeOf, scopeQueues = append(scopeOf, int64(i+1)), append(scopeQueues, q)
+		}
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -410,9 +445,13 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 	queue.QueueEnabled(b, targets, func(q queue.Queue) { s.queues[q.Name] = q })
 	b.Queue(`
 		SELECT
-			(SELECT handoff_id FROM handoffs WHERE contact_id = c.contact AND closed_at IS NULL LIMIT 1),
+			(SELECT handoff_id FROM handoffs
+				WHERE contact_id = c.contact AND closed_at IS NULL AND queue_id = ANY(scope.queues) LIMIT 1),
 			g.hourly, g.oldest_hourly, g.daily, g.oldest_daily, g.last_pair
 		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS c(contact, source, target, i)
+		CROSS JOIN LATERAL (
+			SELECT array_agg(s.queue_id) AS queues FROM unnest($5::bigint[], $6::bigint[]) AS s(i, queue_id)
+			WHERE s.i = c.i) scope
 		CROSS JOIN LATERAL (
 			SELECT
 				count(*) FILTER (WHERE h.created_at > $4::timestamptz - interval '1 hour') AS hourly,
@@ -422,9 +461,10 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 				max(h.created_at) FILTER (WHERE h.source_agent = c.source AND h.queue_id = q.id
 					AND h.created_at > $4::timestamptz - q.guard_pair_cooldown) AS last_pair
 			FROM handoffs h LEFT JOIN queues q ON q.name = c.target
-			WHERE h.contact_id = c.contact AND h.created_at > $4::timestamptz - interval '1 day') g
+			WHERE h.contact_id = c.contact AND h.created_at > $4::timestamptz - interval '1 day'
+				AND h.queue_id = ANY(scope.queues)) g
 		ORDER BY c.i`,
-		contacts, sources, targets, now).Query(func(rows pgx.Rows) error {
+		contacts, sources, targets, now, scopeOf, scopeQueues).Query(func(rows pgx.Rows) error {
 		i := 0
 		for rows.Next() {
 			g := &s.guards[i]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,11 +145,50 @@ func TestBatchAnswersEachPackage(t *testing.T) {
 func TestBatchRetriesOneByOneWhenAnIdIsTakenMeanwhile(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
-	ctx := context.Background()
 	taken, other := d.packages.Next(t, "billing"), d.packages.Next(t, "billing")
-	rival := taken
-	rival.Contact.ID = "someone-else"
+	batch := d.takeMeanwhile(t, d.sender.APIKeyID, taken, other)
 
+	if desk.ErrorCode(batch[0].err) != desk.Conflict {
+		t.Errorf("taken id: err = %v, want a conflict", batch[0].err)
+	}
+	if batch[1].err != nil || batch[1].receipt.Status != handoff.StatusQueued {
+		t.Errorf("other package: receipt %+v, err %v; want queued", batch[1].receipt, batch[1].err)
+	}
+	if n := d.count(t, `SELECT count(*) FROM handoffs WHERE handoff_id = $1`, other.HandoffID); n != 1 {
+		t.Errorf("other package stored %d times, want once", n)
+	}
+}
+
+// An id another key takes meanwhile is answered as one it had taken before: a 422 on handoff_id
+// that says nothing of the other key's package.
+func TestIdTakenMeanwhileByAnotherKey(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	other, err := d.queues.Create(context.Background(), queue.New{Name: "secret_q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rivalKey, err := auth.NewService(d.db).CreateAPIKey(context.Background(), auth.NewAPIKey{Name: "rival", QueueIDs: []int64{other.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := d.packages.Next(t, "billing")
+	batch := d.takeMeanwhile(t, rivalKey.ID, taken)
+
+	var invalid *handoff.ValidationError
+	if !errors.As(batch[0].err, &invalid) || len(invalid.Fields) != 1 || invalid.Fields[0].Field != "handoff_id" || invalid.Fields[0].Rule != "taken" {
+		t.Fatalf("id taken by another key: err = %v, want a 422 on handoff_id, rule taken", batch[0].err)
+	}
+	if strings.Contains(invalid.Error(), "secret_q") || strings.Contains(invalid.Error(), "someone-else") {
+		t.Errorf("the answer tells of the other key's package: %v", invalid)
+	}
+}
+
+// takeMeanwhile writes batch while another transaction, for key, inserts the first package's id
+// for another contact and commits once the batch waits on it. It returns the answered batch.
+func (d *testDesk) takeMeanwhile(t *testing.T, key int64, packages ...handoff.Package) []*submission {
+	t.Helper()
+	ctx := context.Background()
 	tx, err := d.db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -156,11 +196,12 @@ func TestBatchRetriesOneByOneWhenAnIdIsTakenMeanwhile(t *testing.T) {
 	defer tx.Rollback(ctx)
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO handoffs (handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent, package, body_sha256, expires_at)
-		VALUES ($1, $2, $3, 'queued', 2, $4, 'rival', '{}', '\x00', now() + interval '1 hour')`,
-		taken.HandoffID, d.sender.APIKeyID, d.sender.QueueIDs[0], rival.Contact.ID); err != nil {
+		VALUES ($1, $2, (SELECT queue_id FROM api_key_queues WHERE api_key_id = $2 LIMIT 1), 'queued', 2, 'someone-else', 'rival', '{}', '\x00',
+			now() + interval '1 hour')`,
+		packages[0].HandoffID, key); err != nil {
 		t.Fatal(err)
 	}
-	batch := d.batchOf(t, taken, other)
+	batch := d.batchOf(t, packages...)
 	written := make(chan struct{})
 	go func() {
 		d.intake.write(batch)
@@ -179,16 +220,7 @@ func TestBatchRetriesOneByOneWhenAnIdIsTakenMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-written
-
-	if desk.ErrorCode(batch[0].err) != desk.Conflict {
-		t.Errorf("taken id: err = %v, want a conflict", batch[0].err)
-	}
-	if batch[1].err != nil || batch[1].receipt.Status != handoff.StatusQueued {
-		t.Errorf("other package: receipt %+v, err %v; want queued", batch[1].receipt, batch[1].err)
-	}
-	if n := d.count(t, `SELECT count(*) FROM handoffs WHERE handoff_id = $1`, other.HandoffID); n != 1 {
-		t.Errorf("other package stored %d times, want once", n)
-	}
+	return batch
 }
 
 // Packages submitted at once travel in batches and still get every place in the queue once.

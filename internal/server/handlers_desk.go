@@ -28,6 +28,20 @@ func (s *Server) mayView(ctx context.Context, user auth.User, queueID int64) (me
 	return member, nil
 }
 
+// visibleItem reads a package and whether the user works its queue. A package the user may not
+// see answers as a missing one, so that an agent cannot probe which ids exist in other queues.
+func (s *Server) visibleItem(ctx context.Context, user auth.User, id string) (board.Item, bool, error) {
+	item, err := s.board.Item(ctx, id)
+	if err != nil {
+		return board.Item{}, false, err
+	}
+	member, err := s.mayView(ctx, user, item.QueueID)
+	if desk.ErrorCode(err) == desk.Forbidden {
+		return board.Item{}, false, board.NoItem(id)
+	}
+	return item, member, err
+}
+
 func (s *Server) handleQueue(c echo.Context) error {
 	return s.renderQueue(c, c.Param("name"), "", http.StatusOK)
 }
@@ -74,11 +88,7 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 
 // loadHandoff reads a package and what the user may do with it.
 func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (views.HandoffView, error) {
-	item, err := s.board.Item(ctx, id)
-	if err != nil {
-		return views.HandoffView{}, err
-	}
-	member, err := s.mayView(ctx, user, item.QueueID)
+	item, member, err := s.visibleItem(ctx, user, id)
 	if err != nil {
 		return views.HandoffView{}, err
 	}
@@ -97,7 +107,7 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 			return views.HandoffView{}, err
 		}
 	}
-	v := handoffView(item, user, perms, notes, targets)
+	v := handoffView(item, user, perms, notes, targets, s.citations)
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, nil
 }

@@ -52,15 +52,40 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// permissionsPolicy denies the browser features the desk never uses, so that nothing injected
+// into a page, nor a page that frames the sidebar, can ask an agent for them. Autoplay stays
+// allowed: urgent packages may sound a tone (desktop notifications are not a policy feature).
+const permissionsPolicy = "accelerometer=(), browsing-topics=(), camera=(), clipboard-read=(), display-capture=(), " +
+	"geolocation=(), gyroscope=(), hid=(), idle-detection=(), local-fonts=(), magnetometer=(), microphone=(), " +
+	"midi=(), payment=(), publickey-credentials-get=(), screen-wake-lock=(), serial=(), usb=(), " +
+	"window-management=(), xr-spatial-tracking=()"
+
 // securityHeaders sets what every response carries. Pages may not be framed except where a
-// handler says otherwise (the CRM sidebar).
+// handler says otherwise (the CRM sidebar). The opener policy cuts the tie to any window that
+// opened the desk or that the desk opens; it applies only to top-level pages, so the sidebar in a
+// CRM's iframe is as embeddable as before.
 func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Permissions-Policy", permissionsPolicy)
 		return next(c)
+	}
+}
+
+// private wraps the role check of the pages behind login: everything they answer is for one user
+// and shows packages, contacts or queues, so no browser or proxy cache may keep it for the next
+// person at a shared desk or behind the same proxy.
+func private(requireRole echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		checked := requireRole(next)
+		return func(c echo.Context) error {
+			c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+			return checked(c)
+		}
 	}
 }
 

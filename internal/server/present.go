@@ -2,7 +2,9 @@ package server
 
 import (
 	"cmp"
+	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,22 +89,44 @@ func formatTime(t *time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04 UTC")
 }
 
-// linkable keeps schemes that cannot run script in the page; crm:// and policy:// links open in
-// whatever the agent's machine registered for them.
-func linkable(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil || u.Scheme == "" {
-		return ""
+// citationLinks are the schemes a citation may link to: https, http and the CRM's own (such as
+// crm: and policy:), whose links open in whatever the agent's machine registered for them. It is a
+// list of what is allowed because no list of what is not can be complete: ms-msdt:, search-ms: and
+// intent: each start a program on the agent's machine. Other citations show as plain text.
+type citationLinks []string
+
+// schemeName is the syntax of a URI scheme (RFC 3986, 3.1), lower-cased.
+var schemeName = regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`)
+
+// newCitationLinks allows https, http and the configured schemes. It refuses those that would run
+// script or read local files from the desk's pages, whatever the configuration says.
+func newCitationLinks(schemes []string) (citationLinks, error) {
+	links := citationLinks{"https", "http"}
+	for _, s := range schemes {
+		scheme := strings.ToLower(strings.TrimSuffix(s, ":"))
+		switch {
+		case !schemeName.MatchString(scheme):
+			return nil, fmt.Errorf("CITATION_SCHEMES: %q is not a URI scheme", s)
+		case slices.Contains([]string{"javascript", "vbscript", "data", "blob", "file"}, scheme):
+			return nil, fmt.Errorf("CITATION_SCHEMES: %q links could run script or read files in the desk's pages", s)
+		}
+		links = append(links, scheme)
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "javascript", "data", "vbscript", "file", "blob":
+	return links, nil
+}
+
+// href is the link for a citation, or "" when it is to be shown as text.
+func (links citationLinks) href(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || !slices.Contains(links, strings.ToLower(u.Scheme)) {
 		return ""
 	}
 	return uri
 }
 
 // handoffView maps a package to its full view for one receiver.
-func handoffView(item board.Item, user auth.User, perms actions.Permissions, notes []board.Note, transferTargets []string) views.HandoffView {
+func handoffView(item board.Item, user auth.User, perms actions.Permissions, notes []board.Note, transferTargets []string,
+	links citationLinks) views.HandoffView {
 	vis := visibility(user, item)
 	p := item.Package.MaskFor(vis)
 	v := views.HandoffView{
@@ -121,7 +145,7 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, not
 		v.AttemptedActions = append(v.AttemptedActions, views.Action{Tool: a.Tool, Result: a.Result, OK: a.OK, At: formatTime(a.At)})
 	}
 	for _, c := range p.Citations {
-		v.Citations = append(v.Citations, views.Citation{URI: c, Href: linkable(c)})
+		v.Citations = append(v.Citations, views.Citation{URI: c, Href: links.href(c)})
 	}
 	for _, t := range p.Transcript {
 		v.Transcript = append(v.Transcript, views.Turn{Role: string(t.Role), Content: t.Content, At: formatTime(t.At)})

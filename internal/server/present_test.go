@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/handoffdesk/desk/internal/handoff"
@@ -28,6 +30,56 @@ func TestEntitiesPutTheQueuesRequiredKeysFirst(t *testing.T) {
 		}
 		if fmt.Sprint(got) != tc.want {
 			t.Errorf("required %v, limit %d: %s, want %s", tc.required, tc.limit, got, tc.want)
+		}
+	}
+}
+
+func TestCitationsLinkOnlyAllowedSchemes(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{BaseURL: "http://localhost:8080", CitationSchemes: []string{"crm", "Policy:"}},
+		slog.New(slog.DiscardHandler), nil, nil, nil, nil, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		uri    string
+		linked bool
+	}{
+		{"https://kb.example.com/refunds#partial", true},
+		{"http://intranet.example/kb/42", true},
+		{"HTTPS://KB.EXAMPLE.COM/", true},
+		{"crm://accounts/acct_1", true},
+		{"policy:refunds/3.2", true},
+		{"ms-msdt:/id PCWDiagnostic /skip force", false},
+		{"search-ms:query=invoice&crumb=location:\\\\evil.example\\share", false},
+		{"intent://scan/#Intent;scheme=zxing;package=com.example;end", false},
+		{"javascript:alert(1)", false},
+		{"JavaScript:alert(1)", false},
+		{"vbscript:msgbox(1)", false},
+		{"data:text/html,<script>alert(1)</script>", false},
+		{"file:///etc/passwd", false},
+		{"blob:https://kb.example.com/0c4f", false},
+		{"mailto:billing@example.com", false},
+		{"tel:+15550100", false},
+		{"//kb.example.com/no-scheme", false},
+		{"/kb/relative", false},
+		{"crm-admin://accounts/acct_1", false},
+		{"https://kb.example.com/%zz", false},
+	} {
+		href := s.citations.href(tc.uri)
+		if tc.linked && href != tc.uri || !tc.linked && href != "" {
+			t.Errorf("%q: href %q, want linked %v", tc.uri, href, tc.linked)
+		}
+	}
+}
+
+func TestCitationSchemesThatRunScriptAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, schemes := range [][]string{{"crm", "javascript"}, {"DATA:"}, {"file"}, {"vbscript"}, {"blob"}, {"not a scheme"}, {"9crm"}} {
+		_, err := New(Config{BaseURL: "http://localhost:8080", CitationSchemes: schemes},
+			slog.New(slog.DiscardHandler), nil, nil, nil, nil, nil, nil, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "CITATION_SCHEMES") {
+			t.Errorf("CITATION_SCHEMES %v: err %v, want a refusal naming the setting", schemes, err)
 		}
 	}
 }

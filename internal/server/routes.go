@@ -22,7 +22,7 @@ func (s *Server) routes() {
 	e.POST("/login", s.handleLogin)
 	e.POST("/logout", s.handleLogout)
 
-	agent := s.requireRole(auth.RoleAgent)
+	agent := private(s.requireRole(auth.RoleAgent))
 	e.GET("/", s.handleHome, agent)
 	e.GET("/queues/:name", s.handleQueue, agent)
 	e.POST("/queues/:name/next", s.handleNext, agent)
@@ -35,7 +35,7 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
 	e.GET("/ws", s.handleSocket, agent)
 
-	supervisor := s.requireRole(auth.RoleSupervisor)
+	supervisor := private(s.requireRole(auth.RoleSupervisor))
 	e.GET("/dashboard", s.handleDashboard, supervisor)
 
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)

@@ -34,6 +34,8 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For names the client; with none, the client
 	// is the peer itself.
 	TrustedProxies []netip.Prefix
+	// CitationSchemes are the schemes besides https and http that citations link to, e.g. "crm".
+	CitationSchemes []string
 }
 
 // Server is the desk's HTTP server.
@@ -50,6 +52,7 @@ type Server struct {
 	presence *live.Presence
 
 	echo          *echo.Echo
+	citations     citationLinks
 	secureCookies bool
 	csrf          *http.CrossOriginProtection
 
@@ -67,6 +70,10 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
 	}
+	citations, err := newCitationLinks(cfg.CitationSchemes)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:      cfg,
 		logger:   logger,
@@ -83,6 +90,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		// covers production and `make run`; a plain-http LAN address would lose its login.
 		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),
 		csrf:          http.NewCrossOriginProtection(),
+		citations:     citations,
 		shutdown:      make(chan struct{}),
 	}
 	s.upgrader = websocket.Upgrader{

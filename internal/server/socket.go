@@ -61,11 +61,8 @@ func (s *Server) handleSocket(c echo.Context) error {
 		w.queueIDs = append(w.queueIDs, q.ID)
 	}
 	if id := c.QueryParam("handoff"); id != "" {
-		item, err := s.board.Item(ctx, id)
+		item, _, err := s.visibleItem(ctx, w.user, id)
 		if err != nil {
-			return err
-		}
-		if _, err := s.mayView(ctx, w.user, item.QueueID); err != nil {
 			return err
 		}
 		w.handoff = item.ID

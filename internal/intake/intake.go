@@ -1,4 +1,4 @@
-// handoff.Package intake admits the packages bots send: it checks each against its target queue, applies
+// Package intake admits the packages bots send: it checks each against its target queue, applies
 // the guards (per-contact limits, circular handoffs, one open handoff, long chains) and the
 // queue's overflow policy under a per-contact lock, and inserts the admitted ones in batches that
 // share a commit. It also answers bots about their packages (Get, ForContact) and routes SW4RM

@@ -1,0 +1,173 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	neturl "net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/instance"
+	"github.com/handoffdesk/desk/internal/logtest"
+	"github.com/handoffdesk/desk/internal/server"
+)
+
+// deadDatabase is a PostgreSQL URL nothing answers at.
+const deadDatabase = "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
+
+// startOn runs one more desk instance over db, configured by edit, and returns its URL and what it
+// logs. It is stopped with the test, before db is closed.
+func (a *testApp) startOn(t *testing.T, db *pgxpool.Pool, edit func(*server.Config)) (string, *logtest.Recorder) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	cfg := server.Config{Addr: ln.Addr().String(), BaseURL: url}
+	if edit != nil {
+		edit(&cfg)
+	}
+	log, logger := logtest.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- instance.Run(ctx, instance.Options{Server: cfg, DatabaseURL: a.DBURL}, logger, db, ln)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return url, log
+}
+
+type answer struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+func (a answer) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(a.Body), &m); err != nil {
+		t.Fatalf("answer %d is not JSON: %v\n%s", a.Status, err, a.Body)
+	}
+	return m
+}
+
+// send sends a request with the client (nil: the default one), the bot key if any, and a JSON
+// body if any, and reads the answer. It gives up after 20s, which only a desk that waits as long
+// as its client does ever takes.
+func send(t *testing.T, client *http.Client, method, url, key string, body any) answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var reader io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return answer{Status: resp.StatusCode, Header: resp.Header, Body: string(raw)}
+}
+
+// expectUnavailable checks a 503 that tells the client when to retry, with the reason in a JSON body.
+func expectUnavailable(t *testing.T, what string, got answer, reason string) {
+	t.Helper()
+	if got.Status != http.StatusServiceUnavailable || got.Header.Get("Retry-After") == "" {
+		t.Fatalf("%s: %d with Retry-After %q, want 503 with a Retry-After\n%s", what, got.Status, got.Header.Get("Retry-After"), got.Body)
+	}
+	if reason == "" {
+		return
+	}
+	if body := got.json(t); body["code"] != "unavailable" || body["reason"] != reason {
+		t.Errorf("%s: body %s, want code unavailable and reason %s", what, got.Body, reason)
+	}
+}
+
+// noRequestErrors fails the test if a request or a package was logged at ERROR: the log's errors
+// are to be real failures. (The instance's background work is not under test here.)
+func noRequestErrors(t *testing.T, log *logtest.Recorder) {
+	t.Helper()
+	for _, rec := range log.Records() {
+		_, request := logtest.Attr(rec, "path")
+		_, pkg := logtest.Attr(rec, "handoff_id")
+		if rec.Level >= slog.LevelError && (request || pkg) {
+			t.Errorf("logged at ERROR: %s\n%s", rec.Message, log)
+			return
+		}
+	}
+}
+
+// R2: bots and browsers told 503 with Retry-After when the database is out of reach retry later;
+// a 500 says the desk is broken.
+func TestDatabaseOutageAnswers503(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	db := openPool(t, app.DBURL)
+	url, log := app.startOn(t, db, nil)
+	browser := app.client(t)
+	app.URL = url
+	app.login(t, browser, "dana@example.com")
+
+	db.Close()
+	expectUnavailable(t, "API read on a closed pool", send(t, nil, http.MethodGet, url+"/api/v1/handoffs/ho_1", key, nil), server.ReasonDatabaseUnavailable)
+	expectUnavailable(t, "API submit on a closed pool", send(t, nil, http.MethodPost, url+"/api/v1/handoffs", key, harbor(t, nil)), server.ReasonDatabaseUnavailable)
+	page := send(t, browser, http.MethodGet, url+"/queues/billing_t2", "", nil)
+	expectUnavailable(t, "queue page on a closed pool", page, "")
+	if !strings.Contains(page.Body, "Unavailable") || !strings.Contains(page.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("queue page on a closed pool: want an HTML page saying Unavailable\n%v\n%s", page.Header, page.Body)
+	}
+
+	dead, err := pgxpool.New(context.Background(), deadDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dead.Close)
+	deadURL, deadLog := app.startOn(t, dead, nil)
+	expectUnavailable(t, "API read with the database down", send(t, nil, http.MethodGet, deadURL+"/api/v1/handoffs/ho_1", key, nil), server.ReasonDatabaseUnavailable)
+	resp, err := http.PostForm(deadURL+"/login", neturl.Values{"email": {"dana@example.com"}, "password": {testPassword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	expectUnavailable(t, "login with the database down", answer{Status: resp.StatusCode, Header: resp.Header}, "")
+
+	noRequestErrors(t, log)
+	noRequestErrors(t, deadLog)
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/logtest"
+	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/server"
 )
 
@@ -50,6 +51,31 @@ func (a *testApp) startOn(t *testing.T, db *pgxpool.Pool, edit func(*server.Conf
 		}
 	})
 	return url, log
+}
+
+// smallPool opens a pool of two connections on the app's database that waits at most wait for one.
+func (a *testApp) smallPool(t *testing.T, wait time.Duration) *pgxpool.Pool {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), a.DBURL+"&pool_max_conns=2", wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// exhaust holds every connection of db until the test ends. The instance's background work takes
+// connections now and then, so an acquire that times out is tried again.
+func exhaust(t *testing.T, db *pgxpool.Pool) {
+	t.Helper()
+	for held := int32(0); held < db.Config().MaxConns; {
+		conn, err := db.Acquire(context.Background())
+		if err != nil {
+			continue
+		}
+		held++
+		t.Cleanup(conn.Release)
+	}
 }
 
 type answer struct {
@@ -170,4 +196,21 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 
 	noRequestErrors(t, log)
 	noRequestErrors(t, deadLog)
+}
+
+// R3: with every pooled connection taken, a request waits for one only as long as the pool's
+// acquire timeout, then is told to retry.
+func TestPoolWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	db := app.smallPool(t, 200*time.Millisecond)
+	url, log := app.startOn(t, db, nil)
+	// The key's first use is looked up, the next ones are cached: the lookup is not what waits.
+	if got := send(t, nil, http.MethodGet, url+"/api/v1/handoffs?contact_id=cust_1", key, nil); got.Status != http.StatusOK {
+		t.Fatalf("list before the pool is taken: %d\n%s", got.Status, got.Body)
+	}
+	exhaust(t, db)
+	expectUnavailable(t, "list with the pool taken", send(t, nil, http.MethodGet, url+"/api/v1/handoffs?contact_id=cust_1", key, nil), server.ReasonBusy)
+	noRequestErrors(t, log)
 }

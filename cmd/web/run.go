@@ -25,7 +25,8 @@ commands:
   apikey add   --name N --queues a,b [--webhook-url URL]
   seed-demo    create demo queues, users and a bot key, and print them
 
-environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, LOG_FORMAT (text|json)
+environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, REQUEST_TIMEOUT,
+             LOG_FORMAT (text|json)
 `
 
 // run is the whole program; main only wires it to the process. Tests call it directly.

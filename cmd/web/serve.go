@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +26,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}); err != nil {
 		return err
 	}
+	requestTimeout, err := duration(getenv, "REQUEST_TIMEOUT", server.DefaultRequestTimeout)
+	if err != nil {
+		return err
+	}
+	if requestTimeout == 0 {
+		return errors.New("REQUEST_TIMEOUT: want a duration above zero, such as 30s")
+	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -34,6 +42,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Addr:           ln.Addr().String(),
 			BaseURL:        getenv("BASE_URL"),
 			FrameAncestors: strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " ")),
+			RequestTimeout: requestTimeout,
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

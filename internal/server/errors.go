@@ -48,6 +48,10 @@ const (
 // drained burst, short enough that a bot keeping its customer waiting tries again soon.
 const retryOutage = 5 * time.Second
 
+// statusClientLeft is logged for a request whose client went away before its answer (nginx's
+// code for it); nobody receives it.
+const statusClientLeft = 499
+
 // unavailableStates are the SQLSTATEs, or classes of them, that say the database is out of reach
 // or going away rather than that the request is wrong: connection exceptions, the server shutting
 // down (admin, crash, cannot connect now), and too many connections.
@@ -126,9 +130,14 @@ func (e apiError) MarshalJSON() ([]byte, error) {
 
 // handleError turns any error a handler returns into a response. Internal errors are logged as
 // errors, and their text never reaches the client; an outage is logged as a warning and answered
-// 503.
+// 503, and a client that left is answered nothing.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		// Whatever the request was doing stopped because its client went away; logRequests says so.
+		c.Response().WriteHeader(statusClientLeft)
 		return
 	}
 	cause := err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -49,6 +50,23 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("method", req.Method), slog.String("path", req.URL.Path),
 			slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))
 		return nil
+	}
+}
+
+// limitTime gives each request the server's deadline, so a request waiting on a busy database
+// ends with a 503 the client can retry on, instead of lasting as long as the client waits.
+// A websocket is bounded only until its upgrade: the socket then lives on without the request.
+func (s *Server) limitTime(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		ctx, cancel := context.WithTimeout(req.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		c.SetRequest(req.WithContext(ctx))
+		err := next(c)
+		// An error is answered once this returns, with the deadline's context cancelled: on the
+		// request as it came, whose context ends only if the client leaves.
+		c.SetRequest(req)
+		return err
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,6 +197,128 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 
 	noRequestErrors(t, log)
 	noRequestErrors(t, deadLog)
+}
+
+// blockInserts makes every insert into handoffs wait until the returned function is called; it
+// returns once an insert waits.
+func blockInserts(t *testing.T, app *testApp) func() {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := app.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	t.Cleanup(release)
+	// EXCLUSIVE lets the desk read handoffs but not write them.
+	if _, err := tx.Exec(ctx, `LOCK TABLE handoffs IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return release
+}
+
+// waitForBlockedWrite returns once a write to handoffs waits for blockInserts' lock.
+func waitForBlockedWrite(t *testing.T, app *testApp) {
+	t.Helper()
+	for {
+		var waiting bool
+		if err := app.DB.QueryRow(context.Background(),
+			`SELECT EXISTS (SELECT FROM pg_locks WHERE NOT granted AND relation = 'handoffs'::regclass)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func committed(t *testing.T, app *testApp, handoffID string) bool {
+	t.Helper()
+	var n int
+	if err := app.DB.QueryRow(context.Background(), `SELECT count(*) FROM handoffs WHERE handoff_id = $1`, handoffID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+func handoffIDIs(id string) func(slog.Record) bool {
+	return func(rec slog.Record) bool {
+		v, ok := logtest.Attr(rec, "handoff_id")
+		return ok && v.String() == id
+	}
+}
+
+// R3: a bot that gives up while its package waits for its batch is no failure of the desk: the
+// package commits, and the log says so instead of logging an error.
+func TestClientThatLeftIsLoggedWithItsCommittedPackage(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	url, log := app.startOn(t, openPool(t, app.DBURL), nil)
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+
+	release := blockInserts(t, app)
+	ctx, leave := context.WithCancel(context.Background())
+	raw, _ := json.Marshal(pkg)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/handoffs", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	left := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		left <- err
+	}()
+	waitForBlockedWrite(t, app)
+	leave()
+	if err := <-left; err == nil {
+		t.Fatal("the request was answered before its client left")
+	}
+	rec := log.Wait(t, "about the abandoned request", func(rec slog.Record) bool {
+		path, _ := logtest.Attr(rec, "path")
+		return rec.Message == "request" && path.String() == "/api/v1/handoffs"
+	})
+	release()
+	log.Wait(t, "saying the package committed", func(rec slog.Record) bool {
+		return rec.Message == "client left; package committed" && handoffIDIs(id)(rec)
+	})
+	if !committed(t, app, id) {
+		t.Fatalf("%s is not in the database, though the log says it committed", id)
+	}
+	if status, _ := logtest.Attr(rec, "status"); rec.Level >= slog.LevelWarn || status.Int64() < 400 {
+		t.Errorf("the abandoned request is logged at %v with status %v, want INFO with a status saying the client left", rec.Level, status)
+	}
+	noRequestErrors(t, log)
+}
+
+// R3: a request waits no longer than the server's deadline; the bot is told to retry, and its
+// retry of a package that committed meanwhile is answered as a replay.
+func TestRequestDeadlineAnswers503AndTheRetryIsAReplay(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	url, log := app.startOn(t, openPool(t, app.DBURL), func(cfg *server.Config) { cfg.RequestTimeout = 2 * time.Second })
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+
+	release := blockInserts(t, app)
+	expectUnavailable(t, "submit past the deadline", send(t, nil, http.MethodPost, url+"/api/v1/handoffs", key, pkg), server.ReasonBusy)
+	release()
+	log.Wait(t, "saying the package committed", func(rec slog.Record) bool {
+		return rec.Message == "deadline passed; package committed" && handoffIDIs(id)(rec)
+	})
+	if retry := send(t, nil, http.MethodPost, url+"/api/v1/handoffs", key, pkg); retry.Status != http.StatusOK {
+		t.Fatalf("retry of a package committed after its deadline: %d, want 200 (a replay)\n%s", retry.Status, retry.Body)
+	}
+	noRequestErrors(t, log)
 }
 
 // R3: with every pooled connection taken, a request waits for one only as long as the pool's

@@ -30,7 +30,13 @@ type Config struct {
 	BaseURL string // the address people use, e.g. "https://desk.example.com"
 	// FrameAncestors are the origins allowed to embed the sidebar (CSP frame-ancestors).
 	FrameAncestors []string
+	// RequestTimeout bounds each request's work (0: DefaultRequestTimeout): past it, the request's
+	// database calls are cut short and the client is answered 503.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is the request deadline when REQUEST_TIMEOUT is unset.
+const DefaultRequestTimeout = 30 * time.Second
 
 // Server is the desk's HTTP server.
 type Server struct {
@@ -62,6 +68,9 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	s := &Server{
 		cfg:      cfg,

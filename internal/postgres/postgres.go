@@ -92,10 +92,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	return nil
 }
 
-// Pending reports whether the database lacks migrations this binary carries; /readyz uses it.
-func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	db := stdlib.OpenDBFromPool(pool)
-	defer func() { _ = db.Close() }() // hands its connections back to the pool, which stays open
+// Pending reports whether the database lacks migrations this binary carries; /readyz uses it,
+// through the pool or on a connection of its own.
+func Pending(ctx context.Context, db *sql.DB) (bool, error) {
 	provider, err := newProvider(db)
 	if err != nil {
 		return false, err

@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/logtest"
 	"github.com/handoffdesk/desk/internal/postgres"
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/server"
 )
 
@@ -156,6 +158,18 @@ func noRequestErrors(t *testing.T, log *logtest.Recorder) {
 			t.Errorf("logged at ERROR: %s\n%s", rec.Message, log)
 			return
 		}
+	}
+}
+
+// waitReady asks /readyz until it answers 200, as a load balancer would before routing.
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	for {
+		got := send(t, nil, http.MethodGet, url+"/readyz", "", nil)
+		if got.Status == http.StatusOK {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -336,4 +350,50 @@ func TestPoolWaitIsBounded(t *testing.T) {
 	exhaust(t, db)
 	expectUnavailable(t, "list with the pool taken", send(t, nil, http.MethodGet, url+"/api/v1/handoffs?contact_id=cust_1", key, nil), server.ReasonBusy)
 	noRequestErrors(t, log)
+}
+
+// R4: a pool whose every connection is busy is no reason for a load balancer to pull the
+// instance; a database that does not answer is.
+func TestReadyWhilePoolIsBusyNotWhileDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	db := app.smallPool(t, 200*time.Millisecond)
+	url, _ := app.startOn(t, db, nil)
+	waitReady(t, url)
+	exhaust(t, db)
+	if got := send(t, nil, http.MethodGet, url+"/readyz", "", nil); got.Status != http.StatusOK {
+		t.Fatalf("/readyz with every pooled connection busy: %d %q, want 200", got.Status, got.Body)
+	}
+
+	// The pool is still busy, and the database now refuses connections.
+	ctx := context.Background()
+	var name string
+	if err := app.DB.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, pgtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(ctx) })
+	allow := func(yes bool) {
+		if _, err := admin.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` WITH ALLOW_CONNECTIONS `+map[bool]string{true: "true", false: "false"}[yes]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allow(false)
+	t.Cleanup(func() { allow(true) })
+	if got := send(t, nil, http.MethodGet, url+"/readyz", "", nil); got.Status != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz with the pool busy and the database refusing connections: %d %q, want 503", got.Status, got.Body)
+	}
+
+	dead, err := pgxpool.New(ctx, deadDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dead.Close)
+	deadURL, _ := app.startOn(t, dead, nil)
+	if got := send(t, nil, http.MethodGet, deadURL+"/readyz", "", nil); got.Status != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz with the database down: %d %q, want 503", got.Status, got.Body)
+	}
 }

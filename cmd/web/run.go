@@ -26,7 +26,7 @@ commands:
   seed-demo    create demo queues, users and a bot key, and print them
 
 environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, REQUEST_TIMEOUT,
-             LOG_FORMAT (text|json)
+             DRAIN_PERIOD, LOG_FORMAT (text|json)
 `
 
 // run is the whole program; main only wires it to the process. Tests call it directly.

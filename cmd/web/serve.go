@@ -9,12 +9,17 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/server"
 )
+
+// defaultDrainPeriod is how long a stopping server keeps serving with /readyz at 503 when
+// DRAIN_PERIOD is unset: a few of a load balancer's health checks.
+const defaultDrainPeriod = 5 * time.Second
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
 	addr := getenv("ADDR")
@@ -33,6 +38,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if requestTimeout == 0 {
 		return errors.New("REQUEST_TIMEOUT: want a duration above zero, such as 30s")
 	}
+	drainPeriod, err := duration(getenv, "DRAIN_PERIOD", defaultDrainPeriod)
+	if err != nil {
+		return err
+	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -43,6 +52,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			BaseURL:        getenv("BASE_URL"),
 			FrameAncestors: strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " ")),
 			RequestTimeout: requestTimeout,
+			DrainPeriod:    drainPeriod,
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

@@ -27,10 +27,14 @@ func (s *Server) handleHealthz(c echo.Context) error {
 }
 
 // handleReadyz answers 200 only when the database answers and carries every migration this
-// binary knows, so a new instance takes no traffic before its schema is in place. A pool whose every connection is busy is no outage: under
+// binary knows, so a new instance takes no traffic before its schema is in place, and 503 while
+// the server drains before it stops. A pool whose every connection is busy is no outage: under
 // load every instance would be pulled at once. Then the database is asked on a connection of
 // its own.
 func (s *Server) handleReadyz(c echo.Context) error {
+	if s.draining.Load() {
+		return c.String(http.StatusServiceUnavailable, "draining\n")
+	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
 	db, busy, err := s.answeringDB(ctx)

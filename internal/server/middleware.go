@@ -70,6 +70,18 @@ func (s *Server) limitTime(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// closeWhileDraining closes each connection after its answer once the server drains: a client
+// that keeps its connection alive takes its next request through the load balancer to another
+// instance, instead of finding the connection closed under it at shutdown.
+func (s *Server) closeWhileDraining(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.draining.Load() {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
+		return next(c)
+	}
+}
+
 // securityHeaders sets what every response carries. Pages may not be framed except where a
 // handler says otherwise (the CRM sidebar).
 func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {

@@ -187,7 +187,7 @@ func openPool(ctx context.Context, dbURL string, conns int, tracer pgx.QueryTrac
 		return nil, err
 	}
 	if tracer == nil {
-		return postgres.Open(ctx, u.String())
+		return postgres.Open(ctx, u.String(), postgres.DefaultAcquireTimeout)
 	}
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {

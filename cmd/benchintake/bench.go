@@ -204,7 +204,7 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	if b.db, err = postgres.Open(ctx, benchURL.String()); err != nil {
+	if b.db, err = postgres.Open(ctx, benchURL.String(), postgres.DefaultAcquireTimeout); err != nil {
 		return nil, "", teardown, err
 	}
 	cleanup.Add(func() error { b.db.Close(); return nil })

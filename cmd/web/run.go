@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,7 +25,8 @@ commands:
   apikey add   --name N --queues a,b [--webhook-url URL]
   seed-demo    create demo queues, users and a bot key, and print them
 
-environment: DATABASE_URL, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES, LOG_FORMAT (text|json)
+environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES,
+             TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, LOG_FORMAT (text|json)
 `
 
 // run is the whole program; main only wires it to the process. Tests call it directly.
@@ -100,9 +102,29 @@ func databaseURL(getenv func(string) string) string {
 	return postgres.DefaultURL
 }
 
+// duration reads a duration setting, such as "30s", or def when it is unset.
+func duration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: want a duration such as 5s or 1m, not %q", name, v)
+	}
+	return d, nil
+}
+
 // withDB opens the database, brings its schema up to date, and runs f.
 func withDB(ctx context.Context, getenv func(string) string, logger *slog.Logger, f func(*pgxpool.Pool) error) error {
-	pool, err := postgres.Open(ctx, databaseURL(getenv))
+	acquireTimeout, err := duration(getenv, "DATABASE_ACQUIRE_TIMEOUT", postgres.DefaultAcquireTimeout)
+	if err != nil {
+		return err
+	}
+	if acquireTimeout == 0 {
+		return errors.New("DATABASE_ACQUIRE_TIMEOUT: want a duration above zero, such as 10s")
+	}
+	pool, err := postgres.Open(ctx, databaseURL(getenv), acquireTimeout)
 	if err != nil {
 		return err
 	}

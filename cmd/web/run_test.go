@@ -18,7 +18,7 @@ import (
 
 // env builds a getenv over a fresh database.
 func env(t *testing.T, extra ...string) func(string) string {
-	vars := map[string]string{"DATABASE_URL": pgtest.URL(t), "ADDR": "127.0.0.1:0"}
+	vars := map[string]string{"DATABASE_URL": pgtest.URL(t), "ADDR": "127.0.0.1:0", "DRAIN_PERIOD": "0s"}
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]
 	}
@@ -113,6 +113,20 @@ func TestServeRefusesUnreachableDatabase(t *testing.T) {
 	_, err := runCommand(t, getenv, "serve")
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("serve on a dead database: %v, want an error naming it", err)
+	}
+}
+
+func TestServeRejectsBadDurations(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"REQUEST_TIMEOUT", "DRAIN_PERIOD", "DATABASE_ACQUIRE_TIMEOUT"} {
+		for _, value := range []string{"soon", "-1s"} {
+			getenv := func(k string) string {
+				return map[string]string{name: value, "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"}[k]
+			}
+			if _, err := runCommand(t, getenv, "serve"); err == nil || !strings.HasPrefix(err.Error(), name+": ") {
+				t.Errorf("serve with %s=%s: %v, want an error naming %s", name, value, err, name)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,12 +11,17 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/server"
 )
+
+// defaultDrainPeriod is how long a stopping server keeps serving with /readyz at 503 when
+// DRAIN_PERIOD is unset: a few of a load balancer's health checks.
+const defaultDrainPeriod = 5 * time.Second
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
 	addr := getenv("ADDR")
@@ -31,6 +37,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	requestTimeout, err := duration(getenv, "REQUEST_TIMEOUT", server.DefaultRequestTimeout)
+	if err != nil {
+		return err
+	}
+	if requestTimeout == 0 {
+		return errors.New("REQUEST_TIMEOUT: want a duration above zero, such as 30s")
+	}
+	drainPeriod, err := duration(getenv, "DRAIN_PERIOD", defaultDrainPeriod)
+	if err != nil {
+		return err
+	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -43,6 +60,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			TrustedProxies: trustedProxies,
 			// A deployment without CRM links sets it to https, which is always allowed.
 			CitationSchemes: strings.Fields(strings.ReplaceAll(cmp.Or(getenv("CITATION_SCHEMES"), "crm policy"), ",", " ")),
+			RequestTimeout:  requestTimeout,
+			DrainPeriod:     drainPeriod,
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,15 +73,16 @@ func (a *Service) sweep(ctx context.Context, update string, kind events.Kind, st
 	}
 }
 
-// RunSweeper sweeps every interval until ctx is done.
-func (a *Service) RunSweeper(ctx context.Context, interval time.Duration, logf func(msg string, args ...any)) {
+// RunSweeper sweeps every interval until ctx is done. A failed sweep is a warning: reservations
+// and TTLs go unenforced until one succeeds.
+func (a *Service) RunSweeper(ctx context.Context, interval time.Duration, logger *slog.Logger) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		if n, err := a.Sweep(ctx); err != nil && ctx.Err() == nil {
-			logf("sweep failed", "err", err)
+			logger.Warn("sweep failed", "err", err)
 		} else if n > 0 {
-			logf("swept", "packages", n)
+			logger.Info("swept", "packages", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,8 @@ package commit
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,7 +51,9 @@ const (
 // any answer is lost on the way.
 func (ts *Trips) Send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
 	t := &trip{b: b, read: read, done: make(chan struct{})}
-	ts.groups.Join(t)
+	// A trip that leads its group sends it on Join's goroutine: not this one, which must stop
+	// waiting when ctx ends.
+	go ts.groups.Join(t)
 	select {
 	case <-t.done:
 		return t.err
@@ -67,6 +71,18 @@ func (ts *Trips) Waiting() int { return ts.groups.Waiting() }
 // the company it kept (a deadlock with another instance's group), and the others go again
 // together. A failure no trip can be blamed for (a lost connection) sends each alone.
 func (ts *Trips) write(group []*trip) {
+	// No request's goroutine runs the write (see Send), so no handler would recover a panic: the
+	// group's trips are answered with it instead. It comes before any of them is answered, since
+	// a write again in parts recovers its own.
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("sending a group of trips panicked: %v\n%s", r, debug.Stack())
+			for _, t := range group {
+				t.err = err
+				close(t.done)
+			}
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), tripTimeout)
 	defer cancel()
 	failed, err := ts.writeGroup(ctx, group)

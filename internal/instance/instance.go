@@ -68,7 +68,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	workers.Go(func() { notifier.Run(workCtx) })
 	workers.Go(func() { live.Listen(workCtx, opts.DatabaseURL, hub, notifier.Self, logger) })
 	workers.Go(func() { presence.Run(workCtx) })
-	workers.Go(func() { work.RunSweeper(workCtx, opts.SweepInterval, logger.Info) })
+	workers.Go(func() { work.RunSweeper(workCtx, opts.SweepInterval, logger) })
 	workers.Go(func() { _ = deliverer.Run(workCtx) })
 	workers.Go(func() { purge(workCtx, people, logger) })
 

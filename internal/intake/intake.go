@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -108,17 +109,44 @@ func newSubmission(sender Sender, p handoff.Package) (*submission, error) {
 // a per-contact lock in the same transaction as the insert, so two racing requests for one contact
 // cannot both pass.
 //
-// If ctx ends first Submit returns its error, but the package may still be queued by its batch,
-// as when any answer is lost on the way: the bot's retry with the same id is answered as a replay.
+// If ctx ends first Submit returns an *Unanswered, which wraps ctx's error: the package may still
+// be queued by its batch, as when any answer is lost on the way, and the bot's retry with the same
+// id is answered as a replay.
 func (in *Intake) Submit(ctx context.Context, sender Sender, p handoff.Package) (Receipt, error) {
 	s, err := newSubmission(sender, p)
 	if err != nil {
 		return Receipt{}, err
 	}
-	in.batches.Join(s)
+	// A package that leads its batch writes it on Join's goroutine: not this one, which must stop
+	// waiting when ctx ends.
+	go in.batches.Join(s)
 	select {
 	case <-s.done:
 		return s.receipt, s.err
+	case <-ctx.Done():
+		return Receipt{}, &Unanswered{Cause: ctx.Err(), s: s}
+	}
+}
+
+// Unanswered is Submit's error when its context ended (the client left, or a deadline passed)
+// before the package's batch answered. The package may be committed all the same: Outcome tells.
+type Unanswered struct {
+	Cause error
+	s     *submission
+}
+
+func (u *Unanswered) Error() string {
+	return "the request ended before its package's batch answered: " + u.Cause.Error()
+}
+
+func (u *Unanswered) Unwrap() error { return u.Cause }
+
+// Outcome waits until the package's batch answers, or ctx ends, and returns what Submit would
+// have returned had it waited.
+func (u *Unanswered) Outcome(ctx context.Context) (Receipt, error) {
+	select {
+	case <-u.s.done:
+		return u.s.receipt, u.s.err
 	case <-ctx.Done():
 		return Receipt{}, ctx.Err()
 	}
@@ -144,6 +172,18 @@ func takeBatch(waiting []*submission) (batch, rest []*submission) {
 // whole (an id another instance took meanwhile, a deadlock, a lost connection) is written again
 // one package at a time, so that only the package at fault gets the error.
 func (in *Intake) write(batch []*submission) {
+	// No request's goroutine runs the write (see Submit), so no handler would recover a panic:
+	// the batch's packages are answered with it instead. It comes before any of them is answered,
+	// since a write again in parts recovers its own.
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("writing a batch of packages panicked: %v\n%s", r, debug.Stack())
+			for _, s := range batch {
+				s.receipt, s.err = Receipt{}, err
+				close(s.done)
+			}
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	queued, err := in.writeBatch(ctx, batch)

@@ -2,11 +2,13 @@ package live
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/handoffdesk/desk/internal/logtest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
@@ -62,5 +64,60 @@ func TestListenIgnoresItsOwnEcho(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the other instance's notification woke nobody")
+	}
+}
+
+// A listener that lost its connection once reconnects after the first wait, however many
+// connections it lost before: each of them had listened, so none is a failing streak that would
+// call for a longer wait.
+func TestListenReconnectsSoonAfterEachWorkingConnection(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	log, logger := logtest.New()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		Listen(ctx, url, NewHub(nil, logger), "self", logger)
+	}()
+	defer func() {
+		cancel()
+		<-stopped
+	}()
+	// Backends terminated before: one may linger in pg_stat_activity a while after.
+	terminated := []int32{}
+	for round := 1; round <= 3; round++ {
+		// Terminate the listening connection once it listens.
+		for {
+			var now []int32
+			err := admin.QueryRow(ctx, `SELECT coalesce(array_agg(pid) FILTER (WHERE pg_terminate_backend(pid)), '{}')
+				FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+				AND query = 'LISTEN `+Channel+`' AND pid <> ALL($1)`, terminated).Scan(&now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(now) > 0 {
+				terminated = append(terminated, now...)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		lost := 0
+		rec := log.Wait(t, "about the lost connection", func(r slog.Record) bool {
+			if r.Message != "listen connection lost; reconnecting" {
+				return false
+			}
+			lost++
+			return lost == round
+		})
+		if in, _ := logtest.Attr(rec, "in"); in.Duration() != firstReconnectWait {
+			t.Fatalf("connection %d lost: reconnecting in %v, want %v\n%s", round, in, firstReconnectWait, log)
+		}
 	}
 }

@@ -65,30 +65,43 @@ func (n *Notifier) Run(ctx context.Context) {
 	}
 }
 
+// Reconnection waits of the listener: doubling from the first to the longest while connecting
+// fails.
+const (
+	firstReconnectWait   = 100 * time.Millisecond
+	longestReconnectWait = 5 * time.Second
+)
+
 // Listen holds one connection outside the pool LISTENing on Channel and wakes the hub on every
 // notification but those whose payload is self (the instance's own echo). It reconnects after
-// errors until ctx is done.
+// errors until ctx is done; once a connection has listened, the next loss waits the first wait
+// again, so a connection lost now and then is not met with ever longer gaps.
 func Listen(ctx context.Context, connString string, hub *Hub, self string, logger *slog.Logger) {
-	backoff := 100 * time.Millisecond
+	wait := firstReconnectWait
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, connString, self, func(string) { hub.Wake() })
+		err := listenOnce(ctx, connString, self, func(string) {
+			// Woken: the connection listens.
+			wait = firstReconnectWait
+			hub.Wake()
+		})
 		if ctx.Err() != nil {
 			return
 		}
-		logger.Warn("listen connection lost; reconnecting", "err", err, "in", backoff)
+		logger.Warn("listen connection lost; reconnecting", "err", err, "in", wait)
 		// Whatever was notified while disconnected is read now.
 		hub.Wake()
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		wait = min(wait*2, longestReconnectWait)
 	}
 }
 
-// listenOnce LISTENs on one connection and calls wake once listening, to read whatever came
-// before, and then with the payload of every notification but self's, until the connection fails.
+// listenOnce LISTENs on one connection and calls wake with "" once listening, to read whatever
+// came before, and then with the payload of every notification but self's, until the connection
+// fails.
 func listenOnce(ctx context.Context, connString, self string, wake func(payload string)) error {
 	// The pool's parser, so that pool settings in DATABASE_URL (pool_max_conns, ...) are taken off
 	// rather than sent to the server as unknown parameters.

@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -18,13 +20,23 @@ import (
 // DefaultURL is the local PostgreSQL that `make run` prepares when DATABASE_URL is unset.
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/handoffdesk?sslmode=disable"
 
+// DefaultAcquireTimeout bounds the wait for a pooled connection when DATABASE_ACQUIRE_TIMEOUT is
+// unset: far beyond any wait of a healthy desk, well within a request's deadline.
+const DefaultAcquireTimeout = 10 * time.Second
+
 // Open connects a pool and checks that the server answers, so that a wrong URL fails at start
-// rather than on the first request.
-func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// rather than on the first request. No one waits longer than acquireTimeout for a connection
+// (0: DefaultAcquireTimeout): with every connection busy, a request fails as unavailable, and a
+// bot retries later, rather than waiting for as long as its client does.
+func Open(ctx context.Context, url string, acquireTimeout time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
+	if acquireTimeout <= 0 {
+		acquireTimeout = DefaultAcquireTimeout
+	}
+	cfg.ConnConfig.Tracer = acquireDeadline(acquireTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -35,6 +47,31 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// acquireDeadline bounds every wait for a pooled connection. pgxpool has no setting of its own for
+// it; an acquire tracer is the one hook whose context the wait itself runs under.
+type acquireDeadline time.Duration
+
+type cancelKey struct{}
+
+func (d acquireDeadline) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(d))
+	return context.WithValue(ctx, cancelKey{}, cancel)
+}
+
+func (acquireDeadline) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
+	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
+		cancel()
+	}
+}
+
+// TraceQueryStart and TraceQueryEnd make acquireDeadline a pgx tracer, the only kind a pool's
+// connection configuration takes; queries are not traced.
+func (acquireDeadline) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (acquireDeadline) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // Migrate applies pending migrations. A session-level advisory lock lets several instances
 // start at once against one database without racing each other.
@@ -55,10 +92,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	return nil
 }
 
-// Pending reports whether the database lacks migrations this binary carries; /readyz uses it.
-func Pending(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
-	db := stdlib.OpenDBFromPool(pool)
-	defer func() { _ = db.Close() }() // hands its connections back to the pool, which stays open
+// Pending reports whether the database lacks migrations this binary carries; /readyz uses it,
+// through the pool or on a connection of its own.
+func Pending(ctx context.Context, db *sql.DB) (bool, error) {
 	provider, err := newProvider(db)
 	if err != nil {
 		return false, err

@@ -1,15 +1,21 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/desk"
@@ -30,6 +36,57 @@ var statusOf = map[string]int{
 	desk.Internal:     http.StatusInternalServerError,
 	desk.Unavailable:  http.StatusServiceUnavailable,
 	desk.Unsupported:  http.StatusUnsupportedMediaType,
+}
+
+// Reasons of the 503s that say the desk itself cannot answer now, whatever was asked.
+const (
+	ReasonDatabaseUnavailable = "database_unavailable" // the database cannot be reached, or is shutting down
+	ReasonBusy                = "busy"                 // no answer within the deadline, or no free connection in time
+)
+
+// retryOutage is the Retry-After of those 503s: long enough for a restarting database or a
+// drained burst, short enough that a bot keeping its customer waiting tries again soon.
+const retryOutage = 5 * time.Second
+
+// statusClientLeft is logged for a request whose client went away before its answer (nginx's
+// code for it); nobody receives it.
+const statusClientLeft = 499
+
+// unavailableStates are the SQLSTATEs, or classes of them, that say the database is out of reach
+// or going away rather than that the request is wrong: connection exceptions, the server shutting
+// down (admin, crash, cannot connect now), and too many connections.
+var unavailableStates = []string{"08", "57P01", "57P02", "57P03", "53300"}
+
+// unavailable turns an error that says the database cannot answer now (it is down, going away,
+// or too busy to answer in time) into a desk error the client can retry on. For other errors,
+// bugs among them, it returns nil.
+func unavailable(err error) *desk.Error {
+	var (
+		pg      *pgconn.PgError
+		connect *pgconn.ConnectError
+		netErr  net.Error
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// The request's deadline, or the pool's acquire timeout.
+		return &desk.Error{Code: desk.Unavailable, Reason: ReasonBusy, RetryAfter: retryOutage,
+			Message: "the desk is too busy to answer in time; try again in a few seconds"}
+	case errors.As(err, &pg):
+		for _, state := range unavailableStates {
+			if strings.HasPrefix(pg.Code, state) {
+				return databaseUnavailable()
+			}
+		}
+	case errors.As(err, &connect), errors.As(err, &netErr), errors.Is(err, pgconn.ErrConnClosed),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, puddle.ErrClosedPool):
+		return databaseUnavailable()
+	}
+	return nil
+}
+
+func databaseUnavailable() *desk.Error {
+	return &desk.Error{Code: desk.Unavailable, Reason: ReasonDatabaseUnavailable, RetryAfter: retryOutage,
+		Message: "the desk cannot reach its database just now; try again in a few seconds"}
 }
 
 var titleOf = map[int]string{
@@ -71,11 +128,22 @@ func (e apiError) MarshalJSON() ([]byte, error) {
 	return json.Marshal(merged)
 }
 
-// handleError turns any error a handler returns into a response. Only internal errors are
-// logged, and their text never reaches the client.
+// handleError turns any error a handler returns into a response. Internal errors are logged as
+// errors, and their text never reaches the client; an outage is logged as a warning and answered
+// 503, and a client that left is answered nothing.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
+	}
+	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		// Whatever the request was doing stopped because its client went away; logRequests says so.
+		c.Response().WriteHeader(statusClientLeft)
+		return
+	}
+	cause := err
+	outage := unavailable(err)
+	if outage != nil {
+		err = outage
 	}
 	body := apiError{Code: desk.ErrorCode(err), Error: desk.ErrorMessage(err)}
 	var he *echo.HTTPError
@@ -102,7 +170,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		status = he.Code
 	}
 	message := body.Error
-	if status >= 500 {
+	switch {
+	case outage != nil:
+		s.logger.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "reason", outage.Reason, "err", cause)
+	case status >= 500 && status != http.StatusServiceUnavailable:
 		s.logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
 	if wantsJSON(c) {

@@ -2,11 +2,13 @@ package server
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -102,6 +104,7 @@ func (s *Server) handleSubmitHandoff(c echo.Context) error {
 	}
 	receipt, err := s.intake.Submit(c.Request().Context(), sender(c), pkg)
 	if err != nil {
+		s.followUnanswered(err, pkg.HandoffID)
 		return err
 	}
 	status := http.StatusCreated
@@ -110,6 +113,42 @@ func (s *Server) handleSubmitHandoff(c echo.Context) error {
 	}
 	return c.JSON(status, submitAnswer{Receipt: receipt, URL: s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID})
 }
+
+// followUnanswered logs what became of a package whose request ended before its batch answered
+// (the client left, or the deadline passed and the client was told 503). Such a package often
+// commits a moment later: the log says so, rather than counting an error that never was, and
+// keeps ERROR for packages that really failed.
+func (s *Server) followUnanswered(err error, handoffID string) {
+	var late *intake.Unanswered
+	if !errors.As(err, &late) {
+		return
+	}
+	why := "client left"
+	if errors.Is(late.Cause, context.DeadlineExceeded) {
+		why = "deadline passed"
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), unansweredWait)
+		defer cancel()
+		receipt, err := late.Outcome(ctx)
+		switch {
+		case err == nil:
+			s.logger.Info(why+"; package committed", "handoff_id", receipt.HandoffID, "queue", receipt.Queue, "replayed", receipt.Replayed)
+		case ctx.Err() != nil:
+			s.logger.Warn(why+"; package's batch has not answered", "handoff_id", handoffID, "waited", unansweredWait)
+		case unavailable(err) != nil:
+			s.logger.Warn(why+"; package not committed", "handoff_id", handoffID, "reason", unavailable(err).Reason, "err", err)
+		case desk.ErrorCode(err) != desk.Internal:
+			s.logger.Info(why+"; package refused", "handoff_id", handoffID, "err", err)
+		default:
+			s.logger.Error(why+"; package failed", "handoff_id", handoffID, "err", err)
+		}
+	}()
+}
+
+// unansweredWait bounds followUnanswered's wait. A batch that fails as a whole is written again
+// package by package, each write bounded on its own, so its answer can take minutes.
+const unansweredWait = 5 * time.Minute
 
 func (s *Server) handleGetHandoff(c echo.Context) error {
 	record, err := s.intake.Get(c.Request().Context(), sender(c), c.Param("id"))

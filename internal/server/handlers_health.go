@@ -2,12 +2,23 @@ package server
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/postgres"
+)
+
+const (
+	// readyTimeout bounds /readyz: a database that does not answer within it is not ready.
+	readyTimeout = 2 * time.Second
+	// readyPoolWait is how long /readyz waits for a pooled connection before it asks the
+	// database on a connection of its own.
+	readyPoolWait = 500 * time.Millisecond
 )
 
 // handleHealthz answers while the process is up; load balancers use /readyz to route traffic.
@@ -16,19 +27,57 @@ func (s *Server) handleHealthz(c echo.Context) error {
 }
 
 // handleReadyz answers 200 only when the database answers and carries every migration this
-// binary knows, so a new instance takes no traffic before its schema is in place.
+// binary knows, so a new instance takes no traffic before its schema is in place, and 503 while
+// the server drains before it stops. A pool whose every connection is busy is no outage: under
+// load every instance would be pulled at once. Then the database is asked on a connection of
+// its own.
 func (s *Server) handleReadyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	if s.draining.Load() {
+		return c.String(http.StatusServiceUnavailable, "draining\n")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
-	if err := s.db.Ping(ctx); err != nil {
+	db, busy, err := s.answeringDB(ctx)
+	if err != nil {
 		return c.String(http.StatusServiceUnavailable, "database unreachable\n")
 	}
-	pending, err := postgres.Pending(ctx, s.db)
+	// Closing hands a pooled connection back, or closes the one of its own; neither can fail in
+	// a way that would change the answer.
+	defer func() { _ = db.Close() }()
+	pending, err := postgres.Pending(ctx, db)
 	if err != nil {
 		return c.String(http.StatusServiceUnavailable, "cannot read migration state\n")
 	}
 	if pending {
 		return c.String(http.StatusServiceUnavailable, "migrations pending\n")
 	}
+	if busy {
+		return c.String(http.StatusOK, "ready (every pooled connection is busy)\n")
+	}
 	return c.String(http.StatusOK, "ready\n")
+}
+
+// answeringDB returns the database, once it answered a ping, through the pool or, when the pool
+// has no connection to spare in time, on a connection of its own (busy).
+func (s *Server) answeringDB(ctx context.Context) (db *sql.DB, busy bool, err error) {
+	if stat := s.db.Stat(); stat.AcquiredConns() < stat.MaxConns() {
+		pooled := stdlib.OpenDBFromPool(s.db)
+		poolCtx, cancel := context.WithTimeout(ctx, readyPoolWait)
+		err := pooled.PingContext(poolCtx)
+		cancel()
+		if err == nil {
+			return pooled, false, nil
+		}
+		_ = pooled.Close() // it holds no connection after a failed ping
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return nil, false, err
+		}
+	}
+	alone := stdlib.OpenDB(*s.db.Config().ConnConfig)
+	alone.SetMaxOpenConns(1)
+	if err := alone.PingContext(ctx); err != nil {
+		_ = alone.Close() // the ping's error is the one that counts
+		return nil, true, err
+	}
+	return alone, true, nil
 }

@@ -33,6 +33,7 @@ func (s *Server) handleSW4RM(c echo.Context) error {
 		return err
 	}
 	receipt, err := s.intake.Submit(ctx, sender(c), pkg)
+	s.followUnanswered(err, pkg.HandoffID)
 	var refusal *desk.Error
 	if errors.As(err, &refusal) && (refusal.Code == desk.Conflict || refusal.Code == desk.RateLimited || refusal.Code == desk.Unavailable) {
 		metadata := map[string]string{"code": refusal.Code, "reason": refusal.Reason}

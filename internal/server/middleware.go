@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -59,6 +60,35 @@ const permissionsPolicy = "accelerometer=(), browsing-topics=(), camera=(), clip
 	"geolocation=(), gyroscope=(), hid=(), idle-detection=(), local-fonts=(), magnetometer=(), microphone=(), " +
 	"midi=(), payment=(), publickey-credentials-get=(), screen-wake-lock=(), serial=(), usb=(), " +
 	"window-management=(), xr-spatial-tracking=()"
+
+// limitTime gives each request the server's deadline, so a request waiting on a busy database
+// ends with a 503 the client can retry on, instead of lasting as long as the client waits.
+// A websocket is bounded only until its upgrade: the socket then lives on without the request.
+func (s *Server) limitTime(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		ctx, cancel := context.WithTimeout(req.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		c.SetRequest(req.WithContext(ctx))
+		err := next(c)
+		// An error is answered once this returns, with the deadline's context cancelled: on the
+		// request as it came, whose context ends only if the client leaves.
+		c.SetRequest(req)
+		return err
+	}
+}
+
+// closeWhileDraining closes each connection after its answer once the server drains: a client
+// that keeps its connection alive takes its next request through the load balancer to another
+// instance, instead of finding the connection closed under it at shutdown.
+func (s *Server) closeWhileDraining(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.draining.Load() {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
+		return next(c)
+	}
+}
 
 // securityHeaders sets what every response carries. Pages may not be framed except where a
 // handler says otherwise (the CRM sidebar). The opener policy cuts the tie to any window that

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -36,7 +37,16 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// CitationSchemes are the schemes besides https and http that citations link to, e.g. "crm".
 	CitationSchemes []string
+	// RequestTimeout bounds each request's work (0: DefaultRequestTimeout): past it, the request's
+	// database calls are cut short and the client is answered 503.
+	RequestTimeout time.Duration
+	// DrainPeriod is how long, once asked to stop, the server keeps serving while /readyz answers
+	// 503, so that load balancers stop sending it requests before it stops accepting them.
+	DrainPeriod time.Duration
 }
+
+// DefaultRequestTimeout is the request deadline when REQUEST_TIMEOUT is unset.
+const DefaultRequestTimeout = 30 * time.Second
 
 // Server is the desk's HTTP server.
 type Server struct {
@@ -61,6 +71,11 @@ type Server struct {
 	shutdown chan struct{}
 	sockets  sync.WaitGroup
 	upgrader websocket.Upgrader
+
+	// draining is set once the server is asked to stop: /readyz fails from then on.
+	draining atomic.Bool
+	// after is the drain period's timer; tests end the drain when they are done with it.
+	after func(time.Duration) <-chan time.Time
 }
 
 // New builds a server from its dependencies.
@@ -73,6 +88,9 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	citations, err := newCitationLinks(cfg.CitationSchemes)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -92,6 +110,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		csrf:          http.NewCrossOriginProtection(),
 		citations:     citations,
 		shutdown:      make(chan struct{}),
+		after:         time.After,
 	}
 	s.upgrader = websocket.Upgrader{
 		CheckOrigin: s.checkOrigin,
@@ -147,8 +166,10 @@ const (
 	shutdownTimeout   = 25 * time.Second
 )
 
-// Serve accepts connections on ln until ctx is done, then stops taking new requests and waits
-// for in-flight ones (up to shutdownTimeout) before returning.
+// Serve accepts connections on ln until ctx is done. Then it drains: for the configured period
+// /readyz answers 503 while every other request is still served, each on a connection closed
+// after its answer, so load balancers move traffic away before a connection is refused. Then it
+// stops taking new requests and waits for in-flight ones (up to shutdownTimeout) before returning.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s,
@@ -163,6 +184,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	if s.cfg.DrainPeriod > 0 {
+		s.logger.Info("draining: /readyz answers 503", "period", s.cfg.DrainPeriod)
+		select {
+		case err := <-errc:
+			return err
+		case <-s.after(s.cfg.DrainPeriod):
+		}
 	}
 	s.logger.Info("shutting down", "grace", shutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)

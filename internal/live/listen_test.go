@@ -93,12 +93,13 @@ func TestListenReconnectsSoonAfterEachWorkingConnection(t *testing.T) {
 	// Backends terminated before: one may linger in pg_stat_activity a while after.
 	terminated := []int32{}
 	for round := 1; round <= 3; round++ {
-		// Terminate the listening connection once it listens.
+		// Terminate the listening connection once its LISTEN is answered (idle): terminated while
+		// the LISTEN runs, it never listened, and its wait rightly grows.
 		for {
 			var now []int32
 			err := admin.QueryRow(ctx, `SELECT coalesce(array_agg(pid) FILTER (WHERE pg_terminate_backend(pid)), '{}')
 				FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
-				AND query = 'LISTEN `+Channel+`' AND pid <> ALL($1)`, terminated).Scan(&now)
+				AND query = 'LISTEN `+Channel+`' AND state = 'idle' AND pid <> ALL($1)`, terminated).Scan(&now)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,9 +105,8 @@ func newSubmission(sender Sender, p handoff.Package) (*submission, error) {
 
 // Submit queues a decoded, valid package. The same id with the same body answers the first
 // receipt again (Replayed); the same id with another body is a Conflict, and an id another key
-// used is invalid (see idTaken). Guards are checked under
-// a per-contact lock in the same transaction as the insert, so two racing requests for one contact
-// cannot both pass.
+// used is invalid (see idTaken). Guards are checked under a per-contact lock in the same
+// transaction as the insert, so two racing requests for one contact cannot both pass.
 //
 // If ctx ends first Submit returns an *Unanswered, which wraps ctx's error: the package may still
 // be queued by its batch, as when any answer is lost on the way, and the bot's retry with the same

@@ -72,6 +72,8 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		fs.DurationVar(&n.TTL, "ttl", queue.DefaultTTL, "how long an unclaimed package waits before it expires")
 		fs.DurationVar(&n.ReservationTimeout, "reservation-timeout", queue.DefaultReservationTimeout, "how long a reservation waits for acknowledgement")
 		fs.StringVar(&n.RefundThreshold, "refund-threshold", queue.DefaultRefundThreshold, "refunds above this need a supervisor")
+		fs.BoolVar(&n.AcceptsTopLevelTransfers, "accepts-top-level-transfers", false,
+			"a top-level queue: other top-level queues may transfer packages into it")
 	})
 	if err != nil {
 		return err
@@ -84,8 +86,12 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return fmt.Errorf("queue add: %w", err)
 		}
-		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s)\n",
-			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold)
+		var topLevel string
+		if q.AcceptsTopLevelTransfers {
+			topLevel = ", accepts top-level transfers"
+		}
+		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s%s)\n",
+			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold, topLevel)
 		return err
 	})
 }

@@ -363,8 +363,8 @@ func transferTarget(ctx context.Context, tx pgx.Tx, from queue.Queue, name strin
 	if err != nil {
 		return queue.Queue{}, err
 	}
-	if !queue.TransferAllowed(from, to) {
-		return queue.Queue{}, desk.Errorf(desk.Forbidden, "%s's transfer policy (%v) does not allow %s", from.Name, from.TransferPolicy, to.Name)
+	if err := queue.CheckTransfer(from, to); err != nil {
+		return queue.Queue{}, err
 	}
 	return to, nil
 }
@@ -382,9 +382,6 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 		target, err := transferTarget(ctx, tx, h.Queue, toQueue)
 		if err != nil {
 			return err
-		}
-		if target.ID == h.Queue.ID {
-			return desk.Errorf(desk.Invalid, "%s is already in %s", handoffID, toQueue)
 		}
 		bouncedAt, err := events.LastTransferOut(ctx, tx, h.ID, target.Name, now.Add(-target.Guards.PairCooldown))
 		if err != nil {

@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -298,6 +299,56 @@ func TestTransferPolicyAndPingPong(t *testing.T) {
 	var notes int
 	if err := d.db.QueryRow(ctx, `SELECT count(*) FROM handoff_notes`).Scan(&notes); err != nil || notes != 1 {
 		t.Fatalf("notes kept: %d, %v; want 1", notes, err)
+	}
+}
+
+// Peers are siblings under one parent. Top-level queues share no parent, so a package moves
+// between two of them only when the receiving queue accepts top-level transfers; the list of
+// targets the package page offers follows the same rule.
+func TestTransferBetweenTopLevelQueuesNeedsTheTargetsConsent(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing", "billing-refunds", "billing-disputes", "tech")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing", "billing-refunds")
+	targets := func() []string {
+		t.Helper()
+		billing, err := d.queues.ByName(ctx, "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := d.queues.TransferTargets(ctx, billing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+
+	sibling := d.submit(t, "billing-refunds", nil)
+	if _, err := d.actions.Transfer(ctx, alex, sibling, "billing-disputes", ""); err != nil {
+		t.Fatalf("to a sibling under the same parent: %v", err)
+	}
+	topLevel := d.submit(t, "billing", nil)
+	_, err := d.actions.Transfer(ctx, alex, topLevel, "tech", "")
+	wantCode(t, "to another top-level queue that does not accept them", err, desk.Forbidden)
+	if msg := desk.ErrorMessage(err); !strings.Contains(msg, "top-level") || !strings.Contains(msg, "tech does not accept") {
+		t.Errorf("the refusal says %q; want it to say that tech does not accept top-level transfers", msg)
+	}
+	if got, want := targets(), []string{"billing-disputes", "billing-refunds"}; !slices.Equal(got, want) {
+		t.Errorf("billing offers transfers to %v, want %v", got, want)
+	}
+
+	if _, err := d.db.Exec(ctx, `UPDATE queues SET accepts_top_level_transfers = true WHERE name = 'tech'`); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := targets(), []string{"billing-disputes", "billing-refunds", "tech"}; !slices.Equal(got, want) {
+		t.Errorf("once tech accepts top-level transfers billing offers %v, want %v", got, want)
+	}
+	if _, err := d.actions.Transfer(ctx, alex, topLevel, "tech", ""); err != nil {
+		t.Fatalf("to a top-level queue that accepts them: %v", err)
+	}
+	var in string
+	if err := d.db.QueryRow(ctx, `SELECT q.name FROM handoffs h JOIN queues q ON q.id = h.queue_id WHERE h.handoff_id = $1`, topLevel).Scan(&in); err != nil || in != "tech" {
+		t.Errorf("after the transfer the package is in %q (%v), want tech", in, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,10 @@ type Queue struct {
 	EscalationQueueID  *int64
 	OverflowPolicy     string
 	OverflowQueueID    *int64
+
+	// AcceptsTopLevelTransfers lets other top-level queues transfer packages into this one, when
+	// it is top-level itself (see CheckTransfer).
+	AcceptsTopLevelTransfers bool
 }
 
 // Guards keep bots from flooding a contact with handoffs or bouncing one between agents.
@@ -55,6 +60,8 @@ type New struct {
 	TTL                time.Duration
 	ReservationTimeout time.Duration
 	RefundThreshold    string
+
+	AcceptsTopLevelTransfers bool // as Queue.AcceptsTopLevelTransfers
 }
 
 // Defaults for a new queue, matching the column defaults.
@@ -91,6 +98,9 @@ func (n *New) validate() error {
 	if !amountPattern.MatchString(n.RefundThreshold) {
 		return desk.Errorf(desk.Invalid, "refund threshold %q is not a decimal amount like 50.00", n.RefundThreshold)
 	}
+	if n.AcceptsTopLevelTransfers && n.Parent != "" {
+		return desk.Errorf(desk.Invalid, "queue %q has a parent, so it is not top-level and cannot accept top-level transfers", n.Name)
+	}
 	return nil
 }
 
@@ -116,9 +126,9 @@ func (s *Service) Create(ctx context.Context, n New) (Queue, error) {
 		parentID = &parent.ID
 	}
 	row := s.db.QueryRow(ctx, `
-		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold)
-		VALUES ($1, $2, $3, $4, $5::numeric) RETURNING `+columns,
-		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold)
+		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold, accepts_top_level_transfers)
+		VALUES ($1, $2, $3, $4, $5::numeric, $6) RETURNING `+columns,
+		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold, n.AcceptsTopLevelTransfers)
 	q, err := scanQueue(row)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -131,13 +141,13 @@ func (s *Service) Create(ctx context.Context, n New) (Queue, error) {
 const columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_threshold::text,
 	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
-	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id`
+	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers`
 
 func (q *Queue) scanTargets() []any {
 	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
 		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
 		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
-		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID}
+		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID, &q.AcceptsTopLevelTransfers}
 }
 
 func scanQueue(row pgx.Row) (Queue, error) {
@@ -249,20 +259,39 @@ func (s *Service) Summaries(ctx context.Context, userID int64, allQueues bool) (
 	})
 }
 
-// TransferAllowed reports whether from's transfer policy lets a package move to to. Top-level
-// queues count as peers of each other, as children of the desk itself.
-func TransferAllowed(from, to Queue) bool {
-	sameParent := (from.ParentID == nil && to.ParentID == nil) ||
-		(from.ParentID != nil && to.ParentID != nil && *from.ParentID == *to.ParentID)
-	for _, rule := range from.TransferPolicy {
-		switch {
-		case rule == "children" && to.ParentID != nil && *to.ParentID == from.ID,
-			rule == "parent" && from.ParentID != nil && *from.ParentID == to.ID,
-			rule == "peers" && sameParent && from.ID != to.ID:
-			return true
+// CheckTransfer says whether from's transfer policy lets a package move to to, and if not, why.
+// A queue's neighbours are its children, its parent and its peers: the queues under the same
+// parent, which an admin linked by giving them that parent. Top-level queues were linked by
+// nobody, so one takes packages from another only when it accepts top-level transfers; otherwise
+// an agent could push work into any queue at all.
+func CheckTransfer(from, to Queue) error {
+	var rule, relation string
+	switch {
+	case from.ID == to.ID:
+		return desk.Errorf(desk.Invalid, "the package is already in %s", to.Name)
+	case to.ParentID != nil && *to.ParentID == from.ID:
+		rule, relation = "children", "child"
+	case from.ParentID != nil && *from.ParentID == to.ID:
+		rule, relation = "parent", "parent"
+	case from.ParentID != nil && to.ParentID != nil && *from.ParentID == *to.ParentID:
+		rule, relation = "peers", "sibling"
+	case from.ParentID == nil && to.ParentID == nil:
+		if !to.AcceptsTopLevelTransfers {
+			return desk.Errorf(desk.Forbidden, "%s and %s are both top-level queues, and %s does not accept transfers from other top-level queues",
+				from.Name, to.Name, to.Name)
 		}
+		rule, relation = "peers", "top-level peer"
+	default:
+		return desk.Errorf(desk.Forbidden, "%s is not a child, the parent or a sibling of %s", to.Name, from.Name)
 	}
-	return false
+	if !slices.Contains(from.TransferPolicy, rule) {
+		policy := strings.Join(from.TransferPolicy, ", ")
+		if policy == "" {
+			policy = "none"
+		}
+		return desk.Errorf(desk.Forbidden, "%s's transfer policy (%s) does not allow %s, its %s", from.Name, policy, to.Name, relation)
+	}
+	return nil
 }
 
 // TransferTargets lists the enabled queues a package in from may be transferred to.
@@ -277,7 +306,7 @@ func (s *Service) TransferTargets(ctx context.Context, from Queue) ([]string, er
 	}
 	var names []string
 	for _, to := range all {
-		if TransferAllowed(from, to) {
+		if CheckTransfer(from, to) == nil {
 			names = append(names, to.Name)
 		}
 	}

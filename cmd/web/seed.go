@@ -21,10 +21,11 @@ const (
 	demoWebhookSecret = "whsec_local-demo-secret-not-for-production" //nolint:gosec // G101: a published demo secret for local desks, printed by every `make run` on purpose.
 )
 
+// The two teams take each other's misrouted packages, so the demo shows a transfer out of the box.
 var demoQueues = []queue.New{
-	{Name: "billing_t2"},
+	{Name: "billing_t2", AcceptsTopLevelTransfers: true},
 	{Name: "billing_escalations", Parent: "billing_t2"},
-	{Name: "tech_t2"},
+	{Name: "tech_t2", AcceptsTopLevelTransfers: true},
 }
 
 var demoUsers = []struct {

@@ -73,6 +73,8 @@ type Server struct {
 	shutdown chan struct{}
 	sockets  sync.WaitGroup
 	upgrader websocket.Upgrader
+	// userSockets counts each person's open sockets, to cap them.
+	userSockets userSockets
 
 	// draining is set once the server is asked to stop: /readyz fails from then on.
 	draining atomic.Bool

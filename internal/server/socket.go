@@ -48,7 +48,17 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 
 func (s *Server) handleSocket(c echo.Context) error {
 	ctx := c.Request().Context()
-	r, err := s.watchRequest(ctx, c, currentUser(c))
+	user := currentUser(c)
+	if err := s.userSockets.take(user.ID); err != nil {
+		return err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			s.userSockets.give(user.ID)
+		}
+	}()
+	r, err := s.watchRequest(ctx, c, user)
 	if err != nil {
 		return err
 	}
@@ -78,7 +88,7 @@ func (s *Server) handleSocket(c echo.Context) error {
 		s.hub.Unsubscribe(k.sub)
 		return nil // the upgrader has answered the client
 	}
-	k.conn = conn
+	opened, k.conn = true, conn
 	s.presence.Connect(w.user.ID)
 	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
 	go k.read()
@@ -205,6 +215,7 @@ func (k *socket) close() {
 	k.ping.Stop()
 	k.s.hub.Unsubscribe(k.sub)
 	k.s.presence.Disconnect(k.w.user.ID)
+	k.s.userSockets.give(k.w.user.ID)
 	_ = k.conn.Close()
 	k.s.sockets.Done()
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,11 +14,52 @@ import (
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
+// Caps on what one person's sockets may ask of an instance. The desk's pages open one socket a
+// tab, each watching one queue, one package or the roster.
+const (
+	// maxUserSockets bounds one person's sockets on this instance. What it protects, memory, file
+	// descriptors and fan-out turns, is the instance's own, so a count per instance is enough, and
+	// it costs no round trip to the database on every connect.
+	maxUserSockets = 20
+	// maxSocketQueues bounds the queue names one socket may ask for, checked before any is looked
+	// up; the rest are looked up in one query.
+	maxSocketQueues = 100
+)
+
 // closeAccessChanged closes the sockets of a person whose access changed (a logout, a disabled
 // account, a new role, a queue taken away). The page was rendered for the access they had, so
 // the browser reloads it: logged out, it lands on the login page; demoted, it shows what the new
 // role sees.
 const closeAccessChanged = 4001
+
+// userSockets counts each person's open sockets on this instance.
+type userSockets struct {
+	mu   sync.Mutex
+	open map[int64]int
+}
+
+// take counts one more socket of the user, unless they have maxUserSockets open already.
+func (u *userSockets) take(userID int64) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.open[userID] >= maxUserSockets {
+		return desk.Errorf(desk.RateLimited, "you have %d live connections to this server open, the most one person may have; close a desk tab or two", maxUserSockets)
+	}
+	if u.open == nil {
+		u.open = map[int64]int{}
+	}
+	u.open[userID]++
+	return nil
+}
+
+// give counts one socket of the user fewer.
+func (u *userSockets) give(userID int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.open[userID]--; u.open[userID] <= 0 {
+		delete(u.open, userID)
+	}
+}
 
 // watchRequest is what a socket asks to watch, looked up before it subscribes. Whether its user
 // may see all of it is checked after (mayWatch), so that a change of access the check does not
@@ -32,6 +74,9 @@ type watchRequest struct {
 func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.User) (watchRequest, error) {
 	r := watchRequest{w: watcher{user: user, roster: c.QueryParam("roster") == "true"}}
 	r.queues = queue.SplitNames(c.QueryParam("queues"))
+	if len(r.queues) > maxSocketQueues {
+		return r, desk.Errorf(desk.BadRequest, "a socket watches at most %d queues; this one asks for %d", maxSocketQueues, len(r.queues))
+	}
 	var err error
 	if r.w.queueIDs, err = s.queues.IDsByName(ctx, r.queues); err != nil {
 		return r, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +225,69 @@ func TestMembershipRemovalStopsTheQueuesFrames(t *testing.T) {
 	other.dialed(t, c, "queues=tech_t2") // the queue she still works
 	if err := people.RemoveMember(context.Background(), dana.ID, q, 0); err == nil || !strings.Contains(err.Error(), "does not work") {
 		t.Errorf("removing a membership that is gone: %v, want an error saying so", err)
+	}
+}
+
+func TestSocketsPerUserAreCappedPerInstance(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "lee@example.com", auth.RoleAgent, "billing_t2")
+	dana, lee := app.client(t), app.client(t)
+	app.login(t, dana, "dana@example.com")
+	app.login(t, lee, "lee@example.com")
+	var open []*websocket.Conn
+	for range 20 {
+		conn, _ := app.dialed(t, dana, "queues=billing_t2")
+		open = append(open, conn)
+	}
+	code, body := app.refused(t, dana, "queues=billing_t2")
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "20 live connections") {
+		t.Fatalf("dana's 21st socket: %d %s, want 429 naming the cap", code, body)
+	}
+	app.dialed(t, lee, "queues=billing_t2")                   // the cap is dana's, not everyone's
+	twoInstances(t, app).dialed(t, dana, "queues=billing_t2") // and this instance's
+
+	// A socket that closes gives its place back.
+	open[0].Close()
+	for attempt := 0; ; attempt++ {
+		conn, resp, err := app.dial(t, dana, "queues=billing_t2", "")
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if resp == nil || resp.StatusCode != http.StatusTooManyRequests || attempt == 100 {
+			t.Fatalf("after a socket closed, another: %v, want it opened", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSocketRefusesTooManyQueueNames(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2", "tech_t2")
+	c := app.client(t)
+	app.login(t, c, "dana@example.com")
+
+	// Fifty thousand names, none of which exists: refused for their number, before any is looked up.
+	names := make([]string, 50000)
+	for i := range names {
+		names[i] = "q" + strconv.Itoa(i)
+	}
+	code, body := app.refused(t, c, "queues="+strings.Join(names, ","))
+	if code != http.StatusBadRequest || !strings.Contains(body, "at most 100 queues") || !strings.Contains(body, "asks for 50000") {
+		t.Fatalf("50,000 queue names: %d %.300s, want 400 naming the cap", code, body)
+	}
+	// At the cap, names are looked up and checked as ever.
+	within := make([]string, 100)
+	for i := range within {
+		within[i] = []string{"billing_t2", "tech_t2"}[i%2]
+	}
+	app.dialed(t, c, "queues="+strings.Join(within, ","))
+	within[99] = "nowhere"
+	if code, body := app.refused(t, c, "queues="+strings.Join(within, ",")); code != http.StatusNotFound || !strings.Contains(body, `queue "nowhere" does not exist`) {
+		t.Errorf("an unknown name among 100: %d %s, want 404 naming it", code, body)
 	}
 }
 

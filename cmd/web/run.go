@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,10 @@ commands:
   serve        run the desk (the default)
   migrate      apply database migrations and exit
   user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N]
+  user disable --email E         turn a login off: its sessions end and its open pages close
+  user role    --email E --role agent|supervisor|admin
   queue add    --name N [--parent P] [--ttl 24h] [--reservation-timeout 2m] [--refund-threshold 50.00]
+  queue remove-member --name N --email E
   apikey add   --name N --queues a,b [--webhook-url URL]
   seed-demo    create demo queues, users and a bot key, and print them
 
@@ -38,11 +42,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		command, args = args[0], args[1:]
 	}
-	if command == "user" || command == "queue" || command == "apikey" {
-		if len(args) == 0 || args[0] != "add" {
-			return fmt.Errorf("%s: want \"%s add\"", command, command)
+	if subs, ok := subcommands[command]; ok {
+		if len(args) == 0 || !slices.Contains(subs, args[0]) {
+			return fmt.Errorf("%s: want %s", command, spelled(command, subs))
 		}
-		command, args = command+" add", args[1:]
+		command, args = command+" "+args[0], args[1:]
 	}
 	logger := newLogger(getenv("LOG_FORMAT"), stdout)
 	switch command {
@@ -55,8 +59,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return withDB(ctx, getenv, logger, func(*pgxpool.Pool) error { return nil })
 	case "user add":
 		return userAdd(ctx, args, getenv, stdout, logger)
+	case "user disable":
+		return userDisable(ctx, args, getenv, stdout, logger)
+	case "user role":
+		return userRole(ctx, args, getenv, stdout, logger)
 	case "queue add":
 		return queueAdd(ctx, args, getenv, stdout, logger)
+	case "queue remove-member":
+		return queueRemoveMember(ctx, args, getenv, stdout, logger)
 	case "apikey add":
 		return apikeyAdd(ctx, args, getenv, stdout, logger)
 	case "seed-demo":
@@ -65,8 +75,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		_, err := io.WriteString(stdout, usage)
 		return err
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, user add, queue add, apikey add or seed-demo)", command)
+		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role, queue add|remove-member, apikey add or seed-demo)", command)
 	}
+}
+
+// subcommands are the commands that take a second word.
+var subcommands = map[string][]string{
+	"user":   {"add", "disable", "role"},
+	"queue":  {"add", "remove-member"},
+	"apikey": {"add"},
+}
+
+// spelled lists a command's subcommands as a person reads them: "user add", "user disable" or
+// "user role".
+func spelled(command string, subs []string) string {
+	quoted := make([]string, len(subs))
+	for i, sub := range subs {
+		quoted[i] = fmt.Sprintf("%q", command+" "+sub)
+	}
+	if len(quoted) == 1 {
+		return quoted[0]
+	}
+	return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
 }
 
 func newLogger(format string, w io.Writer) *slog.Logger {

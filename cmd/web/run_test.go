@@ -45,6 +45,9 @@ func TestCommandsSucceed(t *testing.T) {
 		{[]string{"queue", "add", "--name", "tech_t2", "--accepts-top-level-transfers"}, "queue tech_t2 added (ttl 24h0m0s, reservation timeout 2m0s, refund threshold 50.0000, accepts top-level transfers)"},
 		{[]string{"user", "add", "--email", "dana@example.com", "--name", "Dana", "--role", "agent", "--password", "long-enough", "--queues", "billing_t2,billing_escalations"}, "user dana@example.com (agent) added"},
 		{[]string{"apikey", "add", "--name", "tier1", "--queues", "billing_t2", "--webhook-url", "https://bot.example.com/hooks"}, "key:            hdk_"},
+		{[]string{"user", "role", "--email", "dana@example.com", "--role", "supervisor"}, "user dana@example.com is supervisor (was agent)"},
+		{[]string{"queue", "remove-member", "--name", "billing_escalations", "--email", "dana@example.com"}, "dana@example.com no longer works billing_escalations"},
+		{[]string{"user", "disable", "--email", "dana@example.com"}, "user dana@example.com disabled"},
 		{[]string{"seed-demo"}, "agent@example.com"},
 		{[]string{"seed-demo"}, "Demo bot key"}, // a second seed finds everything in place
 		{[]string{"help"}, "usage: web"},
@@ -88,6 +91,12 @@ func TestCommandsRejectBadInput(t *testing.T) {
 		{[]string{"apikey", "add", "--name", "k"}, "--queues is required"},
 		{[]string{"apikey", "add", "--name", "k", "--queues", "billing_t2", "--webhook-url", "ftp://x"}, "must be an absolute http(s) URL"},
 		{[]string{"migrate", "extra"}, `unexpected argument "extra"`},
+		{[]string{"user", "remove"}, `want "user add", "user disable" or "user role"`},
+		{[]string{"user", "disable"}, "--email is required"},
+		{[]string{"user", "disable", "--email", "nobody@example.com"}, "no enabled user has email nobody@example.com"},
+		{[]string{"user", "role", "--email", "nobody@example.com", "--role", "emperor"}, `role "emperor" is not one of`},
+		{[]string{"queue", "remove-member", "--name", "billing_t2"}, "--email is required"},
+		{[]string{"queue", "remove-member", "--name", "nope", "--email", "a@example.com"}, `queue "nope" does not exist`},
 	}
 	for _, c := range cases {
 		_, err := runCommand(t, getenv, c.args...)
@@ -104,6 +113,9 @@ func TestCommandsRejectBadInput(t *testing.T) {
 	}
 	if _, err := runCommand(t, getenv, "user", "add", "--email", "a@EXAMPLE.com", "--name", "A", "--role", "agent", "--password", "long-enough"); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("same email in another case: %v, want already exists", err)
+	}
+	if _, err := runCommand(t, getenv, "queue", "remove-member", "--name", "billing_t2", "--email", "a@example.com"); err == nil || err.Error() != "queue remove-member: A@example.com does not work billing_t2" {
+		t.Errorf("removing a member who is not one: %v, want an error saying so", err)
 	}
 }
 

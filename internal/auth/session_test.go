@@ -5,14 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/handoffdesk/desk/internal/clocktest"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
 // TestSessionRevocationReachesEveryInstance runs two instances' services on one database: a
-// logout takes effect at once where it happened and within sessionCacheTTL on the other, and so
-// does disabling the account.
+// logout takes effect at once where it happened and within sessionCacheTTL on the other, or as
+// soon as the other forgets the user, and so does disabling the account.
 func TestSessionRevocationReachesEveryInstance(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -43,7 +45,13 @@ func TestSessionRevocationReachesEveryInstance(t *testing.T) {
 	if !live(a, sess.Token) || !live(b, sess.Token) {
 		t.Fatal("a new session is not live on both instances")
 	}
-	if err := a.EndSession(ctx, sess.Token); err != nil {
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		userID, err := a.EndSession(ctx, tx, sess.Token)
+		if err == nil && userID != u.ID {
+			t.Errorf("EndSession says the session was user %d's, want %d", userID, u.ID)
+		}
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if live(a, sess.Token) {
@@ -71,6 +79,20 @@ func TestSessionRevocationReachesEveryInstance(t *testing.T) {
 	c.Advance(sessionCacheTTL)
 	if live(b, sess.Token) || live(a, sess.Token) {
 		t.Errorf("a disabled user's session is still accepted after %s", sessionCacheTTL)
+	}
+
+	if _, err := db.Exec(ctx, `UPDATE users SET disabled = false WHERE id = $1`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !live(b, sess.Token) {
+		t.Fatal("the session is not live again once its user is enabled")
+	}
+	if _, err := db.Exec(ctx, `UPDATE users SET disabled = true WHERE id = $1`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.ForgetUser(u.ID)
+	if live(b, sess.Token) {
+		t.Error("an instance that forgot the user still accepts their session from its cache")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/mail"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,6 +122,8 @@ type Service struct {
 
 	sessionsMu sync.Mutex
 	sessions   map[string]cachedSession // by token hash
+	// forgets counts ForgetUser calls, so that a lookup overtaken by one is not cached.
+	forgets atomic.Uint64
 }
 
 // DefaultSessionTTL is how long a login lasts: a working day and some.
@@ -218,4 +221,40 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 		return User{}, desk.Errorf(desk.Unauthorized, "email or password is wrong")
 	}
 	return u, nil
+}
+
+// Disable turns the user's login off inside tx and ends their sessions, so that an account
+// enabled again later does not bring old cookies back. It reports false when the account was off
+// already; NotFound when there is no such user.
+func Disable(ctx context.Context, tx pgx.Tx, userID int64) (bool, error) {
+	var was bool
+	err := tx.QueryRow(ctx, `SELECT disabled FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&was)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, desk.Errorf(desk.NotFound, "no user has id %d", userID)
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, `
+		WITH gone AS (DELETE FROM sessions WHERE user_id = $1)
+		UPDATE users SET disabled = true WHERE id = $1`, userID)
+	return !was, err
+}
+
+// SetRole gives the user a role inside tx and returns the role they had; NotFound when there is
+// no such user.
+func SetRole(ctx context.Context, tx pgx.Tx, userID int64, role Role) (Role, error) {
+	if !role.Valid() {
+		return "", desk.Errorf(desk.Invalid, "role %q is not one of agent, supervisor, admin", role)
+	}
+	var was Role
+	err := tx.QueryRow(ctx, `SELECT role FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&was)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", desk.Errorf(desk.NotFound, "no user has id %d", userID)
+	}
+	if err != nil || was == role {
+		return was, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE users SET role = $2 WHERE id = $1`, userID, role)
+	return was, err
 }

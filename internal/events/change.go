@@ -13,7 +13,8 @@ import (
 	"github.com/handoffdesk/desk/internal/webhook"
 )
 
-// Change is one state change of a package, as the live desk, the audit and the bot learn it.
+// Change is one state change of a package, or of a person's access (Kind.ChangesAccess), as the
+// live desk, the audit and the bot learn it.
 type Change struct {
 	HandoffID int64  // the row id
 	PublicID  string // the bot's handoff_id
@@ -34,7 +35,12 @@ type Change struct {
 	Assignee  string
 	Detail    map[string]any
 	At        time.Time
+	// UserID is the person whose access changed, for the kinds that change it.
+	UserID int64
 }
+
+// Channel is the PostgreSQL notification channel on which instances tell each other to read the log.
+const Channel = "desk_events"
 
 // Queue adds changes to a batch the caller sends inside the changes' transaction: one log row
 // each and, for the changes a bot hears about, their webhooks. All of them commit or roll back
@@ -46,9 +52,10 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 		at                    = make([]time.Time, n)
 		kinds, details        = make([]string, n), make([]string, n)
 		queues, fromQueues    = make([]*int64, n), make([]*int64, n)
-		handoffs              = make([]*int64, n)
+		handoffs, subjects    = make([]*int64, n), make([]*int64, n)
 		actorUsers, actorBots = make([]*int64, n), make([]*int64, n)
 		hooks                 []webhook.Event
+		accessChanged         bool
 	)
 	for i, c := range cs {
 		if !slices.Contains(Kinds(), c.Kind) {
@@ -60,7 +67,8 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 		}
 		at[i], kinds[i], details[i] = c.At, string(c.Kind), string(detail)
 		queues[i], fromQueues[i], handoffs[i] = nonZero(c.QueueID), nonZero(c.FromQueueID), nonZero(c.HandoffID)
-		actorUsers[i], actorBots[i] = c.ActorUser, c.ActorBot
+		subjects[i], actorUsers[i], actorBots[i] = nonZero(c.UserID), c.ActorUser, c.ActorBot
+		accessChanged = accessChanged || c.Kind.ChangesAccess()
 		if c.Kind.TellsBot() {
 			hooks = append(hooks, webhook.Event{
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
@@ -68,10 +76,15 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 			})
 		}
 	}
-	b.Queue(`INSERT INTO events (at, kind, queue_id, from_queue_id, handoff_id, actor_user, actor_bot, detail)
+	b.Queue(`INSERT INTO events (at, kind, queue_id, from_queue_id, handoff_id, subject_user, actor_user, actor_bot, detail)
 		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
-			$7::bigint[], $8::text[]::jsonb[])`,
-		at, kinds, queues, fromQueues, handoffs, actorUsers, actorBots, details)
+			$7::bigint[], $8::bigint[], $9::text[]::jsonb[])`,
+		at, kinds, queues, fromQueues, handoffs, subjects, actorUsers, actorBots, details)
+	if accessChanged {
+		// Open sockets must close at once on every instance, whoever made the change: the CLI runs
+		// no notifier. Access changes are rare, so NOTIFY's commit-time lock costs nothing here.
+		b.Queue(`SELECT pg_notify($1, '')`, Channel)
+	}
 	if len(hooks) == 0 {
 		return nil
 	}

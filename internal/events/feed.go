@@ -8,13 +8,14 @@ import (
 )
 
 // Event is one committed change, as the live desk reads it. A presence event has no queue and no
-// package (zero ids).
+// package (zero ids); a change of access names its person (UserID) and no package.
 type Event struct {
 	Seq         int64
 	Kind        Kind
 	QueueID     int64
 	FromQueueID int64
 	HandoffID   int64
+	UserID      int64
 }
 
 // Mark is a position in the event stream: every event of a transaction whose xid is below it has
@@ -53,9 +54,9 @@ func Read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark,
 	rows, err := db.Query(ctx, `
 		WITH bound AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS upto)
 		SELECT e.seq, e.kind, coalesce(e.queue_id, 0), coalesce(e.from_queue_id, 0), coalesce(e.handoff_id, 0),
-			e.xid::text, bound.upto::text, EXISTS (SELECT 1 FROM events w WHERE w.xid >= bound.upto)
+			coalesce(e.subject_user, 0), e.xid::text, bound.upto::text, EXISTS (SELECT 1 FROM events w WHERE w.xid >= bound.upto)
 		FROM bound LEFT JOIN LATERAL (
-			SELECT seq, kind, queue_id, from_queue_id, handoff_id, xid FROM events
+			SELECT seq, kind, queue_id, from_queue_id, handoff_id, subject_user, xid FROM events
 			WHERE xid >= $1::text::xid8 AND xid < bound.upto
 			ORDER BY xid, seq LIMIT $2
 		) e ON true`, string(from), limit)
@@ -68,18 +69,19 @@ func Read(ctx context.Context, db Querier, from Mark, limit int) ([]Event, Mark,
 	var lastXID string
 	var waiting bool
 	for rows.Next() {
-		var seq, queueID, fromQueueID, handoffID *int64
+		var seq, queueID, fromQueueID, handoffID, userID *int64
 		var kind *Kind
 		var xid *string
 		var upto string
-		if err := rows.Scan(&seq, &kind, &queueID, &fromQueueID, &handoffID, &xid, &upto, &waiting); err != nil {
+		if err := rows.Scan(&seq, &kind, &queueID, &fromQueueID, &handoffID, &userID, &xid, &upto, &waiting); err != nil {
 			return nil, from, false, err
 		}
 		next = Mark(upto)
 		if seq == nil {
 			continue
 		}
-		events = append(events, Event{Seq: *seq, Kind: *kind, QueueID: *queueID, FromQueueID: *fromQueueID, HandoffID: *handoffID})
+		events = append(events, Event{Seq: *seq, Kind: *kind, QueueID: *queueID, FromQueueID: *fromQueueID,
+			HandoffID: *handoffID, UserID: *userID})
 		lastXID = *xid
 	}
 	if err := rows.Err(); err != nil {

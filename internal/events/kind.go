@@ -1,11 +1,12 @@
-// Package events is the desk's one append-only log of what happened to packages. Every change
-// writes one row, in its own transaction: the live desk reads the log by transaction-id watermark
-// to move every open browser, the audit reads the same rows, and the changes a bot hears about
-// also write its webhook. The database refuses UPDATE, DELETE and TRUNCATE on the log.
+// Package events is the desk's one append-only log of what happened to packages and to people's
+// access. Every change writes one row, in its own transaction: the live desk reads the log by
+// transaction-id watermark to move every open browser, the audit reads the same rows, and the
+// changes a bot hears about also write its webhook. The database refuses UPDATE, DELETE and
+// TRUNCATE on the log.
 package events
 
 // Kind is what happened. Writers, the live desk and the webhooks all read this one list; the
-// events table's check constraint (migrations/00007_events.sql) holds the same.
+// events table's check constraint (migrations/00011_access_events.sql) holds the same.
 type Kind string
 
 const (
@@ -20,12 +21,29 @@ const (
 	Expired       Kind = "expired"
 	Canceled      Kind = "canceled"
 	Presence      Kind = "presence" // someone's presence changed: supervisors' rosters refresh
+
+	// The changes of a person's access. Each names its subject (Event.UserID), whose open sockets
+	// every instance closes: what they show was rendered for the access they had.
+	SignedOut     Kind = "signed_out" // one of their sessions ended
+	UserDisabled  Kind = "user_disabled"
+	RoleChanged   Kind = "role_changed"
+	MemberRemoved Kind = "member_removed" // they no longer work the queue (Event.QueueID)
 )
 
 // Kinds lists every kind.
 func Kinds() []Kind {
 	return []Kind{Queued, Reserved, Released, Accepted, Rejected, Transferred, ReturnedToBot, Resolved,
-		Expired, Canceled, Presence}
+		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved}
+}
+
+// ChangesAccess reports whether changes of this kind are about a person's access rather than a
+// package: they name the person, and no package.
+func (k Kind) ChangesAccess() bool {
+	switch k {
+	case SignedOut, UserDisabled, RoleChanged, MemberRemoved:
+		return true
+	}
+	return false
 }
 
 // TellsBot reports whether the package's bot receives a webhook for changes of this kind. Desk-only

@@ -17,13 +17,45 @@ func TestKindsAreTheTablesKinds(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
+	var userID int64
+	if err := db.QueryRow(ctx, `INSERT INTO users (email, display_name, role, password_hash)
+		VALUES ('dana@example.com', 'Dana', 'agent', 'x') RETURNING id`).Scan(&userID); err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range append(Kinds(), "forged") {
-		_, err := db.Exec(ctx, `INSERT INTO events (kind) VALUES ($1)`, k)
+		var subject *int64
+		if k.ChangesAccess() {
+			subject = &userID
+		}
+		_, err := db.Exec(ctx, `INSERT INTO events (kind, subject_user) VALUES ($1, $2)`, k, subject)
 		if k == "forged" && (err == nil || !strings.Contains(err.Error(), "events_kind_check")) {
 			t.Errorf("kind %q: %v, want the check constraint to refuse it", k, err)
 		}
 		if k != "forged" && err != nil {
 			t.Errorf("kind %q: %v", k, err)
+		}
+	}
+}
+
+// A change of access that named nobody would close nobody's sockets; a package's change naming a
+// person would close theirs for nothing.
+func TestOnlyAccessChangesNameTheirSubject(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	var userID int64
+	if err := db.QueryRow(ctx, `INSERT INTO users (email, display_name, role, password_hash)
+		VALUES ('dana@example.com', 'Dana', 'agent', 'x') RETURNING id`).Scan(&userID); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Kinds() {
+		var subject *int64
+		if !k.ChangesAccess() {
+			subject = &userID
+		}
+		_, err := db.Exec(ctx, `INSERT INTO events (kind, subject_user) VALUES ($1, $2)`, k, subject)
+		if err == nil || !strings.Contains(err.Error(), "events_subject_user") {
+			t.Errorf("kind %q with subject %v: %v, want the check to refuse it", k, subject, err)
 		}
 	}
 }

@@ -55,6 +55,15 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	work := actions.New(db, time.Now, changed)
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	people := auth.NewService(db)
+	// Whoever's access changed is checked against the database on their next request, on every
+	// instance, before any socket of theirs hears of the change and the browser reloads.
+	hub.Observe(func(b live.Batch) {
+		for _, e := range b.Events {
+			if e.Kind.ChangesAccess() {
+				people.ForgetUser(e.UserID)
+			}
+		}
+	})
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
 		intake.New(db, time.Now, changed), work, board.New(db), hub, presence)
 	if err != nil {

@@ -108,6 +108,8 @@ type Hub struct {
 	mark  events.Mark
 	// buffer is subscriberBuffer; tests shrink it to reach a drop quickly.
 	buffer int
+	// observers see each batch before any subscriber does (Observe).
+	observers []func(Batch)
 
 	// ready holds the subscribers waiting for a turn, each at most once, oldest first.
 	readyMu   sync.Mutex
@@ -137,6 +139,11 @@ func (h *Hub) Wake() {
 	default:
 	}
 }
+
+// Observe has f see every batch with events, on the hub's reading goroutine, before any
+// subscriber gets it: for what must hold by the time a socket acts on the batch. f must be quick,
+// as every subscriber waits for it. Observe is called before Run.
+func (h *Hub) Observe(f func(Batch)) { h.observers = append(h.observers, f) }
 
 // Subscribe adds a subscriber for the events watch accepts and returns it with the hub's current
 // mark: receive gets every batch after that mark, in turns that begin once Start is called (the
@@ -308,6 +315,11 @@ func (h *Hub) firstMark(ctx context.Context) (mark events.Mark, ok bool) {
 }
 
 func (h *Hub) publish(b Batch) {
+	if len(b.Events) > 0 {
+		for _, f := range h.observers {
+			f(b)
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mark = b.Mark

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -272,6 +273,56 @@ func TestHubWaitsForTheDatabaseAtStart(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); hub.Mark() == ""; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the hub never started once the database answered")
+		}
+	}
+}
+
+// An observer sees each batch before any subscriber's turn with it: what it does (forgetting a
+// user's cached sessions) holds by the time a socket acts on the batch.
+func TestObserversSeeABatchBeforeItsSubscribers(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	hub := NewHub(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var observed sync.Map // seq → true
+	hub.Observe(func(b Batch) {
+		for _, e := range b.Events {
+			observed.Store(e.Seq, true)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		hub.Run(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	for hub.Mark() == "" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := newRecorder(t)
+	s, _ := hub.Subscribe(func(events.Event) bool { return true }, r.receive, nil)
+	s.Start()
+	for i := range 20 {
+		b := &pgx.Batch{}
+		if err := events.Queue(b, events.Change{QueueID: int64(i + 1), Kind: events.Reserved, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
+			t.Fatal(err)
+		}
+		hub.Wake()
+	}
+	for seen := 0; seen < 20; {
+		for _, b := range r.next("the subscriber").batches {
+			for _, e := range b.Events {
+				if _, ok := observed.Load(e.Seq); !ok {
+					t.Fatalf("event %d reached the subscriber before the observer", e.Seq)
+				}
+				seen++
+			}
 		}
 	}
 }

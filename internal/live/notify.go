@@ -8,10 +8,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/events"
 )
 
 // Channel is the PostgreSQL notification channel instances wake each other on.
-const Channel = "desk_events"
+const Channel = events.Channel
 
 // coalesceWindow is the most often one instance sends NOTIFY. NOTIFY takes a database-wide lock
 // at commit; sending it from each package's transaction would serialize every intake commit

@@ -199,15 +199,32 @@ func (s *Service) ByName(ctx context.Context, name string) (Queue, error) {
 	return q, err
 }
 
-// IDsByName resolves queue names, failing on the first one that does not exist.
+// IDsByName resolves queue names, in their order, in one query; NotFound names the first that
+// does not exist.
 func (s *Service) IDsByName(ctx context.Context, names []string) ([]int64, error) {
-	ids := make([]int64, 0, len(names))
-	for _, name := range names {
-		q, err := s.ByName(ctx, name)
-		if err != nil {
+	rows, err := s.db.Query(ctx, `SELECT name, id FROM queues WHERE name = ANY($1)`, names)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var id int64
+		if err := rows.Scan(&name, &id); err != nil {
 			return nil, err
 		}
-		ids = append(ids, q.ID)
+		byName[name] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	ids := make([]int64, 0, len(names))
+	for _, name := range names {
+		id, ok := byName[name]
+		if !ok {
+			return nil, desk.Errorf(desk.NotFound, "queue %q does not exist", name)
+		}
+		ids = append(ids, id)
 	}
 	return ids, nil
 }
@@ -324,6 +341,25 @@ func IsMember(ctx context.Context, db Querier, userID, queueID int64) (bool, err
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queue_members WHERE queue_id = $1 AND user_id = $2)`,
 		queueID, userID).Scan(&member)
 	return member, err
+}
+
+// MemberOf returns those of the queues that the user works.
+func (s *Service) MemberOf(ctx context.Context, userID int64, queueIDs []int64) ([]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT queue_id FROM queue_members WHERE user_id = $1 AND queue_id = ANY($2)`,
+		userID, queueIDs)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// RemoveMember takes the user off the queue inside tx; NotFound when they did not work it.
+func RemoveMember(ctx context.Context, tx pgx.Tx, userID, queueID int64) error {
+	tag, err := tx.Exec(ctx, `DELETE FROM queue_members WHERE queue_id = $1 AND user_id = $2`, queueID, userID)
+	if err == nil && tag.RowsAffected() == 0 {
+		return desk.Errorf(desk.NotFound, "the user does not work this queue")
+	}
+	return err
 }
 
 // SplitNames reads a comma-separated list of queue names, as the CLI and the websocket take them:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -55,7 +56,11 @@ type watcher struct {
 	queueKey string // queueIDs spelled once, for frameKey
 }
 
+// watches reports whether e moves what w shows, or changes the access of its user.
 func (w *watcher) watches(e events.Event) bool {
+	if e.Kind.ChangesAccess() {
+		return e.UserID == w.user.ID
+	}
 	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
 		slices.Contains(w.queueIDs, e.FromQueueID)
 }
@@ -122,6 +127,10 @@ func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
 
 const catchUpLimit = 10000
 
+// errAccessChanged says that the user's access changed since the browser's mark: what its page
+// shows was rendered for the access they had, so it is not brought up to date but reloaded.
+var errAccessChanged = errors.New("the user's access changed since the mark")
+
 // catchUpFrame is what changed for w between the browser's last mark and now.
 func (s *Server) catchUpFrame(ctx context.Context, w watcher, since events.Mark) (frame, error) {
 	var missed []events.Event
@@ -140,6 +149,9 @@ func (s *Server) catchUpFrame(ctx context.Context, w watcher, since events.Mark)
 		if len(read) < catchUpLimit {
 			break
 		}
+	}
+	if w.accessChanged(missed) {
+		return frame{}, errAccessChanged
 	}
 	return s.framesFor(ctx, w, live.Batch{Events: missed, Mark: mark, Shared: live.NewShared()})
 }

@@ -39,7 +39,7 @@ func (s *Server) handleLogin(c echo.Context) error {
 		return err
 	}
 	if old, err := c.Cookie(sessionCookie); err == nil {
-		if err := s.auth.EndSession(c.Request().Context(), old.Value); err != nil {
+		if err := s.access.SignOut(c.Request().Context(), old.Value); err != nil {
 			return err
 		}
 	}
@@ -54,7 +54,7 @@ func (s *Server) handleLogin(c echo.Context) error {
 
 func (s *Server) handleLogout(c echo.Context) error {
 	if cookie, err := c.Cookie(sessionCookie); err == nil {
-		if err := s.auth.EndSession(c.Request().Context(), cookie.Value); err != nil {
+		if err := s.access.SignOut(c.Request().Context(), cookie.Value); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/access"
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
@@ -54,6 +55,7 @@ type Server struct {
 	logger   *slog.Logger
 	db       *pgxpool.Pool
 	auth     *auth.Service
+	access   *access.Service
 	queues   *queue.Service
 	intake   *intake.Intake
 	actions  *actions.Service
@@ -71,6 +73,8 @@ type Server struct {
 	shutdown chan struct{}
 	sockets  sync.WaitGroup
 	upgrader websocket.Upgrader
+	// userSockets counts each person's open sockets, to cap them.
+	userSockets userSockets
 
 	// draining is set once the server is asked to stop: /readyz fails from then on.
 	draining atomic.Bool
@@ -97,6 +101,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		logger:   logger,
 		db:       db,
 		auth:     authService,
+		access:   access.New(db, authService),
 		queues:   queues,
 		intake:   intake,
 		actions:  actions,

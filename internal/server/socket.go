@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,11 +13,9 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
-	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/live"
-	"github.com/handoffdesk/desk/internal/queue"
 )
 
 // Websocket timing, as in gorilla's chat example: the writer pings well inside the reader's
@@ -49,46 +48,47 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 
 func (s *Server) handleSocket(c echo.Context) error {
 	ctx := c.Request().Context()
-	w := watcher{user: currentUser(c)}
-	for _, name := range queue.SplitNames(c.QueryParam("queues")) {
-		q, err := s.queues.ByName(ctx, name)
-		if err != nil {
-			return err
-		}
-		if _, err := s.mayView(ctx, w.user, q.ID); err != nil {
-			return err
-		}
-		w.queueIDs = append(w.queueIDs, q.ID)
+	user := currentUser(c)
+	if err := s.userSockets.take(user.ID); err != nil {
+		return err
 	}
-	if id := c.QueryParam("handoff"); id != "" {
-		item, _, err := s.visibleItem(ctx, w.user, id)
-		if err != nil {
-			return err
+	opened := false
+	defer func() {
+		if !opened {
+			s.userSockets.give(user.ID)
 		}
-		w.handoff = item.ID
+	}()
+	r, err := s.watchRequest(ctx, c, user)
+	if err != nil {
+		return err
 	}
-	if c.QueryParam("roster") == "true" {
-		if !w.user.Role.AtLeast(auth.RoleSupervisor) {
-			return desk.Errorf(desk.Forbidden, "the roster is for supervisors")
-		}
-		w.roster = true
-	}
+	w := r.w
 	since := events.Mark(c.QueryParam("since"))
 	if since != "" && !since.Valid() {
 		return desk.Errorf(desk.BadRequest, "since %q is not a mark this desk sent", since)
 	}
 	w.queueKey = fmt.Sprint(w.queueIDs)
+	k := &socket{s: s}
+	var mark events.Mark
+	// Subscribed before the user's access is checked: a change the check does not see yet reaches
+	// the socket and closes it. The hub keeps its own copy of what is watched.
+	watch := w
+	k.sub, mark = s.hub.Subscribe(watch.watches, k.receive, s.shutdown)
+	if w.user, err = s.mayWatch(ctx, c, r); err != nil {
+		s.hub.Unsubscribe(k.sub)
+		return err
+	}
+	k.w = w
 	// Counted before the upgrade: until the hijack, http.Server.Shutdown waits for this request,
 	// so the count is in place before Serve waits for the sockets.
 	s.sockets.Add(1)
 	conn, err := s.upgrader.Upgrade(c.Response(), c.Request(), nil)
 	if err != nil {
 		s.sockets.Done()
+		s.hub.Unsubscribe(k.sub)
 		return nil // the upgrader has answered the client
 	}
-	k := &socket{s: s, conn: conn, w: w}
-	var mark events.Mark
-	k.sub, mark = s.hub.Subscribe(k.w.watches, k.receive, s.shutdown)
+	opened, k.conn = true, conn
 	s.presence.Connect(w.user.ID)
 	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
 	go k.read()
@@ -127,6 +127,12 @@ type socket struct {
 // it the socket.
 func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 	for _, b := range batches {
+		if k.w.accessChanged(b.Events) {
+			k.goodbye(closeAccessChanged, "access changed")
+			return
+		}
+	}
+	for _, b := range batches {
 		msg, err := k.s.messageFor(context.Background(), k.w, b)
 		if err != nil {
 			k.failed(err)
@@ -158,6 +164,10 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 // failed answers a frame that could not be built: the browser is told, to show itself offline
 // and reconnect, rather than left showing a page that silently stopped following the desk.
 func (k *socket) failed(err error) {
+	if errors.Is(err, errAccessChanged) {
+		k.goodbye(closeAccessChanged, "access changed")
+		return
+	}
 	k.s.logger.Error("websocket frame", "err", err)
 	_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
 	_ = k.conn.WriteJSON(couldNotUpdate)
@@ -205,6 +215,7 @@ func (k *socket) close() {
 	k.ping.Stop()
 	k.s.hub.Unsubscribe(k.sub)
 	k.s.presence.Disconnect(k.w.user.ID)
+	k.s.userSockets.give(k.w.user.ID)
 	_ = k.conn.Close()
 	k.s.sockets.Done()
 }

@@ -30,6 +30,7 @@
     document.body.dataset.live = "online";
   }
 
+  const accessChanged = 4001; // the server's closeAccessChanged
   let socket;
   function connect() {
     socket = new WebSocket(socketURL());
@@ -38,7 +39,14 @@
       sendPresence();
     };
     socket.onmessage = (ev) => apply(JSON.parse(ev.data));
-    socket.onclose = () => {
+    socket.onclose = (ev) => {
+      // The user's access changed (a logout, a disabled account, a new role, a queue taken away):
+      // this page was rendered for the access they had. Loaded again, it shows what they may see
+      // now, or the login page.
+      if (ev.code === accessChanged) {
+        location.reload();
+        return;
+      }
       document.body.dataset.live = "offline";
       offline.classList.remove("hidden");
       setTimeout(connect, retry);

@@ -1,0 +1,105 @@
+// Package access changes what a person may reach: a logout, a disabled account, a new role, a
+// queue membership removed. Each change commits with its row in the event log, so that every
+// instance, reading the log, closes the person's open sockets and forgets their cached sessions:
+// a page that stays open must not go on showing what was rendered for the access they had.
+//
+// It is a package of its own because it writes through auth, queue and events, and events
+// already depends (through handoff) on auth.
+package access
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// Service makes the changes. The actor of each is the user id making it, 0 for an operator at
+// the command line.
+type Service struct {
+	db     *pgxpool.Pool
+	people *auth.Service
+	now    func() time.Time
+}
+
+// New returns a Service over db; people is this process's auth service, whose session cache a
+// logout here clears at once.
+func New(db *pgxpool.Pool, people *auth.Service) *Service {
+	return &Service{db: db, people: people, now: time.Now}
+}
+
+// SignOut ends the session of token; a token with no session is not an error.
+func (s *Service) SignOut(ctx context.Context, token string) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		userID, err := s.people.EndSession(ctx, tx, token)
+		if err != nil || userID == 0 {
+			return nil, err
+		}
+		return &events.Change{Kind: events.SignedOut, UserID: userID, ActorUser: &userID}, nil
+	})
+}
+
+// Disable turns a user's login off and ends their sessions. Disabling a disabled user changes
+// nothing.
+func (s *Service) Disable(ctx context.Context, userID, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		changed, err := auth.Disable(ctx, tx, userID)
+		if err != nil || !changed {
+			return nil, err
+		}
+		return &events.Change{Kind: events.UserDisabled, UserID: userID, ActorUser: nonZero(actor)}, nil
+	})
+}
+
+// SetRole gives a user a role. A promotion also closes their sockets: what they show was
+// rendered without what the new role sees.
+func (s *Service) SetRole(ctx context.Context, userID int64, role auth.Role, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		was, err := auth.SetRole(ctx, tx, userID, role)
+		if err != nil || was == role {
+			return nil, err
+		}
+		return &events.Change{Kind: events.RoleChanged, UserID: userID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"role": role, "from_role": was}}, nil
+	})
+}
+
+// RemoveMember takes a user off a queue; NotFound when they did not work it.
+func (s *Service) RemoveMember(ctx context.Context, userID int64, q queue.Queue, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		if err := queue.RemoveMember(ctx, tx, userID, q.ID); err != nil {
+			return nil, err
+		}
+		return &events.Change{Kind: events.MemberRemoved, UserID: userID, QueueID: q.ID, Queue: q.Name,
+			ActorUser: nonZero(actor)}, nil
+	})
+}
+
+// change runs f in a transaction and logs the change it returns in the same one; f returns nil
+// when nothing changed.
+func (s *Service) change(ctx context.Context, f func(pgx.Tx) (*events.Change, error)) error {
+	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		c, err := f(tx)
+		if err != nil || c == nil {
+			return err
+		}
+		c.At = s.now()
+		b := &pgx.Batch{}
+		if err := events.Queue(b, *c); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+}
+
+func nonZero(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -92,5 +93,18 @@ func TestQuickKeepsExplicitFlags(t *testing.T) {
 	}
 	if _, _, err := parseConfig([]string{"-scenarios", "5"}); err == nil {
 		t.Error("-scenarios 5 accepted")
+	}
+}
+
+// A failed invariant reaches the exit status; a missed expectation does not.
+func TestOnlyInvariantsFailTheRun(t *testing.T) {
+	sec := &section{n: 1}
+	sec.expect("fast enough", "no", "yes", false)
+	if failed := sec.summary(io.Discard); len(failed) != 0 {
+		t.Fatalf("a missed expectation failed the run: %q", failed)
+	}
+	sec.invariant("acknowledged but not stored", "1 of 10", "0 of > 0", false)
+	if failed := sec.summary(io.Discard); len(failed) != 1 || !strings.Contains(failed[0], "acknowledged but not stored: 1 of 10") {
+		t.Fatalf("failed invariants %q, want the one", failed)
 	}
 }

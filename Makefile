@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -58,6 +58,10 @@ bench-intake:
 bench-desk:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchdesk $(BENCH_FLAGS)
+
+## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion) on a private loopback cluster, about 4 minutes (SOAK_FLAGS=-quick: about 1).
+soak: build
+	$(GO) run ./cmd/soak -web bin/web $(SOAK_FLAGS)
 
 ## db-stop: stop the private PostgreSQL that `make run` may have started under .data/.
 db-stop:

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// sessionCookie is the name the desk gives its session cookie (internal/server).
+const sessionCookie = "desk_session"
+
+// maxAnswerRead bounds how much of an answer is read: an error body is short, and a page's
+// content is no business of the tool's.
+const maxAnswerRead = 64 << 10
+
+// answer is what one request got: a status, or a transport error.
+type answer struct {
+	status     int
+	reason     string // an error body's "reason", if any
+	retryAfter string
+	location   string
+	err        error
+	took       time.Duration
+}
+
+func (a answer) ok() bool { return a.err == nil && a.status >= 200 && a.status < 400 }
+
+// retryable is an answer a careful client tries again: no answer at all, or a 5xx.
+func (a answer) retryable() bool { return a.err != nil || a.status >= 500 }
+
+// kind names an answer for a tally: its status, its reason and whether it said when to retry,
+// or the sort of transport error.
+func (a answer) kind() string {
+	if a.err != nil {
+		switch {
+		case errors.Is(a.err, context.DeadlineExceeded):
+			return "no answer in time (client left)"
+		case strings.Contains(a.err.Error(), "connection refused"):
+			return "connection refused"
+		case strings.Contains(a.err.Error(), "connection reset"), errors.Is(a.err, io.EOF), errors.Is(a.err, io.ErrUnexpectedEOF):
+			return "connection reset"
+		}
+		return "transport error"
+	}
+	k := fmt.Sprint(a.status)
+	if a.reason != "" {
+		k += " " + a.reason
+	}
+	if a.retryAfter != "" {
+		k += " (Retry-After " + a.retryAfter + ")"
+	}
+	return k
+}
+
+// do sends req and reads the answer, at most timeout long (0: as long as ctx allows).
+func (s *soak) do(ctx context.Context, req *http.Request, timeout time.Duration) answer {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	t := time.Now()
+	resp, err := s.client.Do(req.WithContext(ctx))
+	if err != nil {
+		return answer{err: err, took: time.Since(t)}
+	}
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerRead))
+	a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), location: resp.Header.Get("Location"),
+		err: err, took: time.Since(t)}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		var e struct {
+			Reason string `json:"reason"`
+		}
+		if json.Unmarshal(body, &e) == nil {
+			a.reason = e.Reason
+		}
+	}
+	return a
+}
+
+// get is a GET with no credentials: health checks.
+func (s *soak) get(ctx context.Context, u string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerRead))
+	return resp.StatusCode, strings.TrimSpace(string(body)), err
+}
+
+// body is the example package as a bot sends it, with its own id and contact, so that no
+// per-contact guard refuses it, and addressed to queue.
+func (s *soak) body(id, queue string) ([]byte, error) {
+	p := maps.Clone(s.example)
+	contact := maps.Clone(s.example["contact"].(map[string]any))
+	contact["id"] = "cust_" + id
+	p["contact"], p["handoff_id"], p["target_profile"] = contact, id, queue
+	return json.Marshal(p)
+}
+
+// submit posts a package as a bot does. The package's handoff_id is its idempotency key: sending
+// the same body again is safe, and is answered 200 with the first answer if the first committed.
+func (s *soak) submit(ctx context.Context, base, key string, body []byte, timeout time.Duration) answer {
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	return s.do(ctx, req, timeout)
+}
+
+// read asks for a package's status as a bot does.
+func (s *soak) read(ctx context.Context, base, key, id string) answer {
+	req, err := http.NewRequest(http.MethodGet, base+"/api/v1/handoffs/"+url.PathEscape(id), nil)
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	return s.do(ctx, req, 0)
+}
+
+// form posts a form as a logged-in browser does: session cookie, and the same-origin headers
+// that the desk's cross-origin check asks of every state change.
+func (s *soak) form(ctx context.Context, base, path, token string, values url.Values) answer {
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(values.Encode()))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if token != "" {
+		req.Header.Set("Cookie", sessionCookie+"="+token)
+	}
+	return s.do(ctx, req, 0)
+}
+
+// login logs in through the login form as a browser does (GET the form, POST it) and returns the
+// session token.
+func (s *soak) login(ctx context.Context, base, email string) (string, error) {
+	if status, _, err := s.get(ctx, base+"/login"); err != nil || status != http.StatusOK {
+		return "", fmt.Errorf("GET /login: %d %v", status, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/login",
+		strings.NewReader(url.Values{"email": {email}, "password": {password}}.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerRead))
+	if resp.StatusCode != http.StatusSeeOther {
+		return "", fmt.Errorf("login %s: status %d, want 303", email, resp.StatusCode)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie && c.Value != "" {
+			return c.Value, nil
+		}
+	}
+	return "", fmt.Errorf("login %s: no %s cookie", email, sessionCookie)
+}

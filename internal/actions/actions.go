@@ -157,7 +157,9 @@ func secondReservation(err error) error {
 // agent's row is locked so that two tabs of one agent claim one at a time; the claim skips rows
 // other agents are claiming; the event is written only when a row was claimed. It always returns
 // one row, which says why nothing was claimed when nothing was. It is the claim half of Check's
-// Accept rule, written as a query over the queue.
+// Accept rule, written as a query over the queue. An agent who already holds a reservation is
+// given that one again, claiming nothing: the answer to their last Next was lost (a dropped
+// connection, an instance killed), and a refusal would leave them stuck until it timed out.
 // $1 queue name, $2 user, $3 supervisor, $4 now, $5 the event's kind.
 const nextSQL = `
 	WITH q AS (
@@ -166,11 +168,16 @@ const nextSQL = `
 		SELECT u.capacity, (SELECT count(*) FROM handoffs WHERE assignee_id = u.id AND closed_at IS NULL) AS holding,
 			$3 OR EXISTS (SELECT 1 FROM queue_members m, q WHERE m.queue_id = q.id AND m.user_id = u.id) AS may_act
 		FROM users u WHERE u.id = $2 FOR UPDATE
+	), held AS (
+		SELECT h.id, h.handoff_id, h.api_key_id, h.queue_id, hq.name
+		FROM handoffs h JOIN queues hq ON hq.id = h.queue_id
+		WHERE h.assignee_id = $2 AND h.status = 'reserved'
 	), pick AS (
 		-- Scalar subqueries, not joins, so that the queue's id is a constant to the planner and the
 		-- claim reads handoffs_queue_page_idx in claim order instead of sorting the queue.
 		SELECT h.id FROM handoffs h
 		WHERE h.queue_id = (SELECT id FROM q) AND (SELECT may_act AND holding < capacity FROM me)
+			AND NOT EXISTS (SELECT FROM held)
 			AND h.status = 'queued' AND NOT ($2 = ANY (h.rejected_by))
 			AND (NOT h.needs_supervisor OR $3)
 			AND (h.offered_to IS NULL OR h.offered_to = $2 OR h.offered_until <= $4)
@@ -186,21 +193,24 @@ const nextSQL = `
 		SELECT $4, $5, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
 		FROM reserved r, q
 	)
-	SELECT q.id, q.name, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
-		r.id, r.handoff_id, r.api_key_id
-	FROM (SELECT) one LEFT JOIN q ON true LEFT JOIN me ON true LEFT JOIN reserved r ON true`
+	SELECT q.id, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
+		coalesce(r.id, held.id), coalesce(r.handoff_id, held.handoff_id), coalesce(r.api_key_id, held.api_key_id),
+		coalesce(held.queue_id, q.id), coalesce(held.name, q.name)
+	FROM (SELECT) one LEFT JOIN q ON true LEFT JOIN me ON true LEFT JOIN reserved r ON true
+		LEFT JOIN held ON me.may_act`
 
 // Next reserves the highest-priority, oldest package the agent may take in the queue. The agent
-// accepts it within the queue's reservation timeout, or it goes back.
+// accepts it within the queue's reservation timeout, or it goes back. An agent who holds a
+// reservation already, in any queue they work, gets that one back.
 func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (string, error) {
-	var queueID, rowID, apiKeyID *int64
-	var name, handoffID *string
+	var queueID, rowID, apiKeyID, inQueueID *int64
+	var inQueue, handoffID *string
 	var mayAct bool
 	var capacity, holding int
 	b := &pgx.Batch{}
 	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), events.Reserved)
 	err := a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
-		return br.QueryRow().Scan(&queueID, &name, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID)
+		return br.QueryRow().Scan(&queueID, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID, &inQueueID, &inQueue)
 	})
 	switch {
 	case err != nil:
@@ -216,7 +226,7 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (s
 		return "", desk.Errorf(desk.NotFound, "nothing is waiting for you in %s", queueName)
 	}
 	a.changed()
-	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *queueID, queue: *name, userID: user.ID})
+	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *inQueueID, queue: *inQueue, userID: user.ID})
 	return *handoffID, nil
 }
 

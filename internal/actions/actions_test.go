@@ -212,8 +212,9 @@ func TestReservationRules(t *testing.T) {
 	if err != nil || got != urgent {
 		t.Fatalf("next = %s, %v; want the urgent package %s before the older low one", got, err, urgent)
 	}
-	_, err = d.actions.Next(ctx, alex, "billing")
-	wantCode(t, "a second reservation at capacity 1", err, desk.Conflict)
+	if again, err := d.actions.Next(ctx, alex, "billing"); err != nil || again != urgent {
+		t.Fatalf("next again at capacity 1 = %s, %v; want the reservation Alex holds, %s", again, err, urgent)
+	}
 	wantCode(t, "someone else's reservation", d.actions.Accept(ctx, bea, urgent), desk.Conflict)
 
 	// The reservation runs out: the sweeper returns it and Alex's late accept fails.
@@ -230,6 +231,44 @@ func TestReservationRules(t *testing.T) {
 	wantCode(t, "accepting a taken package", d.actions.Accept(ctx, alex, urgent), desk.Conflict)
 	if err := d.actions.Accept(ctx, alex, first); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The answer to an agent's Next is lost (a dropped connection, an instance killed) and they ask
+// again: they get the reservation they hold, and nothing more is claimed or recorded, at any
+// capacity and in every queue they work.
+func TestNextAfterALostAnswerGivesTheReservationBack(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing", "tech")
+	ctx := context.Background()
+	for range 3 {
+		d.submit(t, "billing", nil)
+		d.submit(t, "tech", nil)
+	}
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing", "tech")
+	held, err := d.actions.Next(ctx, alex, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"billing", "tech"} {
+		if again, err := d.actions.Next(ctx, alex, q); err != nil || again != held {
+			t.Fatalf("next in %s while holding %s = %s, %v; want %s again", q, held, again, err, held)
+		}
+	}
+	var reserved, events int
+	if err := d.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM handoffs WHERE status = 'reserved'),
+		(SELECT count(*) FROM events WHERE kind = 'reserved')`).Scan(&reserved, &events); err != nil {
+		t.Fatal(err)
+	}
+	if reserved != 1 || events != 1 {
+		t.Fatalf("%d packages reserved and %d reservations recorded, want 1 and 1", reserved, events)
+	}
+	if err := d.actions.Accept(ctx, alex, held); err != nil {
+		t.Fatalf("accepting the reservation given back: %v", err)
+	}
+	next, err := d.actions.Next(ctx, alex, "tech")
+	if err != nil || next == held {
+		t.Fatalf("next after accepting = %s, %v; want a new reservation", next, err)
 	}
 }
 

@@ -106,6 +106,8 @@ type cardFields struct {
 	Sentiment          handoff.Sentiment              `json:"sentiment"`
 	ChannelOrigin      handoff.Channel                `json:"channel_origin"`
 	ChannelTarget      handoff.Channel                `json:"channel_target"`
+	// PrivacyFlags say whether masking must look for the contact in the problem statement.
+	PrivacyFlags map[string]bool `json:"privacy_flags"`
 }
 
 // decodeCard fills only what a card shows.
@@ -115,7 +117,7 @@ func decodeCard(pkg []byte, p *handoff.Package) error {
 		return err
 	}
 	*p = handoff.Package{ProblemStatement: c.ProblemStatement, Contact: c.Contact, StructuredEntities: c.StructuredEntities,
-		Sentiment: c.Sentiment, ChannelOrigin: c.ChannelOrigin, ChannelTarget: c.ChannelTarget}
+		Sentiment: c.Sentiment, ChannelOrigin: c.ChannelOrigin, ChannelTarget: c.ChannelTarget, PrivacyFlags: c.PrivacyFlags}
 	return nil
 }
 

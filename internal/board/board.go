@@ -82,6 +82,10 @@ func ParseCursor(s string) (Cursor, error) {
 		}
 		nums[i] = n
 	}
+	// A rank no priority has would not even fit the column it is compared with.
+	if nums[0] < 0 || nums[0] >= int64(len(handoff.Priorities())) {
+		return Cursor{}, bad
+	}
 	return Cursor{Rank: int(nums[0]), EnqueuedAt: time.UnixMicro(nums[1]), ID: nums[2]}, nil
 }
 

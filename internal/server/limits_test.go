@@ -230,6 +230,14 @@ func TestBadTextAndNumbersAre4xx(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d naming the problem (%s)\n%.600s", r.method, r.path, got.Status, r.status, r.want, got.Raw)
 		}
 	}
+	// A key's first characters find its row: ones that are not UTF-8, or a character cut in two,
+	// are a key the desk never issued.
+	for _, bad := range []string{"hdk_\xff\xff\xff\xff\xff\xff\xff\xffxyz", "hdk_aéééé1234"} {
+		got := app.api(t, http.MethodGet, "/api/v1/handoffs/"+id, bad, nil)
+		if got.Status != http.StatusUnauthorized || !strings.Contains(got.Raw, "the API key is missing, unknown or revoked") {
+			t.Errorf("key %q: %d, want 401\n%s", bad, got.Status, got.Raw)
+		}
+	}
 }
 
 func mustJSON(t *testing.T, v any) []byte {

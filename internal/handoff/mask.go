@@ -184,28 +184,26 @@ func (m mentions) mask(text string) string {
 		return text
 	}
 	var out strings.Builder
-	last := 0 // text[:last] is in out
+	last := 0          // text[:last] is in out
+	afterWord := false // text[i] follows a word's rune, so no mention starts there
 	for i := 0; i < len(text); {
-		if i > 0 {
-			if before, _ := utf8.DecodeLastRuneInString(text[:i]); isWordRune(before) {
-				_, size := utf8.DecodeRuneInString(text[i:])
-				i += size
+		if !afterWord {
+			if end, masked := m.at(text, i); end >= 0 {
+				// "Thanks, Dana." becomes "Thanks, D." rather than "D..".
+				if strings.HasSuffix(masked, ".") && strings.HasPrefix(text[end:], ".") {
+					masked = masked[:len(masked)-1]
+				}
+				out.WriteString(text[last:i])
+				out.WriteString(masked)
+				i, last = end, end
+				r, _ := utf8.DecodeLastRuneInString(text[:end])
+				afterWord = isWordRune(r)
 				continue
 			}
 		}
-		end, masked := m.at(text, i)
-		if end < 0 {
-			_, size := utf8.DecodeRuneInString(text[i:])
-			i += size
-			continue
-		}
-		// "Thanks, Dana." becomes "Thanks, D." rather than "D..".
-		if strings.HasSuffix(masked, ".") && strings.HasPrefix(text[end:], ".") {
-			masked = masked[:len(masked)-1]
-		}
-		out.WriteString(text[last:i])
-		out.WriteString(masked)
-		i, last = end, end
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		afterWord = isWordRune(r)
 	}
 	if last == 0 {
 		return text
@@ -292,6 +290,9 @@ func (m mentions) maskEntity(v EntityValue) EntityValue {
 
 // isWordRune reports whether r can be part of a word: a mention may not start or end next to one.
 func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r|0x20 && r|0x20 <= 'z' || '0' <= r && r <= '9'
+	}
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
 }
 
@@ -321,6 +322,10 @@ func prefixFold(s, prefix string) int {
 func equalFold(a, b rune) bool {
 	if a == b {
 		return true
+	}
+	if a < utf8.RuneSelf && b < utf8.RuneSelf { // most text, without a walk through Unicode's tables
+		a, b = a|0x20, b|0x20
+		return a == b && 'a' <= a && a <= 'z'
 	}
 	for r := unicode.SimpleFold(a); r != a; r = unicode.SimpleFold(r) {
 		if r == b {

@@ -157,15 +157,16 @@ const minPhoneSuffix = 7
 // masked where the word is meant, which the bot avoids by redacting its text itself and
 // setting FlagPIIRedacted. Each word of the name of two letters or more counts alone (a first
 // name alone greets the customer just as well) and is masked to its initial; single letters are
-// initials already. A phone number counts in any formatting, its digits compared without
+// initials already, and a word without a letter ("Agent 47") is no name: masking it would
+// garble amounts and dates. A phone number counts in any formatting, its digits compared without
 // separators, whole or by its last minPhoneSuffix digits or more.
 func mentionsOf(c Contact) mentions {
 	var m mentions
 	if c.Email != "" {
 		m.words = append(m.words, mention{c.Email, maskEmail(c.Email)})
 	}
-	for _, word := range strings.FieldsFunc(c.DisplayName, func(r rune) bool { return !isWordRune(r) }) {
-		if utf8.RuneCountInString(word) >= 2 {
+	for _, word := range strings.FieldsFunc(c.DisplayName, func(r rune) bool { return !isNameRune(r) }) {
+		if utf8.RuneCountInString(word) >= 2 && strings.ContainsFunc(word, unicode.IsLetter) {
 			m.words = append(m.words, mention{word, initial(word)})
 		}
 	}
@@ -288,13 +289,23 @@ func (m mentions) maskEntity(v EntityValue) EntityValue {
 	return v
 }
 
-// isWordRune reports whether r can be part of a word: a mention may not start or end next to one.
-func isWordRune(r rune) bool {
+// isNameRune reports whether r can be part of a word of a name.
+func isNameRune(r rune) bool {
 	if r < utf8.RuneSelf {
 		return 'a' <= r|0x20 && r|0x20 <= 'z' || '0' <= r && r <= '9'
 	}
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
 }
+
+// isWordRune reports whether r joins the word next to it: a mention may not start or end next
+// to one. Scripts written without spaces between words have no boundaries to find: there the
+// name counts wherever it stands ("王小明的账户").
+func isWordRune(r rune) bool {
+	return isNameRune(r) && (r < utf8.RuneSelf || !unicode.In(r, unspacedScripts...))
+}
+
+var unspacedScripts = []*unicode.RangeTable{unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Thai,
+	unicode.Lao, unicode.Khmer, unicode.Myanmar}
 
 // wordEnds reports whether a word ends at text[end].
 func wordEnds(text string, end int) bool {

@@ -67,6 +67,26 @@ func TestMaskForMasksTheContactInFreeText(t *testing.T) {
 	}
 }
 
+// A word of the name without a letter is no name: amounts and dates keep their digits.
+func TestMaskForLeavesNumbersThatAreNoName(t *testing.T) {
+	p := harborPackage(t)
+	p.Contact = Contact{ID: "cust_1", DisplayName: "Kim 42"}
+	p.DraftReply = "Kim paid $42.00 on the 42nd."
+	if got := p.MaskFor(VisibilityFor(auth.RoleAgent, "supervisor", nil)).DraftReply; got != "K. paid $42.00 on the 42nd." {
+		t.Errorf("masked as %q", got)
+	}
+}
+
+// Where words are written without spaces between them, the name counts wherever it stands.
+func TestMaskForFindsNamesInScriptsWithoutSpaces(t *testing.T) {
+	p := harborPackage(t)
+	p.Contact = Contact{ID: "cust_1", DisplayName: "王小明"}
+	p.DraftReply = "王小明的账户被重复扣款。"
+	if got := p.MaskFor(VisibilityFor(auth.RoleAgent, "supervisor", nil)).DraftReply; got != "王.的账户被重复扣款。" {
+		t.Errorf("masked as %q", got)
+	}
+}
+
 // Every free-text field goes through the mask, and the bot's flag is the only way out of it.
 func TestMaskForCoversEveryFreeTextField(t *testing.T) {
 	mention := "Dana Whitfield, dana.whitfield@example.com, 415-555-0134"

@@ -156,7 +156,7 @@ const maxFormBytes = 64 << 10
 func (s *Server) checkInput(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		for i, name := range c.ParamNames() {
-			if name != "*" { // a path no route matched, answered 404 without a look at it
+			if name != "*" { // the rest of a path (a static file's, or one no route took): no database sees it
 				if err := checkText("the "+name+" in the path", c.ParamValues()[i]); err != nil {
 					return err
 				}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,6 +28,20 @@ import (
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
 )
+
+// MaxNoteChars caps every reason and note an agent writes. The notes table holds 4,000
+// characters (migration 00004); the same cap on rejection reasons and closing notes keeps the
+// append-only event log and the bot's webhooks from carrying megabytes.
+const MaxNoteChars = 4000
+
+// checkNote refuses a reason or note over MaxNoteChars, naming field, the form field it comes in.
+func checkNote(field, text string) error {
+	if n := utf8.RuneCountInString(text); n > MaxNoteChars {
+		return &desk.Error{Code: desk.Invalid, Details: map[string]string{"field": field},
+			Message: fmt.Sprintf("the %s is %d characters; at most %d are allowed", field, n, MaxNoteChars)}
+	}
+	return nil
+}
 
 // Service does the desk's work on packages.
 type Service struct {
@@ -274,6 +289,9 @@ func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason,
 	if reason == "" {
 		return "", desk.Errorf(desk.Invalid, "a rejection needs a reason")
 	}
+	if err := checkNote("reason", reason); err != nil {
+		return "", err
+	}
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Reject, user, handoffID, now)
 		if err != nil {
@@ -330,8 +348,8 @@ func (a *Service) Resolve(ctx context.Context, user auth.User, handoffID, code, 
 // close ends a package for act. The fast path's update holds the part of Check it relies on: a
 // package the user holds, in a status act closes.
 func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note string) (string, error) {
-	if len(note) > 2000 {
-		return "", desk.Errorf(desk.Invalid, "the note is over 2000 characters")
+	if err := checkNote("note", note); err != nil {
+		return "", err
 	}
 	closed := func(hd hold, now time.Time) events.Change {
 		return hd.to(events.Change{Kind: kind, Status: status, ActorUser: &user.ID, Reason: outcome, Outcome: outcome,
@@ -384,6 +402,9 @@ func transferTarget(ctx context.Context, tx pgx.Tx, from queue.Queue, name strin
 // target queue's cooldown, so two teams cannot bounce a customer. It returns the queue the
 // package was in.
 func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQueue, note string) (from string, err error) {
+	if err := checkNote("note", note); err != nil {
+		return "", err
+	}
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Transfer, user, handoffID, now)
 		if err != nil {

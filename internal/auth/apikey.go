@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -144,7 +145,9 @@ type cachedBot struct {
 // Bot authenticates a bearer key. Unknown, malformed and revoked keys all answer Unauthorized.
 func (s *Service) Bot(ctx context.Context, key string) (APIKey, error) {
 	unauthorized := desk.Errorf(desk.Unauthorized, "the API key is missing, unknown or revoked")
-	if !strings.HasPrefix(key, keyPrefix) || len(key) <= prefixLength {
+	// A key the desk issued is ASCII; the prefix of any other could be bytes that are not UTF-8,
+	// which the lookup by prefix cannot even send to PostgreSQL.
+	if !strings.HasPrefix(key, keyPrefix) || len(key) <= prefixLength || strings.ContainsFunc(key, func(r rune) bool { return r >= utf8.RuneSelf }) {
 		return APIKey{}, unauthorized
 	}
 	hash := hashKey(key)

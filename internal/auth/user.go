@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -75,13 +76,18 @@ type NewUser struct {
 // MinPasswordLen follows NIST SP 800-63B: length matters, composition rules do not.
 const MinPasswordLen = 8
 
+// MaxEmailLen is the longest email address, in characters (RFC 5321). A login with a longer one
+// is refused before it is looked up, as no account has one, and it would not fit the index of
+// the login failures that throttling records.
+const MaxEmailLen = 254
+
 // DefaultCapacity is how many packages an agent holds at once unless told otherwise.
 const DefaultCapacity = 3
 
 func (n *NewUser) validate() error {
 	n.Email = strings.TrimSpace(n.Email)
 	n.DisplayName = strings.TrimSpace(n.DisplayName)
-	if addr, err := mail.ParseAddress(n.Email); err != nil || addr.Address != n.Email {
+	if addr, err := mail.ParseAddress(n.Email); err != nil || addr.Address != n.Email || utf8.RuneCountInString(n.Email) > MaxEmailLen {
 		return desk.Errorf(desk.Invalid, "email %q is not a valid address", n.Email)
 	}
 	if n.DisplayName == "" {
@@ -180,6 +186,9 @@ func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
 // not the account exists.
 func (s *Service) Authenticate(ctx context.Context, email, password, address string) (User, error) {
 	email = strings.TrimSpace(email)
+	if n := utf8.RuneCountInString(email); n > MaxEmailLen {
+		return User{}, desk.Errorf(desk.Invalid, "the email is %d characters; no address is over %d", n, MaxEmailLen)
+	}
 	failure, err := s.reserveFailure(ctx, email, address)
 	if err != nil {
 		return User{}, err

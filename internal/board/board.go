@@ -82,6 +82,10 @@ func ParseCursor(s string) (Cursor, error) {
 		}
 		nums[i] = n
 	}
+	// A rank no priority has would not even fit the column it is compared with.
+	if nums[0] < 0 || nums[0] >= int64(len(handoff.Priorities())) {
+		return Cursor{}, bad
+	}
 	return Cursor{Rank: int(nums[0]), EnqueuedAt: time.UnixMicro(nums[1]), ID: nums[2]}, nil
 }
 
@@ -106,6 +110,8 @@ type cardFields struct {
 	Sentiment          handoff.Sentiment              `json:"sentiment"`
 	ChannelOrigin      handoff.Channel                `json:"channel_origin"`
 	ChannelTarget      handoff.Channel                `json:"channel_target"`
+	// PrivacyFlags say whether masking must look for the contact in the problem statement.
+	PrivacyFlags map[string]bool `json:"privacy_flags"`
 }
 
 // decodeCard fills only what a card shows.
@@ -115,7 +121,7 @@ func decodeCard(pkg []byte, p *handoff.Package) error {
 		return err
 	}
 	*p = handoff.Package{ProblemStatement: c.ProblemStatement, Contact: c.Contact, StructuredEntities: c.StructuredEntities,
-		Sentiment: c.Sentiment, ChannelOrigin: c.ChannelOrigin, ChannelTarget: c.ChannelTarget}
+		Sentiment: c.Sentiment, ChannelOrigin: c.ChannelOrigin, ChannelTarget: c.ChannelTarget, PrivacyFlags: c.PrivacyFlags}
 	return nil
 }
 

@@ -241,3 +241,28 @@ func TestDecodeStoresTimesInUTC(t *testing.T) {
 		}
 	}
 }
+
+// A NUL character is refused in every string, values of entities included, and named by the
+// path of the value that holds it: PostgreSQL's text columns cannot store it.
+func TestDecodeRefusesNUL(t *testing.T) {
+	pkg := minimalPackage()
+	pkg["contact"] = obj{"id": "cust\x00"}
+	pkg["draft_reply"] = "Hi \x00"
+	pkg["open_questions"] = []any{"why\x00"}
+	pkg["structured_entities"] = obj{"charge_ids": []any{"ch_1", "\x00"}, "note": "a\x00b"}
+	body, err := json.Marshal(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), `cust\u0000`) {
+		t.Fatalf("the body does not carry the escape: %s", body)
+	}
+	_, err = Decode(body)
+	assertFields(t, err,
+		FieldError{Field: "contact.id", Rule: RuleNUL},
+		FieldError{Field: "draft_reply", Rule: RuleNUL},
+		FieldError{Field: "open_questions[0]", Rule: RuleNUL},
+		FieldError{Field: "structured_entities.charge_ids", Rule: RuleNUL},
+		FieldError{Field: "structured_entities.note", Rule: RuleNUL},
+	)
+}

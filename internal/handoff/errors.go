@@ -43,7 +43,8 @@ type FieldError struct {
 	Field string `json:"field"`
 	// Rule names the broken rule for machines. From the JSON: "type" (wrong
 	// JSON type, null included), "unknown_field", "empty" (an optional string
-	// present but empty), "datetime" (not RFC 3339). From the rules:
+	// present but empty), "datetime" (not RFC 3339), "nul" (a string with
+	// a NUL character, \u0000, which no text column holds). From the rules:
 	// "required", "notblank", "max", "oneof", "email", "uri", "bcp47",
 	// "iso4217", "schema_version", "handoff_id" (characters outside
 	// A-Z a-z 0-9 _ . : -), "single_paragraph", "amount" (not a positive

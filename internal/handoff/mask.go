@@ -3,12 +3,18 @@ package handoff
 import (
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/handoffdesk/desk/internal/auth"
 )
 
 // Masked is the placeholder for a value the receiver may not see.
 const Masked = "•••"
+
+// FlagPIIRedacted is the privacy flag by which a bot vouches that its free text (problem
+// statement, next step, draft reply and the rest) names nobody.
+const FlagPIIRedacted = "pii_redacted_in_summary"
 
 // Visibility is what one receiver may see of packages in one queue.
 type Visibility struct {
@@ -24,25 +30,61 @@ func VisibilityFor(role auth.Role, piiMinRole string, piiEntityKeys []string) Vi
 // MaskFor returns a copy of p with what v may not see replaced, so that masked values never
 // reach a view, a websocket frame or an export. The transcript is dropped entirely: a partly
 // masked conversation still leaks.
+//
+// Masking the contact alone is not enough: a draft reply that says "Hi Dana" names the customer
+// the card shows as "D. W.". So unless the bot vouched that its text names nobody
+// (FlagPIIRedacted; a package without the flag has vouched for nothing), the contact's name,
+// email and phone are masked wherever the free text mentions them too, as the contact itself
+// is: see mentionsOf for what counts as a mention.
 func (p Package) MaskFor(v Visibility) Package {
 	if v.PII {
 		return p
+	}
+	var m mentions
+	if !p.PrivacyFlags[FlagPIIRedacted] {
+		m = mentionsOf(p.Contact)
 	}
 	p.Contact.DisplayName = maskName(p.Contact.DisplayName)
 	p.Contact.Email = maskEmail(p.Contact.Email)
 	p.Contact.Phone = maskPhone(p.Contact.Phone)
 	p.Transcript = nil
-	if len(v.PIIEntityKeys) > 0 && len(p.StructuredEntities) > 0 {
+	p.Reason = m.mask(p.Reason)
+	p.ProblemStatement = m.mask(p.ProblemStatement)
+	p.RecommendedNextStep = m.mask(p.RecommendedNextStep)
+	p.DraftReply = m.mask(p.DraftReply)
+	p.OpenQuestions = m.maskAll(p.OpenQuestions)
+	p.Citations = m.maskAll(p.Citations)
+	if len(p.AttemptedActions) > 0 {
+		acts := make([]AttemptedAction, len(p.AttemptedActions))
+		for i, a := range p.AttemptedActions {
+			a.Result = m.mask(a.Result)
+			acts[i] = a
+		}
+		p.AttemptedActions = acts
+	}
+	if len(p.StructuredEntities) > 0 {
 		entities := make(map[string]EntityValue, len(p.StructuredEntities))
 		for k, val := range p.StructuredEntities {
 			if slices.Contains(v.PIIEntityKeys, k) {
 				val = StringEntity(Masked)
+			} else {
+				val = m.maskEntity(val)
 			}
 			entities[k] = val
 		}
 		p.StructuredEntities = entities
 	}
 	return p
+}
+
+// MaskNoteFor masks a note the desk's users wrote about p for v, as MaskFor masks p's own free
+// text. The bot's flag does not apply: it vouches for the bot's text, and a note may come from
+// someone who saw the contact unmasked.
+func (p Package) MaskNoteFor(v Visibility, note string) string {
+	if v.PII {
+		return note
+	}
+	return mentionsOf(p.Contact).mask(note)
 }
 
 // maskName keeps initials: "Dana Whitfield" → "D. W.", enough to greet nobody by name.
@@ -52,9 +94,14 @@ func maskName(name string) string {
 	}
 	var parts []string
 	for _, word := range strings.Fields(name) {
-		parts = append(parts, string([]rune(word)[0])+".")
+		parts = append(parts, initial(word))
 	}
 	return strings.Join(parts, " ")
+}
+
+func initial(word string) string {
+	r, _ := utf8.DecodeRuneInString(word)
+	return string(r) + "."
 }
 
 // maskEmail keeps the domain, which tells an agent which company without naming the person.
@@ -70,14 +117,231 @@ func maskEmail(email string) string {
 
 // maskPhone keeps the last two digits, enough to confirm with a caller who reads them out.
 func maskPhone(phone string) string {
-	digits := []rune{}
-	for _, r := range phone {
-		if r >= '0' && r <= '9' {
-			digits = append(digits, r)
-		}
-	}
+	digits := digitsOf(phone)
 	if len(digits) < 4 {
 		return Masked
 	}
-	return Masked + string(digits[len(digits)-2:])
+	return Masked + digits[len(digits)-2:]
+}
+
+func digitsOf(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+// mentions are the ways free text can name one contact, each with what it is masked as. The
+// zero mentions masks nothing.
+type mentions struct {
+	// words are the email address and the name's words, matched whole and regardless of case,
+	// longest first so that the email wins over a name inside it.
+	words []mention
+	// phone is the phone number's digits; phoneMasked replaces it.
+	phone, phoneMasked string
+}
+
+type mention struct{ text, masked string }
+
+// minPhoneSuffix is how many of the phone number's last digits a mention must give when it
+// leaves the start out: a local number without its country and area codes still names the
+// customer, a short run of digits that happens to end the same way does not.
+const minPhoneSuffix = 7
+
+// mentionsOf lists how text can mention c. A mention stands on word boundaries: "Dan" is not
+// masked inside "Danish", which would garble words that merely start like a name, while
+// "Dana's" and "dana," are masked. Matching ignores case, as people and bots write names and
+// addresses in any case; the price is that a name that is also a word ("Will", "Bill") is
+// masked where the word is meant, which the bot avoids by redacting its text itself and
+// setting FlagPIIRedacted. Each word of the name of two letters or more counts alone (a first
+// name alone greets the customer just as well) and is masked to its initial; single letters are
+// initials already, and a word without a letter ("Agent 47") is no name: masking it would
+// garble amounts and dates. A phone number counts in any formatting, its digits compared without
+// separators, whole or by its last minPhoneSuffix digits or more.
+func mentionsOf(c Contact) mentions {
+	var m mentions
+	if c.Email != "" {
+		m.words = append(m.words, mention{c.Email, maskEmail(c.Email)})
+	}
+	for _, word := range strings.FieldsFunc(c.DisplayName, func(r rune) bool { return !isNameRune(r) }) {
+		if utf8.RuneCountInString(word) >= 2 && strings.ContainsFunc(word, unicode.IsLetter) {
+			m.words = append(m.words, mention{word, initial(word)})
+		}
+	}
+	slices.SortStableFunc(m.words, func(a, b mention) int { return len(b.text) - len(a.text) })
+	if digits := digitsOf(c.Phone); len(digits) >= 4 {
+		m.phone, m.phoneMasked = digits, maskPhone(c.Phone)
+	}
+	return m
+}
+
+func (m mentions) none() bool { return len(m.words) == 0 && m.phone == "" }
+
+// mask replaces every mention in text.
+func (m mentions) mask(text string) string {
+	if m.none() || text == "" {
+		return text
+	}
+	var out strings.Builder
+	last := 0          // text[:last] is in out
+	afterWord := false // text[i] follows a word's rune, so no mention starts there
+	for i := 0; i < len(text); {
+		if !afterWord {
+			if end, masked := m.at(text, i); end >= 0 {
+				// "Thanks, Dana." becomes "Thanks, D." rather than "D..".
+				if strings.HasSuffix(masked, ".") && strings.HasPrefix(text[end:], ".") {
+					masked = masked[:len(masked)-1]
+				}
+				out.WriteString(text[last:i])
+				out.WriteString(masked)
+				i, last = end, end
+				r, _ := utf8.DecodeLastRuneInString(text[:end])
+				afterWord = isWordRune(r)
+				continue
+			}
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		afterWord = isWordRune(r)
+	}
+	if last == 0 {
+		return text
+	}
+	out.WriteString(text[last:])
+	return out.String()
+}
+
+// at reports the end of the mention that starts at text[i], the start of a word, and what masks
+// it; or -1.
+func (m mentions) at(text string, i int) (end int, masked string) {
+	for _, w := range m.words {
+		if n := prefixFold(text[i:], w.text); n > 0 && wordEnds(text, i+n) {
+			return i + n, w.masked
+		}
+	}
+	if m.phone != "" {
+		if n := m.phoneAt(text[i:]); n > 0 && wordEnds(text, i+n) {
+			return i + n, m.phoneMasked
+		}
+	}
+	return -1, ""
+}
+
+// phoneSeparators may stand between the digits of a phone number as people write it.
+const phoneSeparators = " -./()"
+
+// phoneAt returns the length of the longest mention of the phone number at the start of s: an
+// optional "+" or "(", then digits in groups with up to three separators between groups.
+func (m mentions) phoneAt(s string) int {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '(') {
+		i++
+	}
+	var digits []byte
+	longest := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			digits = append(digits, s[i])
+			i++
+		}
+		if d := string(digits); d == m.phone || len(d) >= minPhoneSuffix && strings.HasSuffix(m.phone, d) {
+			longest = i
+		}
+		if len(digits) >= len(m.phone) {
+			break
+		}
+		gap := 0
+		for gap < 3 && i+gap < len(s) && strings.IndexByte(phoneSeparators, s[i+gap]) >= 0 {
+			gap++
+		}
+		i += gap
+	}
+	return longest
+}
+
+// maskAll masks each of texts, in a new slice.
+func (m mentions) maskAll(texts []string) []string {
+	if m.none() || texts == nil {
+		return texts
+	}
+	out := make([]string, len(texts))
+	for i, t := range texts {
+		out[i] = m.mask(t)
+	}
+	return out
+}
+
+// maskEntity masks mentions in an entity's text, list items, or number (a phone number sent
+// as one); a masked number becomes text.
+func (m mentions) maskEntity(v EntityValue) EntityValue {
+	switch v.kind {
+	case EntityString:
+		return StringEntity(m.mask(v.text))
+	case EntityNumber:
+		if masked := m.mask(v.text); masked != v.text {
+			return StringEntity(masked)
+		}
+	case EntityList:
+		return EntityValue{kind: EntityList, list: m.maskAll(v.list)}
+	}
+	return v
+}
+
+// isNameRune reports whether r can be part of a word of a name.
+func isNameRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r|0x20 && r|0x20 <= 'z' || '0' <= r && r <= '9'
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
+}
+
+// isWordRune reports whether r joins the word next to it: a mention may not start or end next
+// to one. Scripts written without spaces between words have no boundaries to find: there the
+// name counts wherever it stands ("王小明的账户").
+func isWordRune(r rune) bool {
+	return isNameRune(r) && (r < utf8.RuneSelf || !unicode.In(r, unspacedScripts...))
+}
+
+var unspacedScripts = []*unicode.RangeTable{unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Thai,
+	unicode.Lao, unicode.Khmer, unicode.Myanmar}
+
+// wordEnds reports whether a word ends at text[end].
+func wordEnds(text string, end int) bool {
+	r, _ := utf8.DecodeRuneInString(text[end:])
+	return end == len(text) || !isWordRune(r)
+}
+
+// prefixFold returns the length in s of prefix at the start of s, its letters in any case
+// (Unicode simple folding, as strings.EqualFold), or 0.
+func prefixFold(s, prefix string) int {
+	i := 0
+	for _, want := range prefix {
+		if i >= len(s) {
+			return 0
+		}
+		got, size := utf8.DecodeRuneInString(s[i:])
+		if !equalFold(got, want) {
+			return 0
+		}
+		i += size
+	}
+	return i
+}
+
+func equalFold(a, b rune) bool {
+	if a == b {
+		return true
+	}
+	if a < utf8.RuneSelf && b < utf8.RuneSelf { // most text, without a walk through Unicode's tables
+		a, b = a|0x20, b|0x20
+		return a == b && 'a' <= a && a <= 'z'
+	}
+	for r := unicode.SimpleFold(a); r != a; r = unicode.SimpleFold(r) {
+		if r == b {
+			return true
+		}
+	}
+	return false
 }

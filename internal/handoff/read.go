@@ -88,7 +88,18 @@ func (r *Reader) String(want string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return tok.String(), true
+	s := tok.String()
+	r.checkText(s)
+	return s, true
+}
+
+// checkText records a string that PostgreSQL cannot hold in a text column: one with a NUL
+// character. Refusing it in every string, stored in such a column or not, keeps the rule one
+// rule, and no one means a NUL in a package.
+func (r *Reader) checkText(s string) {
+	if strings.IndexByte(s, 0) >= 0 {
+		r.Problem(RuleNUL, `contains a NUL character (\u0000), which the desk does not store`)
+	}
 }
 
 // StringOffset returns the offset in the body of the opening quote of the
@@ -194,6 +205,7 @@ func (r *Reader) Value() any {
 				break
 			}
 			name := tok.String()
+			r.checkText(name)
 			obj[name] = r.Value()
 		}
 		r.token()
@@ -213,6 +225,7 @@ func (r *Reader) Value() any {
 	}
 	switch tok.Kind() {
 	case '"':
+		r.checkText(tok.String())
 		return tok.String()
 	case '0':
 		return json.Number(tok.String())

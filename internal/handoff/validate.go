@@ -23,6 +23,7 @@ const (
 	RuleMax      = "max"
 	RuleType     = "type" // a value of the wrong JSON type
 	RuleDatetime = "datetime"
+	RuleNUL      = "nul" // a string with a NUL character (\u0000)
 
 	ruleSchemaVersion = "schema_version"
 	ruleUnknownField  = "unknown_field"

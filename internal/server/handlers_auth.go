@@ -27,7 +27,7 @@ func (s *Server) handleLogin(c echo.Context) error {
 	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
 	remote := c.RealIP()
 	user, err := s.auth.Authenticate(c.Request().Context(), email, password, remote)
-	if code := desk.ErrorCode(err); code == desk.Unauthorized || code == desk.RateLimited || code == desk.Unavailable {
+	if code := desk.ErrorCode(err); code == desk.Unauthorized || code == desk.RateLimited || code == desk.Unavailable || code == desk.Invalid {
 		s.logger.Info("login failed", "email", email, "remote", remote, "reason", code)
 		var refusal *desk.Error
 		if errors.As(err, &refusal) {

@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -136,6 +141,89 @@ func (s *Server) checkCrossOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 
 func isAPI(r *http.Request) bool {
 	return len(r.URL.Path) >= 5 && r.URL.Path[:5] == "/api/"
+}
+
+// maxFormBytes caps a form's body. The largest form a desk page sends carries a note of
+// actions.MaxNoteChars characters: at most 16,000 bytes of UTF-8, 48,000 once percent-encoded.
+// So no form a page sends is refused, and no one, logged in or not, makes the desk read
+// megabytes (Go would read 10 MB of a urlencoded body, and a multipart one whole).
+const maxFormBytes = 64 << 10
+
+// checkInput reads the form, if any, up to maxFormBytes, and refuses text that no PostgreSQL
+// text column holds (a NUL character, or bytes that are not UTF-8) in the path's parameters,
+// the query and the form, before a handler hands it to the database. Bots' JSON is read by
+// handoff.Reader, which checks its strings itself.
+func (s *Server) checkInput(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for i, name := range c.ParamNames() {
+			if name != "*" { // the rest of a path (a static file's, or one no route took): no database sees it
+				if err := checkText("the "+name+" in the path", c.ParamValues()[i]); err != nil {
+					return err
+				}
+			}
+		}
+		if err := checkValues("query parameter", c.QueryParams()); err != nil {
+			return err
+		}
+		if isAPI(c.Request()) {
+			return next(c)
+		}
+		if err := readForm(c); err != nil {
+			return err
+		}
+		if err := checkValues("form field", c.Request().PostForm); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// readForm parses the request's urlencoded or multipart form, refusing one over maxFormBytes.
+func readForm(c echo.Context) error {
+	r := c.Request()
+	tooLarge := desk.Errorf(desk.TooLarge, "the form is over %d KiB", maxFormBytes>>10)
+	if r.ContentLength > maxFormBytes {
+		return tooLarge
+	}
+	r.Body = http.MaxBytesReader(c.Response().Writer, r.Body, maxFormBytes)
+	err := r.ParseForm()
+	if err == nil {
+		// A urlencoded form is read by now; only a multipart one is read here.
+		if err = r.ParseMultipartForm(maxFormBytes); errors.Is(err, http.ErrNotMultipart) {
+			err = nil
+		}
+	}
+	var over *http.MaxBytesError
+	switch {
+	case errors.As(err, &over):
+		return tooLarge
+	case err != nil:
+		return desk.Errorf(desk.BadRequest, "the form cannot be read: %v", err)
+	}
+	return nil
+}
+
+// checkValues checks the text of each value, naming its kind and key in the error.
+func checkValues(kind string, values url.Values) error {
+	for _, key := range slices.Sorted(maps.Keys(values)) {
+		for _, v := range values[key] {
+			if err := checkText(fmt.Sprintf("%s %q", kind, key), v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkText refuses text that PostgreSQL cannot hold in a text column, naming what holds it.
+func checkText(what, s string) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return desk.Errorf(desk.BadRequest, "%s contains a NUL character, which the desk does not store", what)
+	case !utf8.ValidString(s):
+		return desk.Errorf(desk.BadRequest, "%s is not valid UTF-8", what)
+	}
+	return nil
 }
 
 // loadSession puts the logged-in user, if any, on the request.

@@ -144,14 +144,19 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, not
 	for _, a := range p.AttemptedActions {
 		v.AttemptedActions = append(v.AttemptedActions, views.Action{Tool: a.Tool, Result: a.Result, OK: a.OK, At: formatTime(a.At)})
 	}
-	for _, c := range p.Citations {
-		v.Citations = append(v.Citations, views.Citation{URI: c, Href: links.href(c)})
+	for i, c := range p.Citations {
+		// A citation masking changed would link to a mangled address: it shows as text.
+		href := ""
+		if c == item.Package.Citations[i] {
+			href = links.href(c)
+		}
+		v.Citations = append(v.Citations, views.Citation{URI: c, Href: href})
 	}
 	for _, t := range p.Transcript {
 		v.Transcript = append(v.Transcript, views.Turn{Role: string(t.Role), Content: t.Content, At: formatTime(t.At)})
 	}
 	for _, n := range notes {
-		v.Notes = append(v.Notes, views.Note{Author: n.Author, Body: n.Body, At: formatTime(&n.At)})
+		v.Notes = append(v.Notes, views.Note{Author: n.Author, Body: item.Package.MaskNoteFor(vis, n.Body), At: formatTime(&n.At)})
 	}
 	return v
 }

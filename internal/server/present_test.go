@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/handoffdesk/desk/internal/actions"
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
 
@@ -81,5 +84,24 @@ func TestCitationSchemesThatRunScriptAreRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "CITATION_SCHEMES") {
 			t.Errorf("CITATION_SCHEMES %v: err %v, want a refusal naming the setting", schemes, err)
 		}
+	}
+}
+
+// A citation that names the contact is masked like the rest of the free text, and what masking
+// left of it links nowhere.
+func TestMaskedCitationShowsAsText(t *testing.T) {
+	t.Parallel()
+	item := board.Item{PIIMinRole: "supervisor", Package: handoff.Package{
+		Contact:   handoff.Contact{ID: "cust_1", DisplayName: "Dana Whitfield"},
+		Citations: []string{"crm://contacts/dana-whitfield", "crm://ticket/8812"},
+	}}
+	links := citationLinks{"https", "http", "crm"}
+	agent := handoffView(item, auth.User{Role: auth.RoleAgent}, actions.Permissions{}, nil, nil, links)
+	if fmt.Sprint(agent.Citations) != "[{crm://contacts/D.-W. } {crm://ticket/8812 crm://ticket/8812}]" {
+		t.Errorf("the agent's citations %v", agent.Citations)
+	}
+	sup := handoffView(item, auth.User{Role: auth.RoleSupervisor}, actions.Permissions{}, nil, nil, links)
+	if sup.Citations[0].Href != "crm://contacts/dana-whitfield" {
+		t.Errorf("the supervisor's citation %v", sup.Citations[0])
 	}
 }

@@ -12,7 +12,7 @@ import (
 // routes lists every route of the desk in one place, each with the least role it needs.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession)
+	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput)
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)

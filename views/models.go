@@ -126,6 +126,8 @@ type Controls struct {
 	TransferTargets []string
 	ReturnReasons   []string
 	ResolutionCodes []string
+	// NoteLimit is the most characters a reason or note may have; the server refuses more.
+	NoteLimit int
 }
 
 // HandoffView is the package view, also the CRM sidebar.

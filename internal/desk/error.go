@@ -12,7 +12,7 @@ import (
 const (
 	Conflict     = "conflict"               // the request clashes with current state (409)
 	Internal     = "internal"               // a bug or an outage; the text never reaches the client (500)
-	Invalid      = "invalid"                // the input breaks a rule (422 for the API, 400 for forms)
+	Invalid      = "invalid"                // the input breaks a rule (422)
 	NotFound     = "not_found"              // nothing there, or nothing the caller may see (404)
 	Unauthorized = "unauthorized"           // no valid credentials (401)
 	Forbidden    = "forbidden"              // credentials valid, action not allowed (403)

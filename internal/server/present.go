@@ -165,6 +165,6 @@ func controls(perms actions.Permissions, transferTargets []string) views.Control
 	return views.Controls{
 		CanAccept: perms.Accept, CanReject: perms.Reject, CanReturn: perms.Return,
 		CanTransfer: perms.Transfer, CanResolve: perms.Resolve, TransferTargets: transferTargets,
-		ReturnReasons: handoff.ReturnReasons(), ResolutionCodes: handoff.ResolutionCodes(),
+		ReturnReasons: handoff.ReturnReasons(), ResolutionCodes: handoff.ResolutionCodes(), NoteLimit: actions.MaxNoteChars,
 	}
 }

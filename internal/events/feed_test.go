@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -390,10 +389,7 @@ func TestMarksDoNotOutliveTheDatabase(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cluster.WaitReady(ctx)
+	cluster.CrashBackend(ctx, pid)
 	db.Reset()
 	refused("a backend's crash", before)
 }

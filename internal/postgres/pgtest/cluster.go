@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,25 +157,42 @@ func (c *Cluster) URL(t testing.TB) string {
 	return pgtestdb.Custom(t, conf, migrator).URL()
 }
 
-// WaitReady waits until the cluster accepts connections again, as after a crash of one of its
-// processes, when the postmaster restarts every other one and recovers.
-func (c *Cluster) WaitReady(ctx context.Context) {
+// CrashBackend kills the backend pid as a crash would (SIGKILL) and waits until the cluster has
+// recovered: the postmaster restarts every other process, recovers, and accepts connections again
+// without restarting itself.
+func (c *Cluster) CrashBackend(ctx context.Context, pid int) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
 	defer cancel()
+	// The checkpointer is one of the processes a crash restarts: a new one, on a connection that
+	// works, says the recovery is over. Asked before the kill, which the postmaster notices later.
+	before, err := c.checkpointer(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		c.t.Fatal(err)
+	}
 	for {
-		conn, err := pgx.Connect(ctx, c.AdminURL())
-		if err == nil {
-			err = conn.Ping(ctx)
-			_ = conn.Close(ctx)
-			if err == nil {
-				return
-			}
+		now, err := c.checkpointer(ctx)
+		if err == nil && now != before {
+			return
 		}
 		select {
 		case <-ctx.Done():
-			c.t.Fatalf("the cluster did not come back: %v", err)
+			c.t.Fatalf("the cluster did not recover from the crash of backend %d: %v", pid, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func (c *Cluster) checkpointer(ctx context.Context) (int, error) {
+	conn, err := pgx.Connect(ctx, c.AdminURL())
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var pid int
+	err = conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`).Scan(&pid)
+	return pid, err
 }

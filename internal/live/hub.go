@@ -5,6 +5,7 @@ package live
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -32,6 +33,10 @@ const (
 type Batch struct {
 	Events []events.Event
 	Mark   events.Mark
+	// Resync goes to every subscriber when the database is no longer the incarnation the hub
+	// was following (it restarted, recovered from a crash or failed over): events before Mark
+	// may never be read, so what each receiver shows must be loaded afresh.
+	Resync bool
 	Shared *Shared
 }
 
@@ -269,6 +274,12 @@ func (h *Hub) Run(ctx context.Context) {
 		retry = nil
 		for {
 			batch, next, waiting, err := events.Read(ctx, h.db, mark, readLimit)
+			if errors.Is(err, events.ErrOtherIncarnation) {
+				h.logger.Warn("the database restarted, recovered from a crash or failed over: live pages reload", "mark", next)
+				mark = next
+				h.publish(Batch{Mark: next, Resync: true, Shared: NewShared()})
+				break
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -278,7 +289,7 @@ func (h *Hub) Run(ctx context.Context) {
 			}
 			mark = next
 			h.publish(Batch{Events: batch, Mark: next, Shared: NewShared()})
-			if len(batch) == readLimit {
+			if len(batch) >= readLimit {
 				continue
 			}
 			if waiting {
@@ -323,7 +334,7 @@ func (h *Hub) publish(b Batch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mark = b.Mark
-	if len(b.Events) == 0 {
+	if len(b.Events) == 0 && !b.Resync {
 		return
 	}
 	// Walking thousands of subscribers takes milliseconds, so the workers get them in chunks as
@@ -357,6 +368,9 @@ func (h *Hub) publish(b Batch) {
 const publishChunk = 64
 
 func (s *Subscriber) wants(b Batch) bool {
+	if b.Resync {
+		return true
+	}
 	for _, e := range b.Events {
 		if s.watch(e) {
 			return true

@@ -24,10 +24,18 @@ const DefaultURL = "postgres://postgres@127.0.0.1:5432/handoffdesk?sslmode=disab
 // unset: far beyond any wait of a healthy desk, well within a request's deadline.
 const DefaultAcquireTimeout = 10 * time.Second
 
+// DefaultIdleInTransactionTimeout is the idle_in_transaction_session_timeout of the desk's pooled
+// connections unless the database URL sets one. The desk's transactions take milliseconds and
+// never wait on a client, so one idle this long is stuck; until it ends it holds back the live
+// updates of every browser (see events.Read), and vacuum.
+const DefaultIdleInTransactionTimeout = "1min"
+
 // Open connects a pool and checks that the server answers, so that a wrong URL fails at start
 // rather than on the first request. No one waits longer than acquireTimeout for a connection
 // (0: DefaultAcquireTimeout): with every connection busy, a request fails as unavailable, and a
-// bot retries later, rather than waiting for as long as its client does.
+// bot retries later, rather than waiting for as long as its client does. A transaction left idle
+// is ended after DefaultIdleInTransactionTimeout, or what the URL's
+// idle_in_transaction_session_timeout says (0 turns it off).
 func Open(ctx context.Context, url string, acquireTimeout time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -35,6 +43,9 @@ func Open(ctx context.Context, url string, acquireTimeout time.Duration) (*pgxpo
 	}
 	if acquireTimeout <= 0 {
 		acquireTimeout = DefaultAcquireTimeout
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = DefaultIdleInTransactionTimeout
 	}
 	cfg.ConnConfig.Tracer = acquireDeadline(acquireTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -22,7 +22,9 @@ import (
 
 // frame is what the browser receives.
 type frame struct {
-	Type      string      `json:"type"` // "hello" or "events"
+	// "hello", "events", or "reload": the page cannot be brought up to date by events and is
+	// loaded afresh.
+	Type      string      `json:"type"`
 	Mark      events.Mark `json:"mark"`
 	Fragments []fragment  `json:"fragments,omitempty"`
 	// Urgent names urgent packages that just arrived, for the opt-in desktop notification.
@@ -70,6 +72,11 @@ func (w *watcher) watches(e events.Event) bool {
 // share one encoded message: a busy queue watched by thousands of agents is rendered and
 // encoded once per role, not once per socket.
 func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*websocket.PreparedMessage, error) {
+	if b.Resync {
+		return memo(b.Shared, "reload", func() (*websocket.PreparedMessage, error) {
+			return prepared(frame{Type: "reload", Mark: b.Mark})
+		})
+	}
 	items, err := s.batchItems(ctx, b)
 	if err != nil {
 		return nil, err
@@ -79,16 +86,20 @@ func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*webs
 		if err != nil {
 			return nil, err
 		}
-		data, err := json.Marshal(f)
-		if err != nil {
-			return nil, err
-		}
-		return websocket.NewPreparedMessage(websocket.TextMessage, data)
+		return prepared(f)
 	}
 	if key, ok := w.shareKey(items); ok {
 		return memo(b.Shared, key, encode)
 	}
 	return encode()
+}
+
+func prepared(f frame) (*websocket.PreparedMessage, error) {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return websocket.NewPreparedMessage(websocket.TextMessage, data)
 }
 
 // memo computes a value once per batch for all the sockets asking with the same key. The error
@@ -125,35 +136,36 @@ func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
 	return frameKey{queues: w.queueKey, role: w.user.Role}, true
 }
 
-const catchUpLimit = 10000
+// catchUpWindow is how many events, of the whole desk, a browser that comes back is caught up on.
+// Past it the catch-up would cost more than loading the page again, which is what the browser is
+// told to do.
+const catchUpWindow = 10000
 
 // errAccessChanged says that the user's access changed since the browser's mark: what its page
 // shows was rendered for the access they had, so it is not brought up to date but reloaded.
 var errAccessChanged = errors.New("the user's access changed since the mark")
 
-// catchUpFrame is what changed for w between the browser's last mark and now.
-func (s *Server) catchUpFrame(ctx context.Context, w watcher, since events.Mark) (frame, error) {
+// catchUpFrame is what changed for w between the browser's last mark and upto, the hub's mark
+// the socket's batches start from; or a reload frame when since is too far behind, of another
+// incarnation of the database, or not one the desk handed out.
+func (s *Server) catchUpFrame(ctx context.Context, w watcher, since, upto events.Mark) (frame, error) {
+	read, err := events.Missed(ctx, s.db, since, upto, catchUpWindow)
+	if errors.Is(err, events.ErrOtherIncarnation) || errors.Is(err, events.ErrTooFarBehind) {
+		return frame{Type: "reload", Mark: upto}, nil
+	}
+	if err != nil {
+		return frame{}, err
+	}
 	var missed []events.Event
-	mark := since
-	for {
-		read, next, _, err := events.Read(ctx, s.db, mark, catchUpLimit)
-		if err != nil {
-			return frame{}, err
-		}
-		for _, e := range read {
-			if w.watches(e) {
-				missed = append(missed, e)
-			}
-		}
-		mark = next
-		if len(read) < catchUpLimit {
-			break
+	for _, e := range read {
+		if w.watches(e) {
+			missed = append(missed, e)
 		}
 	}
 	if w.accessChanged(missed) {
 		return frame{}, errAccessChanged
 	}
-	return s.framesFor(ctx, w, live.Batch{Events: missed, Mark: mark, Shared: live.NewShared()})
+	return s.framesFor(ctx, w, live.Batch{Events: missed, Mark: upto, Shared: live.NewShared()})
 }
 
 // framesFor renders what one socket shows of a batch. Items are loaded once per batch and each

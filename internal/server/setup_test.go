@@ -74,6 +74,13 @@ func (a *testApp) start(t *testing.T) (string, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a.serve(t, ln)
+}
+
+// serve is start on a listener of the caller's: a test that restarts an instance on the address
+// browsers know listens there again.
+func (a *testApp) serve(t *testing.T, ln net.Listener) (string, func()) {
+	t.Helper()
 	url := "http://" + ln.Addr().String()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {

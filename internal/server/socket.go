@@ -100,7 +100,7 @@ func (s *Server) handleSocket(c echo.Context) error {
 	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
 		_ = conn.Close()
 	} else if since != "" {
-		if f, err := s.catchUpFrame(ctx, w, since); err != nil {
+		if f, err := s.catchUpFrame(ctx, w, since, mark); err != nil {
 			k.failed(err)
 		} else if err := writeFrame(conn, f); err != nil {
 			_ = conn.Close()

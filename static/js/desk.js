@@ -1,6 +1,7 @@
 // Handoff Desk's live client. One websocket keeps the page current: the server sends fragments
 // rendered by the same components as the page, the client puts them in place by id. After a
-// disconnect it reconnects with the last mark it applied and the server sends what it missed.
+// disconnect it reconnects with the last mark it applied and the server sends what it missed, or
+// tells it to reload when that cannot be done.
 // It also drives the keyboard shortcuts, the SLA timers and the opt-in urgent notification.
 (() => {
   "use strict";
@@ -13,6 +14,8 @@
   // reconnect's catch-up may fail the same way, so the page stays offline, and the backoff keeps
   // growing, until a frame arrives.
   let failing = false;
+  // stale: the server said this page cannot be brought up to date; it is not reconnected.
+  let stale = false;
 
   function socketURL() {
     const u = new URL("/ws", location.href);
@@ -48,6 +51,7 @@
         return;
       }
       document.body.dataset.live = "offline";
+      if (stale) return;
       offline.classList.remove("hidden");
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
@@ -75,6 +79,10 @@
     if (frame.type === "error") {
       failing = true;
       socket.close();
+      return;
+    }
+    if (frame.type === "reload") {
+      reload();
       return;
     }
     // A hello carries the server's mark; with a mark of our own, the catch-up frame that follows
@@ -114,6 +122,27 @@
     if (empty && cards) empty.classList.toggle("hidden", cards.children.length > 0);
     tick();
     if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
+  }
+
+  // reload loads the page afresh: the server could not catch it up (it was away too long, or the
+  // database restarted). Input the agent has typed into the page is not thrown away for it: the
+  // banner says the page is out of date and offers the reload instead.
+  function reload() {
+    stale = true;
+    socket.close();
+    if (!editing(document.body)) {
+      location.reload();
+      return;
+    }
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "ml-2 underline";
+    button.textContent = "Reload";
+    button.addEventListener("click", () => location.reload());
+    offline.textContent = "This page is out of date: it missed changes it could not catch up on.";
+    offline.append(button);
+    offline.dataset.stale = "true";
+    offline.classList.remove("hidden");
   }
 
   function sendPresence() {

@@ -29,9 +29,14 @@ func AdminURL() string {
 }
 
 func config(t testing.TB) pgtestdb.Config {
-	u, err := url.Parse(AdminURL())
+	return configFor(t, AdminURL())
+}
+
+// configFor is how pgtestdb reaches the server that adminURL names.
+func configFor(t testing.TB, adminURL string) pgtestdb.Config {
+	u, err := url.Parse(adminURL)
 	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
+		t.Fatalf("admin URL %s: %v", adminURL, err)
 	}
 	password, _ := u.User.Password()
 	return pgtestdb.Config{
@@ -63,7 +68,13 @@ func Unmigrated(t testing.TB) string {
 // New returns a pool on a fresh, migrated database, closed when the test ends.
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), URL(t))
+	return Open(t, URL(t))
+}
+
+// Open returns a pool on the database at url, closed when the test ends.
+func Open(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatalf("connect to test database: %v", err)
 	}

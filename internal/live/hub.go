@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/postgres"
 )
 
 // Hub timing: how often it reads even without a notification (so a lost NOTIFY costs at most
@@ -284,7 +285,11 @@ func (h *Hub) Run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				h.logger.Error("reading desk events", "err", err)
+				if postgres.OutOfReach(err) {
+					h.logger.Warn("reading desk events: the database is out of reach; retrying", "err", err)
+				} else {
+					h.logger.Error("reading desk events", "err", err)
+				}
 				break
 			}
 			mark = next

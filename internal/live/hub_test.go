@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/logtest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
@@ -324,5 +327,42 @@ func TestObserversSeeABatchBeforeItsSubscribers(t *testing.T) {
 				seen++
 			}
 		}
+	}
+}
+
+// gone reads the mark from a database that answers, then reads events from one that went away.
+type gone struct {
+	events.Querier
+	away events.Querier
+}
+
+func (g gone) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return g.away.Query(ctx, sql, args...)
+}
+
+// A database out of reach is an outage the hub rides out, not a bug: its failed reads are
+// warnings, so that a restart of PostgreSQL does not page anyone with ERROR lines.
+func TestHubWarnsWhileTheDatabaseIsOutOfReach(t *testing.T) {
+	t.Parallel()
+	away, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer away.Close()
+	logs, logger := logtest.New()
+	hub := NewHub(gone{Querier: pgtest.New(t), away: away}, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		hub.Run(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	rec := logs.Wait(t, "a failed read", func(r slog.Record) bool { return strings.HasPrefix(r.Message, "reading desk events") })
+	if rec.Level != slog.LevelWarn {
+		t.Fatalf("a read while the database is out of reach logged %s %q, want a warning", rec.Level, rec.Message)
 	}
 }

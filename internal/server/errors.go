@@ -5,21 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/a-h/templ"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/puddle/v2"
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -52,33 +49,16 @@ const retryOutage = 5 * time.Second
 // code for it); nobody receives it.
 const statusClientLeft = 499
 
-// unavailableStates are the SQLSTATEs, or classes of them, that say the database is out of reach
-// or going away rather than that the request is wrong: connection exceptions, the server shutting
-// down (admin, crash, cannot connect now), and too many connections.
-var unavailableStates = []string{"08", "57P01", "57P02", "57P03", "53300"}
-
 // unavailable turns an error that says the database cannot answer now (it is down, going away,
 // or too busy to answer in time) into a desk error the client can retry on. For other errors,
 // bugs among them, it returns nil.
 func unavailable(err error) *desk.Error {
-	var (
-		pg      *pgconn.PgError
-		connect *pgconn.ConnectError
-		netErr  net.Error
-	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		// The request's deadline, or the pool's acquire timeout.
 		return &desk.Error{Code: desk.Unavailable, Reason: ReasonBusy, RetryAfter: retryOutage,
 			Message: "the desk is too busy to answer in time; try again in a few seconds"}
-	case errors.As(err, &pg):
-		for _, state := range unavailableStates {
-			if strings.HasPrefix(pg.Code, state) {
-				return databaseUnavailable()
-			}
-		}
-	case errors.As(err, &connect), errors.As(err, &netErr), errors.Is(err, pgconn.ErrConnClosed),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, puddle.ErrClosedPool):
+	case postgres.OutOfReach(err):
 		return databaseUnavailable()
 	}
 	return nil

@@ -107,7 +107,7 @@ func TestChangesOfAccessAreLoggedWithTheChange(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE user_id = $1`, dana.ID).Scan(&sessions); err != nil || sessions != 0 {
 		t.Errorf("a disabled user keeps %d sessions (%v), want none", sessions, err)
 	}
-	if _, err := people.VerifySession(ctx, second.Token); desk.ErrorCode(err) != desk.NotFound {
+	if _, _, err := people.VerifySession(ctx, second.Token); desk.ErrorCode(err) != desk.NotFound {
 		t.Errorf("a disabled user's session: %v, want NotFound", err)
 	}
 	if err := s.Disable(ctx, 999999, 0); desk.ErrorCode(err) != desk.NotFound {

@@ -88,10 +88,10 @@ func (s *Service) SessionUser(ctx context.Context, token string) (User, error) {
 }
 
 // VerifySession is SessionUser asked of the database, never of the cache: for a caller that must
-// not act on a change of access the cache has not heard of yet.
-func (s *Service) VerifySession(ctx context.Context, token string) (User, error) {
-	u, _, err := s.lookUpSession(ctx, hashToken(token), s.now())
-	return u, err
+// not act on a change of access the cache has not heard of yet. It also says when the session
+// ends, for a caller that outlives the request (a websocket).
+func (s *Service) VerifySession(ctx context.Context, token string) (User, time.Time, error) {
+	return s.lookUpSession(ctx, hashToken(token), s.now())
 }
 
 func (s *Service) lookUpSession(ctx context.Context, hash []byte, now time.Time) (User, time.Time, error) {

@@ -74,7 +74,8 @@ func (s *Server) handleSocket(c echo.Context) error {
 	// the socket and closes it. The hub keeps its own copy of what is watched.
 	watch := w
 	k.sub, mark = s.hub.Subscribe(watch.watches, k.receive, s.shutdown)
-	if w.user, err = s.mayWatch(ctx, c, r); err != nil {
+	var sessionEnds time.Time
+	if w.user, sessionEnds, err = s.mayWatch(ctx, c, r); err != nil {
 		s.hub.Unsubscribe(k.sub)
 		return err
 	}
@@ -91,6 +92,9 @@ func (s *Server) handleSocket(c echo.Context) error {
 	opened, k.conn = true, conn
 	s.presence.Connect(w.user.ID)
 	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
+	// A session runs out without an event to say so; the page is closed as for a logout, and its
+	// reload lands on the login page. WriteControl and Close may be called beside the hub's writes.
+	k.sessionEnd = time.AfterFunc(time.Until(sessionEnds), func() { k.goodbye(closeAccessChanged, "session ended") })
 	go k.read()
 	// The hello and the catch-up go out from here, before the hub's turns start. Then the handler
 	// returns: net/http's connection goroutine, its stack grown by the middleware and queries
@@ -120,6 +124,8 @@ type socket struct {
 	// ping asks for a turn every pingPeriod; pingDue tells that turn to send the ping.
 	ping    *time.Timer
 	pingDue atomic.Bool
+	// sessionEnd closes the socket when its session runs out.
+	sessionEnd *time.Timer
 }
 
 // receive is the socket's turn: the batches that waited, then a ping if one is due, then the
@@ -213,6 +219,7 @@ func (k *socket) read() {
 
 func (k *socket) close() {
 	k.ping.Stop()
+	k.sessionEnd.Stop()
 	k.s.hub.Unsubscribe(k.sub)
 	k.s.presence.Disconnect(k.w.user.ID)
 	k.s.userSockets.give(k.w.user.ID)

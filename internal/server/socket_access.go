@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -92,20 +93,26 @@ func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.Use
 }
 
 // mayWatch checks, against the database as it is now, that the socket's session is live and that
-// its user may see everything r asks for, and returns the user as the database has them: the
-// session cache may not have heard of a change yet.
-func (s *Server) mayWatch(ctx context.Context, c echo.Context, r watchRequest) (auth.User, error) {
+// its user may see everything r asks for, and returns the user as the database has them (the
+// session cache may not have heard of a change yet) and when the session ends.
+func (s *Server) mayWatch(ctx context.Context, c echo.Context, r watchRequest) (auth.User, time.Time, error) {
 	cookie, err := c.Cookie(sessionCookie)
 	if err != nil {
-		return auth.User{}, desk.Errorf(desk.Unauthorized, "log in first")
+		return auth.User{}, time.Time{}, desk.Errorf(desk.Unauthorized, "log in first")
 	}
-	user, err := s.auth.VerifySession(ctx, cookie.Value)
+	user, expires, err := s.auth.VerifySession(ctx, cookie.Value)
 	if desk.ErrorCode(err) == desk.NotFound {
-		return auth.User{}, desk.Errorf(desk.Unauthorized, "your session has ended; log in again")
+		return auth.User{}, time.Time{}, desk.Errorf(desk.Unauthorized, "your session has ended; log in again")
 	}
 	if err != nil {
-		return auth.User{}, err
+		return auth.User{}, time.Time{}, err
 	}
+	user, err = s.mayWatchAs(ctx, user, r)
+	return user, expires, err
+}
+
+// mayWatchAs checks that user may see everything r asks for.
+func (s *Server) mayWatchAs(ctx context.Context, user auth.User, r watchRequest) (auth.User, error) {
 	if r.w.roster && !user.Role.AtLeast(auth.RoleSupervisor) {
 		return auth.User{}, desk.Errorf(desk.Forbidden, "the roster is for supervisors")
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 
@@ -111,6 +113,21 @@ func TestLogoutClosesTheUsersSocketsOnEveryInstance(t *testing.T) {
 	pkg := harbor(t, nil)
 	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
 	readUntil(t, bystander, "card-"+pkg["handoff_id"].(string))
+}
+
+// A session runs out with no event to say so: its socket closes when it does, as for a logout,
+// rather than following the queue for as long as the page stays open.
+func TestSocketClosesWhenItsSessionRunsOut(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	c := app.client(t)
+	app.login(t, c, "dana@example.com")
+	if _, err := app.DB.Exec(context.Background(), `UPDATE sessions SET expires_at = now() + interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	conn, _ := app.dialed(t, c, "queues=billing_t2")
+	expectClosed(t, conn, closeAccessChanged, "a socket whose session ran out")
 }
 
 func TestDisablingClosesSocketsAndEndsSessionsAtOnce(t *testing.T) {
@@ -313,5 +330,43 @@ func TestBrowserLeavesAPageWhoseAccessEnded(t *testing.T) {
 	defer stop()
 	if err := chromedp.Do(wait, chromedp.WaitVisible(`[data-testid="login-form"]`)); err != nil {
 		t.Fatalf("the queue page never left for the login page: %v", err)
+	}
+}
+
+// A page that was offline while its session ended is refused when it reconnects. A browser cannot
+// read why an upgrade failed, so the page asks for itself, is sent to login, and follows.
+func TestBrowserOfflineWhenItsSessionEndedGoesToLogin(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	// Keeps the page's sockets within reach, to cut them as a network would.
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+		_, err := cdp.Call(ctx, target, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+			Source: `(() => {
+				const Native = window.WebSocket;
+				window.sockets = [];
+				window.WebSocket = function (url) { const s = new Native(url); window.sockets.push(s); return s; };
+				window.WebSocket.prototype = Native.prototype;
+			})()`,
+		})
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
+	openQueue(t, ctx, app.URL, "billing_t2")
+
+	// The session ends with no event to say so while the page is cut off.
+	if _, err := app.DB.Exec(context.Background(), `DELETE FROM sessions`); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.sockets.forEach(s => s.close())`)); err != nil {
+		t.Fatal(err)
+	}
+	wait, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	if err := chromedp.Do(wait, chromedp.WaitVisible(`[data-testid="login-form"]`)); err != nil {
+		t.Fatalf("the offline page never left for the login page: %v", err)
 	}
 }

@@ -35,9 +35,23 @@
 
   const accessChanged = 4001; // the server's closeAccessChanged
   let socket;
+  // pageGone asks for the page itself after a socket was refused: a browser cannot read why an
+  // upgrade failed, but the page answers with the login redirect, 403 or 404 when the session
+  // ended or the queue or package went away while this page was offline. Reloaded, it shows that.
+  async function pageGone() {
+    try {
+      const r = await fetch(location.href, { redirect: "manual", cache: "no-store" });
+      if (r.type === "opaqueredirect" || [401, 403, 404].includes(r.status)) location.reload();
+    } catch {
+      // Offline or the desk is down: the reconnect backoff goes on.
+    }
+  }
+
   function connect() {
+    let opened = false;
     socket = new WebSocket(socketURL());
     socket.onopen = () => {
+      opened = true;
       if (!failing) online();
       sendPresence();
     };
@@ -52,6 +66,7 @@
       }
       document.body.dataset.live = "offline";
       if (stale) return;
+      if (!opened) pageGone();
       offline.classList.remove("hidden");
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);

@@ -51,10 +51,9 @@ const (
 
 // Options tunes a Deliverer; zero fields take the defaults above.
 type Options struct {
-	// Client sends the requests. The default times out after DefaultTimeout and does not follow
-	// redirects: a bot's endpoint answers itself, and a redirect could point the signed body
-	// anywhere.
-	Client       *http.Client
+	// AllowPrivate lets webhooks go to loopback, private and other addresses that are not public
+	// (WEBHOOK_ALLOW_PRIVATE=1): for local development and tests.
+	AllowPrivate bool
 	BatchSize    int // rows claimed per pass
 	MaxInFlight  int // concurrent requests to one endpoint within a pass
 	PollInterval time.Duration
@@ -72,26 +71,20 @@ type Deliverer struct {
 	db     *pgxpool.Pool
 	logger *slog.Logger
 	opts   Options
+	client *http.Client
 	wake   chan struct{}
 }
 
 // NewDeliverer returns a Deliverer over db; call Run to start it.
 func NewDeliverer(db *pgxpool.Pool, logger *slog.Logger, opts Options) *Deliverer {
-	if opts.Client == nil {
-		opts.Client = &http.Client{
-			Timeout: DefaultTimeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		}
-	}
 	defaultTo(&opts.BatchSize, DefaultBatchSize)
 	defaultTo(&opts.MaxInFlight, DefaultMaxInFlight)
 	defaultTo(&opts.PollInterval, DefaultPollInterval)
 	defaultTo(&opts.Lease, DefaultLease)
 	defaultTo(&opts.MaxAttempts, DefaultMaxAttempts)
 	defaultTo(&opts.BackoffBase, DefaultBackoffBase)
-	return &Deliverer{db: db, logger: logger, opts: opts, wake: make(chan struct{}, 1)}
+	return &Deliverer{db: db, logger: logger, opts: opts, wake: make(chan struct{}, 1),
+		client: newClient(DefaultTimeout, opts.MaxInFlight, opts.AllowPrivate)}
 }
 
 func defaultTo[T int | time.Duration](field *T, value T) {
@@ -316,7 +309,7 @@ func (d *Deliverer) post(ctx context.Context, row claimed) (int, error) {
 	req.Header.Set("X-Handoff-Event-Id", row.eventID)
 	req.Header.Set("X-Handoff-Event", row.event)
 	req.Header.Set("X-Handoff-Timestamp", strconv.FormatInt(d.wallClock().Unix(), 10))
-	resp, err := d.opts.Client.Do(req)
+	resp, err := d.client.Do(req)
 	if err != nil {
 		return 0, err
 	}

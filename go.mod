@@ -3,6 +3,7 @@ module github.com/handoffdesk/desk
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/a-h/templ v0.3.977
 	github.com/chromedp/chromedp v0.22.1
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875
@@ -21,7 +22,6 @@ require (
 )
 
 require (
-	code.dny.dev/ssrf v0.3.0 // indirect
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

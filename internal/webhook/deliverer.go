@@ -303,12 +303,14 @@ func (d *Deliverer) post(ctx context.Context, row claimed) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	timestamp := strconv.FormatInt(d.wallClock().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
-	req.Header.Set("X-Handoff-Signature", Sign(row.secret, row.body))
+	req.Header.Set(timestampHeader, timestamp)
+	req.Header.Set(signatureHeader, signature(row.secret, timestamp, row.body))
+	req.Header.Set(legacySignatureHeader, legacySignature(row.secret, row.body))
 	req.Header.Set("X-Handoff-Event-Id", row.eventID)
 	req.Header.Set("X-Handoff-Event", row.event)
-	req.Header.Set("X-Handoff-Timestamp", strconv.FormatInt(d.wallClock().Unix(), 10))
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return 0, err

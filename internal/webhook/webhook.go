@@ -1,7 +1,10 @@
 // Package webhook tells each bot about every status change of its handoff packages. A change
 // writes an outbox row in the transaction that makes it (Queue), so a bot hears about exactly
 // the changes that committed; a Deliverer then POSTs the rows, signed with the key's secret,
-// retrying with backoff until the bot answers 2xx (at-least-once, deduplicated by event id).
+// retrying with backoff until the bot answers 2xx (at-least-once, deduplicated by event id). Each
+// bot's endpoint has requests and a breaker of its own, so one slow or failing endpoint delays
+// nobody else's webhooks; and webhooks go only to public addresses unless the deployment allows
+// private ones (CheckURL).
 package webhook
 
 import (

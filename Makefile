@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -60,6 +60,11 @@ bench-intake:
 bench-desk:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchdesk $(BENCH_FLAGS)
+
+## bench-webhook: webhook delivery against bots that answer at once, vs outbox INSERTs on the same PostgreSQL, ~1 minute.
+bench-webhook:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchwebhook $(BENCH_FLAGS)
 
 ## db-stop: stop the private PostgreSQL that `make run` may have started under .data/.
 db-stop:

@@ -27,7 +27,9 @@ import (
 type config struct {
 	adminURL     string // a database the tool can CREATE DATABASE from
 	endpoints    int
-	events       int
+	slow         int           // endpoints besides, whose bots answer only after slowDelay
+	slowDelay    time.Duration // how long a slow bot takes to answer
+	events       int           // rows for the endpoints that answer at once
 	writers      int
 	rate         float64 // rows per second in the steady run
 	runs         int
@@ -62,8 +64,10 @@ type bench struct {
 	dbURL     string
 	writers   *pgxpool.Pool
 	deliverDB *pgxpool.Pool
-	keys      []int64
-	bots      []*bot
+	keys      []int64 // the endpoints' keys, those that answer at once first
+	fastKeys  []int64 // the keys of the endpoints that answer at once
+	bots      []*bot  // theirs
+	total     int     // rows written per measurement, events of them to fastKeys
 	logger    *slog.Logger
 }
 
@@ -84,6 +88,10 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	fmt.Fprintf(out, "PostgreSQL: %s\n", pgInfo)
 	fmt.Fprintf(out, "database:   %s (fresh, migrated, dropped at exit)\n", loadtest.Redacted(b.dbURL))
 	fmt.Fprintf(out, "bots:       %d, each an API key whose webhook URL is an HTTP server of its own on 127.0.0.1 answering 204 at once\n", cfg.endpoints)
+	if cfg.slow > 0 {
+		fmt.Fprintf(out, "            and %d more answering 204 only after %s, with as many rows each, interleaved; every figure below counts\n", cfg.slow, cfg.slowDelay)
+		fmt.Fprintf(out, "            the rows of the bots that answer at once only (%d rows written per measurement in all)\n", b.total)
+	}
 	fmt.Fprintf(out, "deliverer:  webhook.Deliverer.Run in-process, MaxInFlight=%d per endpoint, its own pool of pool_max_conns=%d\n", maxInFlight, cfg.deliverConns)
 	fmt.Fprintf(out, "baseline:   %d rows through webhook.Queue, one autocommit INSERT each, by %d writers on their own connections, no deliverer\n", cfg.events, cfg.writers)
 	fmt.Fprintf(out, "drain:      the deliverer starts on the baseline's %d rows; until none is pending\n", cfg.events)
@@ -119,7 +127,7 @@ func (b *bench) run(ctx context.Context, cfg config) (s sample, failures []strin
 	if err != nil {
 		return s, nil, err
 	}
-	s.insertRate = float64(cfg.events) / took.Seconds()
+	s.insertRate = float64(b.total) / took.Seconds()
 
 	_, stop := b.deliver(cfg)
 	start := time.Now()
@@ -141,7 +149,7 @@ func (b *bench) run(ctx context.Context, cfg config) (s sample, failures []strin
 	if err != nil {
 		return s, nil, err
 	}
-	s.steadyRate = float64(cfg.events) / took.Seconds()
+	s.steadyRate = float64(b.total) / took.Seconds()
 	if s.steadyBacklog, err = b.pending(ctx); err != nil {
 		return s, nil, err
 	}
@@ -162,7 +170,7 @@ func (b *bench) reset(ctx context.Context) error {
 	return err
 }
 
-// write stores cfg.events outbox rows through webhook.Queue, one statement and commit each, round
+// write stores b.total outbox rows through webhook.Queue, one statement and commit each, round
 // robin over the endpoints' keys, by cfg.writers writers; at rate rows/s in all, or as fast as
 // they can when rate is 0. After each commit it calls wake, as intake and the actions wake their
 // instance's deliverer.
@@ -178,7 +186,7 @@ func (b *bench) write(ctx context.Context, cfg config, rate float64, wake func()
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(cfg.events) || ctx.Err() != nil {
+				if i >= int64(b.total) || ctx.Err() != nil {
 					return
 				}
 				if rate > 0 {
@@ -228,13 +236,15 @@ func (b *bench) deliver(cfg config) (d *webhook.Deliverer, stop func()) {
 	}
 }
 
+// pending counts the rows of the endpoints that answer at once still pending.
 func (b *bench) pending(ctx context.Context) (int64, error) {
 	var n int64
-	err := b.writers.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE state = 'pending'`).Scan(&n)
+	err := b.writers.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE state = 'pending' AND api_key_id = ANY($1)`,
+		b.fastKeys).Scan(&n)
 	return n, err
 }
 
-// drained waits until no outbox row is pending.
+// drained waits until no row of the endpoints that answer at once is pending.
 func (b *bench) drained(ctx context.Context) error {
 	deadline := time.Now().Add(drainTimeout)
 	for {
@@ -257,7 +267,8 @@ func (b *bench) drained(ctx context.Context) error {
 func (b *bench) check(ctx context.Context, cfg config, side string) []string {
 	var failures []string
 	var delivered int64
-	if err := b.writers.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE state = 'delivered'`).Scan(&delivered); err != nil {
+	if err := b.writers.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE state = 'delivered' AND api_key_id = ANY($1)`,
+		b.fastKeys).Scan(&delivered); err != nil {
 		return []string{fmt.Sprintf("%s: counting delivered rows: %v", side, err)}
 	}
 	if delivered != int64(cfg.events) {
@@ -318,8 +329,11 @@ func setUp(ctx context.Context, cfg config) (b *bench, pgInfo string, teardown f
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	for i := range cfg.endpoints {
+	for i := range cfg.endpoints + cfg.slow {
 		bot := &bot{}
+		if i >= cfg.endpoints {
+			bot.delay = cfg.slowDelay
+		}
 		ln, botURL, err := loadtest.Listen()
 		if err != nil {
 			return nil, "", teardown, err
@@ -327,7 +341,6 @@ func setUp(ctx context.Context, cfg config) (b *bench, pgInfo string, teardown f
 		srv := &http.Server{Handler: bot, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }() // Serve returns ErrServerClosed when the teardown closes it
 		cleanup.Add(srv.Close)
-		b.bots = append(b.bots, bot)
 		key, err := auth.NewService(b.writers).CreateAPIKey(ctx, auth.NewAPIKey{
 			Name: fmt.Sprintf("bench-bot-%d", i), QueueIDs: []int64{q.ID}, WebhookURL: botURL + "/hooks", AllowPrivateWebhook: true,
 		})
@@ -335,18 +348,36 @@ func setUp(ctx context.Context, cfg config) (b *bench, pgInfo string, teardown f
 			return nil, "", teardown, err
 		}
 		b.keys = append(b.keys, key.ID)
+		if i < cfg.endpoints {
+			b.fastKeys, b.bots = append(b.fastKeys, key.ID), append(b.bots, bot)
+		}
+	}
+	// As many rows for each slow endpoint as for each fast one, interleaved with theirs, so that
+	// a claim in due order meets them all along.
+	for fast := 0; fast < cfg.events; b.total++ {
+		if b.total%len(b.keys) < cfg.endpoints {
+			fast++
+		}
 	}
 	return b, pgInfo, teardown, nil
 }
 
-// bot answers every webhook at once and counts what it received, by event id.
+// bot answers every webhook after its delay (none for most) and counts what it received, by event
+// id.
 type bot struct {
-	mu   sync.Mutex
-	seen map[string]int
+	delay time.Duration
+	mu    sync.Mutex
+	seen  map[string]int
 }
 
 func (b *bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body) // the body's content does not matter here; its arrival does
+	if b.delay > 0 {
+		select {
+		case <-time.After(b.delay):
+		case <-r.Context().Done():
+		}
+	}
 	b.mu.Lock()
 	if b.seen == nil {
 		b.seen = map[string]int{}

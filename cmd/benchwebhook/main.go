@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
@@ -39,7 +40,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 func parseConfig(args []string, getenv func(string) string) (cfg config, command string, err error) {
 	fs := loadtest.NewFlagSet("benchwebhook", getenv, &cfg.adminURL)
 	fs.IntVar(&cfg.endpoints, "endpoints", 8, "bots, each with its own key and its own receiver on a port of its own")
-	fs.IntVar(&cfg.events, "events", 10000, "outbox rows written per measurement, spread evenly over the endpoints")
+	fs.IntVar(&cfg.slow, "slow", 0, "endpoints besides, whose bots answer only after -slow-delay; their rows are not counted")
+	fs.DurationVar(&cfg.slowDelay, "slow-delay", 10*time.Second, "how long the slow endpoints' bots take to answer")
+	fs.IntVar(&cfg.events, "events", 10000, "outbox rows written per measurement for the endpoints that answer at once, spread evenly over them")
 	fs.IntVar(&cfg.writers, "writers", 8, "concurrent writers of the outbox rows, each on its own connection")
 	fs.Float64Var(&cfg.rate, "rate", 1400, "rows per second written during the steady run (the intake rate to keep up with)")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the report shows the median")
@@ -55,8 +58,8 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 			return config{}, "", fmt.Errorf("-%s must be positive", name)
 		}
 	}
-	if cfg.rate <= 0 || cfg.maxInFlight < 0 {
-		return config{}, "", errors.New("-rate must be positive and -max-in-flight at least 0")
+	if cfg.rate <= 0 || cfg.maxInFlight < 0 || cfg.slow < 0 || cfg.slowDelay < 0 {
+		return config{}, "", errors.New("-rate must be positive, and -max-in-flight, -slow and -slow-delay at least 0")
 	}
 	return cfg, loadtest.CommandLine(fs), nil
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
 func TestMeasureEverySide(t *testing.T) {
-	cfg := config{adminURL: pgtest.AdminURL(), endpoints: 2, events: 60, writers: 2, rate: 600, runs: 1, deliverConns: 2}
+	cfg := config{adminURL: pgtest.AdminURL(), endpoints: 2, slow: 1, slowDelay: time.Minute, events: 60, writers: 2, rate: 600, runs: 1, deliverConns: 2}
 	res, err := measure(context.Background(), cfg, io.Discard)
 	if err != nil {
 		t.Fatal(err)

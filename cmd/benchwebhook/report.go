@@ -21,7 +21,8 @@ func report(w io.Writer, cfg config, res result) {
 	backlog := loadtest.MedianOf(res.runs, func(s sample) int64 { return s.steadyBacklog })
 	clear := time.Duration(loadtest.MedianOf(res.runs, func(s sample) int64 { return int64(s.steadyClear) }))
 
-	fmt.Fprintf(w, "\nmedian of %d run(s), %d endpoints, %d rows per measurement:\n", cfg.runs, cfg.endpoints, cfg.events)
+	fmt.Fprintf(w, "\nmedian of %d run(s), %d endpoints answering at once (and %d slow ones), %d rows for them per measurement:\n",
+		cfg.runs, cfg.endpoints, cfg.slow, cfg.events)
 	fmt.Fprintf(w, "  baseline, outbox rows stored by %d writers:     %7.0f rows/s\n", cfg.writers, insert)
 	fmt.Fprintf(w, "  drain, rows delivered and recorded:           %7.0f rows/s   drain/baseline %.2f (median of the runs' ratios)\n", drain, ratio)
 	fmt.Fprintf(w, "  steady, rows written at %.0f/s (reached %.0f/s): backlog %d when writing stopped, gone %s later\n",

@@ -306,13 +306,14 @@ func (d *Deliverer) wallClock() time.Time {
 }
 
 // claim leases due rows in one statement, endpoint by endpoint: each API key's oldest due rows, as
-// many as its quota (firstQuota unless keys and quotas say otherwise), so one endpoint's backlog
-// is never read to reach another's rows. SKIP LOCKED lets concurrent deliverers take disjoint
-// rows, and moving next_attempt_at forward by the lease hides the rows from them after this
-// commits, until the lease runs out. A deliverer that dies mid-pass thus delays its rows by at
-// most the lease. Counting the attempt here, not after the request, keeps a row that crashes its
-// deliverer every time from being retried forever. Rows of keys without a webhook URL are settled
-// here too: they need no request, and a commit each would cost as much as the intake's. The
+// many as its quota (firstQuota unless keys and quotas say otherwise), so one endpoint's backlog is
+// never read to reach another's rows. SKIP LOCKED lets concurrent deliverers take disjoint rows,
+// and moving next_attempt_at forward by the lease hides the rows from them after this commits,
+// until the lease runs out. A deliverer that dies mid-pass thus delays its rows by at most the
+// lease. Every key is visited, an index probe each: a desk has tens of bots, and a key without due
+// rows costs one probe. Counting the attempt here, not after the request, keeps a row that crashes
+// its deliverer every time from being retried forever. Rows of keys without a webhook URL are
+// settled here too: they need no request, and a commit each would cost as much as the intake's. The
 // claimed ids are handed to the UPDATE as an array, which it looks up by primary key: joined as a
 // set, whose size the planner cannot know from the LIMITs, they made it hash the whole outbox,
 // delivered rows and all, on every claim.

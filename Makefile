@@ -4,17 +4,19 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk soak db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
 
-## run: build, find or start a local PostgreSQL, seed the demo, and serve on :8080.
+## run: build, find or start a local PostgreSQL, seed the demo, and serve on :8080. The demo desk
+## lets webhooks go to private addresses (WEBHOOK_ALLOW_PRIVATE=1), where a bot under development
+## listens; set WEBHOOK_ALLOW_PRIVATE=0 to try the refusal.
 run: build
 	@url="$${DATABASE_URL:-$$(scripts/localdb handoffdesk)}" && \
 		DATABASE_URL="$$url" bin/web seed-demo && \
 		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
-		DATABASE_URL="$$url" exec bin/web serve
+		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" exec bin/web serve
 
 ## test: every test, against real PostgreSQL and headless Chromium.
 test:
@@ -58,6 +60,11 @@ bench-intake:
 bench-desk:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchdesk $(BENCH_FLAGS)
+
+## bench-webhook: webhook delivery against bots that answer at once, vs outbox INSERTs on the same PostgreSQL, ~1 minute.
+bench-webhook:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchwebhook $(BENCH_FLAGS)
 
 ## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion) on a private loopback cluster, about 4 minutes (SOAK_FLAGS=-quick: about 1).
 soak: build

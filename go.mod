@@ -3,6 +3,7 @@ module github.com/handoffdesk/desk
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/a-h/templ v0.3.977
 	github.com/chromedp/chromedp v0.22.1
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875

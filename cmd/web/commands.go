@@ -109,12 +109,18 @@ func apikeyAdd(ctx context.Context, args []string, getenv func(string) string, s
 	if err := required("apikey add", map[string]string{"name": name, "queues": queues}); err != nil {
 		return err
 	}
+	allowPrivate, err := allowPrivateWebhooks(getenv)
+	if err != nil {
+		return err
+	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		queueIDs, err := queue.NewService(db).IDsByName(ctx, queue.SplitNames(queues))
 		if err != nil {
 			return fmt.Errorf("apikey add: %w", err)
 		}
-		key, err := auth.NewService(db).CreateAPIKey(ctx, auth.NewAPIKey{Name: name, QueueIDs: queueIDs, WebhookURL: webhookURL})
+		key, err := auth.NewService(db).CreateAPIKey(ctx, auth.NewAPIKey{
+			Name: name, QueueIDs: queueIDs, WebhookURL: webhookURL, AllowPrivateWebhook: allowPrivate,
+		})
 		if err != nil {
 			return fmt.Errorf("apikey add: %w", err)
 		}

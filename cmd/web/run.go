@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ commands:
   seed-demo    create demo queues, users and a bot key, and print them
 
 environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES,
-             TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, LOG_FORMAT (text|json)
+             TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, WEBHOOK_ALLOW_PRIVATE, LOG_FORMAT (text|json)
 `
 
 // run is the whole program; main only wires it to the process. Tests call it directly.
@@ -143,6 +144,20 @@ func duration(getenv func(string) string, name string, def time.Duration) (time.
 		return 0, fmt.Errorf("%s: want a duration such as 5s or 1m, not %q", name, v)
 	}
 	return d, nil
+}
+
+// allowPrivateWebhooks reads WEBHOOK_ALLOW_PRIVATE, which lets webhook URLs point at loopback and
+// private addresses: for local development and tests, in serve and in apikey add alike.
+func allowPrivateWebhooks(getenv func(string) string) (bool, error) {
+	v := getenv("WEBHOOK_ALLOW_PRIVATE")
+	if v == "" {
+		return false, nil
+	}
+	allow, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("WEBHOOK_ALLOW_PRIVATE: want 1 or 0, not %q", v)
+	}
+	return allow, nil
 }
 
 // withDB opens the database, brings its schema up to date, and runs f.

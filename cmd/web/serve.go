@@ -17,6 +17,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // defaultDrainPeriod is how long a stopping server keeps serving with /readyz at 503 when
@@ -48,6 +49,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	allowPrivate, err := allowPrivateWebhooks(getenv)
+	if err != nil {
+		return err
+	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -67,7 +72,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())
 		}
 		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL, "login", cfg.BaseURL+"/login")
-		return instance.Run(ctx, instance.Options{Server: cfg, DatabaseURL: databaseURL(getenv)}, logger, db, ln)
+		return instance.Run(ctx, instance.Options{
+			Server: cfg, DatabaseURL: databaseURL(getenv), Webhook: webhook.Options{AllowPrivate: allowPrivate},
+		}, logger, db, ln)
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // APIKey is a bot's credential: which queues it may send to and where its webhooks go.
@@ -33,6 +33,9 @@ type NewAPIKey struct {
 	Name       string
 	QueueIDs   []int64
 	WebhookURL string
+	// AllowPrivateWebhook lets the webhook URL point at a loopback, private or other address that
+	// is not public: the deployment's WEBHOOK_ALLOW_PRIVATE, not the key's own choice.
+	AllowPrivateWebhook bool
 }
 
 // IssuedAPIKey is a new key with the two secrets shown once and never again.
@@ -61,7 +64,7 @@ func hashKey(key string) []byte {
 	return sum[:]
 }
 
-func (n *NewAPIKey) validate() error {
+func (n *NewAPIKey) validate(ctx context.Context) error {
 	n.Name = strings.TrimSpace(n.Name)
 	if n.Name == "" || len(n.Name) > 100 {
 		return desk.Errorf(desk.Invalid, "key name must be 1-100 characters")
@@ -70,17 +73,14 @@ func (n *NewAPIKey) validate() error {
 		return desk.Errorf(desk.Invalid, "a key needs at least one queue")
 	}
 	if n.WebhookURL != "" {
-		u, err := url.Parse(n.WebhookURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return desk.Errorf(desk.Invalid, "webhook url %q must be an absolute http(s) URL", n.WebhookURL)
-		}
+		return webhook.CheckURL(ctx, n.WebhookURL, n.AllowPrivateWebhook)
 	}
 	return nil
 }
 
 // CreateAPIKey issues a key. The key itself is stored only as a hash.
 func (s *Service) CreateAPIKey(ctx context.Context, n NewAPIKey) (IssuedAPIKey, error) {
-	if err := n.validate(); err != nil {
+	if err := n.validate(ctx); err != nil {
 		return IssuedAPIKey{}, err
 	}
 	body, err := randomToken(32)
@@ -97,7 +97,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, n NewAPIKey) (IssuedAPIKey, 
 // InsertAPIKeyWithSecrets stores a key whose secrets the caller chose. Only the demo seed uses it,
 // so that the printed demo key stays the same across `make run`s.
 func (s *Service) InsertAPIKeyWithSecrets(ctx context.Context, n NewAPIKey, key, webhookSecret string) (IssuedAPIKey, error) {
-	if err := n.validate(); err != nil {
+	if err := n.validate(ctx); err != nil {
 		return IssuedAPIKey{}, err
 	}
 	if !strings.HasPrefix(key, keyPrefix) || len(key) < prefixLength+16 {

@@ -2,10 +2,14 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +23,61 @@ func within(t *testing.T, what string, got, want time.Time, tolerance time.Durat
 	t.Helper()
 	if d := got.Sub(want); d < -tolerance || d > tolerance {
 		t.Errorf("%s = %s, want %s ± %s", what, got, want, tolerance)
+	}
+}
+
+// verifies is the README's recipe for bot authors: HMAC-SHA256 under the webhook secret of the
+// X-Handoff-Timestamp header, a dot and the raw body, compared in constant time with each v1 entry
+// of X-Handoff-Webhook-Signature.
+func verifies(secret, timestamp string, body []byte, header string) bool {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(timestamp + "." + string(body)))
+	want := []byte(hex.EncodeToString(mac.Sum(nil)))
+	for entry := range strings.SplitSeq(header, ",") {
+		if sig, ok := strings.CutPrefix(strings.TrimSpace(entry), "v1="); ok && hmac.Equal([]byte(sig), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// legacySignature is X-Handoff-Signature as bots verified it before v1: the body alone.
+func legacySignature(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func TestSignatureCoversTheTimestamp(t *testing.T) {
+	t.Parallel()
+	f := setup(t, always(http.StatusOK))
+	f.enqueue(t, "h1", "accepted")
+	deliverDue(t, f.deliverer(t, webhook.Options{}))
+	got := f.bot.receipts()
+	if len(got) != 1 {
+		t.Fatalf("bot received %d requests, want 1", len(got))
+	}
+	h, body := got[0].header, got[0].body
+	timestamp, signature := h.Get("X-Handoff-Timestamp"), h.Get("X-Handoff-Webhook-Signature")
+	if !verifies(f.key.WebhookSecret, timestamp, body, signature) {
+		t.Fatalf("signature %q does not verify for timestamp %s", signature, timestamp)
+	}
+	ts, err := strconv.ParseInt(timestamp, 10, 64)
+	if err != nil {
+		t.Fatalf("X-Handoff-Timestamp %q: %v", timestamp, err)
+	}
+	for name, tc := range map[string]struct {
+		secret, timestamp string
+		body              []byte
+	}{
+		"replayed an hour later": {f.key.WebhookSecret, strconv.FormatInt(ts+3600, 10), body},
+		"timestamp a second off": {f.key.WebhookSecret, strconv.FormatInt(ts-1, 10), body},
+		"tampered body":          {f.key.WebhookSecret, timestamp, append(append([]byte(nil), body...), ' ')},
+		"another key's secret":   {"whsec_other", timestamp, body},
+	} {
+		if verifies(tc.secret, tc.timestamp, tc.body, signature) {
+			t.Errorf("%s: the signature still verifies", name)
+		}
 	}
 }
 
@@ -40,8 +99,11 @@ func TestDeliverySignedWithHeaders(t *testing.T) {
 		t.Fatalf("bot received %d requests, want 1", len(got))
 	}
 	h, body := got[0].header, got[0].body
-	if h.Get("X-Handoff-Signature") != webhook.Sign(f.key.WebhookSecret, body) {
-		t.Errorf("signature %q does not verify with the key's secret", h.Get("X-Handoff-Signature"))
+	if !verifies(f.key.WebhookSecret, h.Get("X-Handoff-Timestamp"), body, h.Get("X-Handoff-Webhook-Signature")) {
+		t.Errorf("X-Handoff-Webhook-Signature %q does not verify with the key's secret by the README's recipe", h.Get("X-Handoff-Webhook-Signature"))
+	}
+	if h.Get("X-Handoff-Signature") != legacySignature(f.key.WebhookSecret, body) {
+		t.Errorf("X-Handoff-Signature %q is not the body's signature that bots verified before v1", h.Get("X-Handoff-Signature"))
 	}
 	var p map[string]string
 	if err := json.Unmarshal(body, &p); err != nil {

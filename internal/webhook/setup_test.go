@@ -35,9 +35,7 @@ func setup(t *testing.T, respond func(n int, r *http.Request) int) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	db := pgtest.New(t)
-	b := &bot{respond: respond}
-	b.server = httptest.NewServer(b)
-	t.Cleanup(b.server.Close)
+	b := newBot(t, respond)
 
 	q, err := queue.NewService(db).Create(ctx, queue.New{Name: "q1"})
 	if err != nil {
@@ -49,17 +47,28 @@ func setup(t *testing.T, respond func(n int, r *http.Request) int) *fixture {
 	return f
 }
 
+// apiKey creates a key whose webhooks go to webhookURL. The test bots listen on 127.0.0.1, which
+// only WEBHOOK_ALLOW_PRIVATE lets a key point at.
 func (f *fixture) apiKey(t *testing.T, name, webhookURL string) auth.IssuedAPIKey {
 	t.Helper()
-	key, err := auth.NewService(f.db).CreateAPIKey(t.Context(),
-		auth.NewAPIKey{Name: name, QueueIDs: []int64{f.queueID}, WebhookURL: webhookURL})
+	key, err := auth.NewService(f.db).CreateAPIKey(t.Context(), auth.NewAPIKey{
+		Name: name, QueueIDs: []int64{f.queueID}, WebhookURL: webhookURL, AllowPrivateWebhook: true,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return key
 }
 
+// deliverer returns a deliverer on the fixture's clock that may send to the test bots on
+// 127.0.0.1 (WEBHOOK_ALLOW_PRIVATE).
 func (f *fixture) deliverer(t *testing.T, opts webhook.Options) *webhook.Deliverer {
+	opts.AllowPrivate = true
+	return f.strictDeliverer(t, opts)
+}
+
+// strictDeliverer is a deliverer as opts say, on the fixture's clock unless they name another.
+func (f *fixture) strictDeliverer(t *testing.T, opts webhook.Options) *webhook.Deliverer {
 	if opts.Now == nil {
 		opts.Now = f.clock.Now
 	}
@@ -122,6 +131,14 @@ func deliverDue(t *testing.T, d *webhook.Deliverer) int {
 type receipt struct {
 	header http.Header
 	body   []byte
+}
+
+// newBot starts a bot on 127.0.0.1 answering each request with respond(n, r), n counting from 1.
+func newBot(t *testing.T, respond func(n int, r *http.Request) int) *bot {
+	b := &bot{respond: respond}
+	b.server = httptest.NewServer(b)
+	t.Cleanup(b.server.Close)
+	return b
 }
 
 // bot is the receiving end of the webhooks, recording every request.

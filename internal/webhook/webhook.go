@@ -1,7 +1,10 @@
 // Package webhook tells each bot about every status change of its handoff packages. A change
 // writes an outbox row in the transaction that makes it (Queue), so a bot hears about exactly
 // the changes that committed; a Deliverer then POSTs the rows, signed with the key's secret,
-// retrying with backoff until the bot answers 2xx (at-least-once, deduplicated by event id).
+// retrying with backoff until the bot answers 2xx (at-least-once, deduplicated by event id). Each
+// bot's endpoint has requests and a breaker of its own, so one slow or failing endpoint delays
+// nobody else's webhooks; and webhooks go only to public addresses unless the deployment allows
+// private ones (CheckURL).
 package webhook
 
 import (
@@ -96,12 +99,33 @@ func insert(events []Event) (string, []any, error) {
 		[]any{ids, keys, handoffs, names, bodies}, nil
 }
 
-const signaturePrefix = "sha256="
+// The headers a bot checks a delivery with. The signature covers the timestamp, so that a
+// delivery captured on its way cannot be replayed later: the bot refuses a timestamp too far from
+// its own clock, and changing the timestamp breaks the signature. Each attempt is stamped and
+// signed afresh, so a retry an hour later still passes that check.
+const (
+	timestampHeader = "X-Handoff-Timestamp"
+	// A comma-separated list of version=signature entries, of which a bot accepts any it can
+	// verify. A secret rotation sends one per secret ("v1=<new>, v1=<old>") and a later scheme
+	// can stand beside v1, neither changing the header's format again.
+	signatureHeader = "X-Handoff-Webhook-Signature"
+	// The signature of the body alone, as before v1: kept while bots move over (see the README),
+	// because bots that check only it would otherwise refuse every delivery.
+	legacySignatureHeader = "X-Handoff-Signature"
+)
 
-// Sign returns the X-Handoff-Signature value for body: "sha256=" and the hex HMAC-SHA256 of the
-// body under the key's webhook secret.
-func Sign(secret string, body []byte) string {
+// signature is the v1 entry of X-Handoff-Webhook-Signature: "v1=" and the hex HMAC-SHA256 of the
+// timestamp, a dot and the body, under the key's webhook secret (as Stripe and Svix sign).
+func signature(secret, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(timestamp + "."))
+	mac.Write(body)
+	return "v1=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// legacySignature is X-Handoff-Signature: "sha256=" and the hex HMAC-SHA256 of the body alone.
+func legacySignature(secret string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
-	return signaturePrefix + hex.EncodeToString(mac.Sum(nil))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }

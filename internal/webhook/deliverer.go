@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/commit"
+	"github.com/handoffdesk/desk/internal/postgres"
 )
 
 // States of an outbox row.
@@ -151,12 +152,12 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	var sending sync.WaitGroup
 	defer sending.Wait()
 	for {
-		_, err := d.pass(ctx, &sending, func(err error) { d.logger.Error("webhook delivery", "err", err) })
+		_, err := d.pass(ctx, &sending, func(err error) { d.logFailure("webhook delivery", err) })
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			d.logger.Error("webhook delivery pass", "err", err)
+			d.logFailure("webhook delivery pass", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -165,6 +166,16 @@ func (d *Deliverer) Run(ctx context.Context) error {
 		case <-time.After(d.opts.PollInterval):
 		}
 	}
+}
+
+// logFailure logs a failure of the deliverer's own database work: a warning while the database is
+// out of reach, which the next pass rides out, and an error otherwise.
+func (d *Deliverer) logFailure(msg string, err error) {
+	if postgres.OutOfReach(err) {
+		d.logger.Warn(msg+": the database is out of reach; retrying", "err", err)
+		return
+	}
+	d.logger.Error(msg, "err", err)
 }
 
 // DeliverDue runs one pass and waits for it: it claims the rows that are due and that their

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/logtest"
 	"github.com/handoffdesk/desk/internal/webhook"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // within fails unless got is want give or take tolerance; the database keeps microseconds.
@@ -526,4 +529,26 @@ func TestLateResultDoesNotOverwriteANewerClaim(t *testing.T) {
 		t.Errorf("row = %+v, want the second claim's 503 on attempt 2, not the late 500", row)
 	}
 	within(t, "next_attempt_at", row.NextAttemptAt, retryAt, 2*base/5)
+}
+
+// A database out of reach is an outage the deliverer rides out, pass after pass: warnings, not
+// ERROR lines, so that a restart of PostgreSQL does not page anyone.
+func TestDeliveryWarnsWhileTheDatabaseIsOutOfReach(t *testing.T) {
+	t.Parallel()
+	away, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer away.Close()
+	logs, logger := logtest.New()
+	d := webhook.NewDeliverer(away, logger, webhook.Options{PollInterval: 10 * time.Millisecond})
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	rec := logs.Wait(t, "a failed pass", func(r slog.Record) bool { return strings.HasPrefix(r.Message, "webhook delivery pass") })
+	stop()
+	<-done
+	if rec.Level != slog.LevelWarn {
+		t.Fatalf("a pass while the database is out of reach logged %s %q, want a warning", rec.Level, rec.Message)
+	}
 }

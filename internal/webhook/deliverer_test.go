@@ -547,7 +547,9 @@ func TestDeliveryWarnsWhileTheDatabaseIsOutOfReach(t *testing.T) {
 	go func() { done <- d.Run(ctx) }()
 	rec := logs.Wait(t, "a failed pass", func(r slog.Record) bool { return strings.HasPrefix(r.Message, "webhook delivery pass") })
 	stop()
-	<-done
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil after its context ends", err)
+	}
 	if rec.Level != slog.LevelWarn {
 		t.Fatalf("a pass while the database is out of reach logged %s %q, want a warning", rec.Level, rec.Message)
 	}

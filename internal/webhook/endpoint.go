@@ -34,7 +34,8 @@ func (e *endpoint) quota(now time.Time, maxInFlight int, wait time.Duration) int
 		if e.requestTime > 0 {
 			rounds = min(int(wait/e.requestTime), maxAheadRounds)
 		}
-		return (1+rounds)*maxInFlight - e.claimed
+		// Rows claimed while its requests were quicker may be more than it may have now.
+		return max((1+rounds)*maxInFlight-e.claimed, 0)
 	case now.Before(e.openUntil) || e.claimed > 0:
 		return 0
 	default:

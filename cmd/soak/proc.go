@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -100,3 +102,28 @@ func runCommand(name, path string, args, env []string, cred *syscall.Credential)
 	}
 	return out.String(), nil
 }
+
+// tail is the last n lines of a log, for an error message.
+func tail(path string, n int) string {
+	raw, err := os.ReadFile(path) //nolint:gosec // G304: a log in the run's own directory.
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// sleepUntil waits until t or until ctx is done.
+func sleepUntil(ctx context.Context, t time.Time) error { return sleep(ctx, time.Until(t)) }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/loadtest"
+	"github.com/handoffdesk/desk/internal/postgres/cluster"
 )
 
 const (
@@ -33,7 +34,7 @@ type soak struct {
 	out     io.Writer
 	dir     string
 	web     string
-	pg      *cluster
+	pg      *postmaster
 	example map[string]any // the example package, as JSON
 	client  *http.Client
 	cleanup loadtest.Cleanup
@@ -81,7 +82,7 @@ func soakAll(ctx context.Context, cfg config, out io.Writer) (failures []string,
 		return nil, err
 	}
 	t := time.Now()
-	if s.pg, err = newCluster(s.dir); err != nil {
+	if s.pg, err = newPostmaster(ctx, s.dir); err != nil {
 		return nil, err
 	}
 	// Registered first: a start that fails half-way may leave a postmaster running.
@@ -94,7 +95,7 @@ func soakAll(ctx context.Context, cfg config, out io.Writer) (failures []string,
 		return nil, err
 	}
 	fmt.Fprintf(out, "PostgreSQL: %s\n            private cluster on 127.0.0.1:%d in %s, ready in %s\n",
-		version, s.pg.port, s.dir, time.Since(t).Round(time.Millisecond))
+		version, s.pg.Port, s.dir, time.Since(t).Round(time.Millisecond))
 	fmt.Fprintf(out, "web:        %s serve, pool_max_conns=%d, DRAIN_PERIOD=0s, WEBHOOK_ALLOW_PRIVATE=1\n", s.web, cfg.poolConns)
 
 	var sections []*section
@@ -186,7 +187,7 @@ type app struct {
 
 // startApp starts an instance on a free loopback port and waits until /readyz answers 200.
 func (s *soak) startApp(ctx context.Context, name, dbURL string, extraEnv ...string) (*app, error) {
-	port, err := freePort()
+	port, err := cluster.FreePort()
 	if err != nil {
 		return nil, err
 	}

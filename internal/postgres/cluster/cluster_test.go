@@ -27,7 +27,9 @@ func TestNewServesOnItsPortWithTheCallersSettings(t *testing.T) {
 	if out, err := c.Run(t.Context(), "pg_ctl", "--pgdata", c.Data(), "--log", c.Log(), "--wait", "start"); err != nil {
 		t.Fatalf("pg_ctl start: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _, _ = c.Run(context.Background(), "pg_ctl", "--pgdata", c.Data(), "--mode", "immediate", "--wait", "stop") })
+	t.Cleanup(func() {
+		_, _ = c.Run(context.Background(), "pg_ctl", "--pgdata", c.Data(), "--mode", "immediate", "--wait", "stop")
+	})
 
 	conn, err := pgx.Connect(t.Context(), c.URL("postgres"))
 	if err != nil {

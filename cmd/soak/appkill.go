@@ -76,7 +76,7 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 	fmt.Fprintf(s.out, "  %d agents working, %d on each instance (A %s, B %s)\n", len(emails), len(emails)/2, apps[0].base, apps[1].base)
 	var reviveTook time.Duration
 	err = func() error {
-		if err := sleep(ctx, cfg.appkillRun/3); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.appkillRun/3); err != nil {
 			return err
 		}
 		r.killAt = time.Now()
@@ -85,7 +85,7 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 			return err
 		}
 		fmt.Fprintf(s.out, "  +%s kill -9 instance B (pid %d)\n", seconds(r.killAt.Sub(start)), apps[1].pid())
-		if err := sleepUntil(ctx, r.killAt.Add(cfg.appkillRevive)); err != nil {
+		if err := loadtest.SleepUntil(ctx, r.killAt.Add(cfg.appkillRevive)); err != nil {
 			return err
 		}
 		if reviveTook, err = s.restartApp(ctx, apps[1]); err != nil {
@@ -214,7 +214,7 @@ func (s *soak) fill(ctx context.Context, apps [2]*app, key string, n int) error 
 						errs.Add(fmt.Errorf("%s: %s", id, a.kind()))
 						return
 					}
-					if sleep(ctx, jitter(firstBackoff)) != nil {
+					if loadtest.Sleep(ctx, jitter(firstBackoff)) != nil {
 						return
 					}
 				}
@@ -276,9 +276,9 @@ func (r *claimRun) agent(ctx context.Context, i int, token string, stopAt time.T
 			case a.err != nil:
 				ambiguous = ambiguous || !strings.Contains(a.err.Error(), "connection refused")
 				on = 1 - on
-				_ = sleep(ctx, 20*time.Millisecond) // both instances may be down a moment; a cancelled sleep ends the loop
+				_ = loadtest.Sleep(ctx, 20*time.Millisecond) // both instances may be down a moment; a cancelled sleep ends the loop
 			case a.status == http.StatusServiceUnavailable:
-				_ = sleep(ctx, jitter(200*time.Millisecond)) // a cancelled sleep ends the loop above
+				_ = loadtest.Sleep(ctx, jitter(200*time.Millisecond)) // a cancelled sleep ends the loop above
 			default:
 				return a, ambiguous
 			}
@@ -308,11 +308,11 @@ func (r *claimRun) agent(ctx context.Context, i int, token string, stopAt time.T
 			if blockedSince.IsZero() {
 				blockedSince = t
 			}
-			_ = sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
 			continue
 		case a.status != http.StatusSeeOther || !reserved:
 			r.errs.Add(fmt.Errorf("next: %s", a.kind()))
-			_ = sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
 			continue
 		}
 		if !blockedSince.IsZero() {
@@ -483,7 +483,7 @@ func waitNoReservations(ctx context.Context, db *pgxpool.Pool, limit time.Durati
 		if n == 0 || time.Since(t) > limit {
 			return time.Since(t), nil
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return 0, err
 		}
 	}

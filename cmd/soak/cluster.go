@@ -48,7 +48,7 @@ func (pm *postmaster) start(ctx context.Context) error {
 		if err == nil || p.running() || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -69,7 +69,7 @@ func (pm *postmaster) waitReady(ctx context.Context, deadline time.Time) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres did not accept connections within %s: %w", cluster.Timeout, err)
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -148,14 +148,14 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 	waitSlow := func() {}
 	var slowAt, stopAt, drainedAt time.Time
 	err = func() error {
-		if err := sleep(ctx, cfg.hookIntake/3); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.hookIntake/3); err != nil {
 			return err
 		}
 		slowAt = time.Now()
 		ph.mark(0, slowAt)
 		waitSlow = slowIn.bots(ctx, 1, time.Duration(float64(time.Second)/cfg.hookSlowRate))
 		fmt.Fprintf(s.out, "  +%s a bot starts posting %.0f/s for the slow receiver\n", seconds(slowAt.Sub(start)), cfg.hookSlowRate)
-		if err := sleepUntil(ctx, start.Add(cfg.hookIntake)); err != nil {
+		if err := loadtest.SleepUntil(ctx, start.Add(cfg.hookIntake)); err != nil {
 			return err
 		}
 		fastIn.stop()
@@ -300,7 +300,7 @@ func waitDelivered(ctx context.Context, r *receiver, in *intake, limit time.Time
 		if time.Now().After(limit) {
 			return time.Time{}, nil
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return time.Time{}, err
 		}
 	}
@@ -322,7 +322,7 @@ func sampleBacklog(ctx context.Context, db *pgxpool.Pool) (stop func() []backlog
 			if err == nil {
 				samples = append(samples, sample)
 			}
-			_ = sleep(ctx, time.Second) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, time.Second) // a cancelled sleep ends the loop
 		}
 	}()
 	return func() []backlogSample {

@@ -49,7 +49,7 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 	fmt.Fprintf(s.out, "  %d bots posting to %s\n", cfg.pgkillBots, a.base)
 	var killAt, restartAt, readyAt time.Time
 	err = func() error {
-		if err := sleep(ctx, cfg.pgkillBefore); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.pgkillBefore); err != nil {
 			return err
 		}
 		killAt = time.Now()
@@ -58,7 +58,7 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 			return err
 		}
 		fmt.Fprintf(s.out, "  +%s kill -9 postmaster (pid %d)\n", seconds(killAt.Sub(start)), s.pg.proc.pid())
-		if err := sleep(ctx, cfg.pgkillOutage); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.pgkillOutage); err != nil {
 			return err
 		}
 		restartAt = time.Now()
@@ -71,7 +71,7 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 		ph.mark(2, readyAt)
 		fmt.Fprintf(s.out, "  +%s PostgreSQL started again (%d start(s)), accepting connections after %s of crash recovery\n",
 			seconds(restartAt.Sub(start)), s.pg.starts-starts, seconds(readyAt.Sub(restartAt)))
-		return sleep(ctx, cfg.pgkillAfter)
+		return loadtest.Sleep(ctx, cfg.pgkillAfter)
 	}()
 	in.stop()
 	stopAt := time.Now()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 const poolQueue = "pool"
@@ -76,7 +78,7 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 	start := time.Now()
 	var lockAt, releaseAt time.Time
 	err = func() error {
-		if err := sleep(ctx, cfg.poolBefore); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.poolBefore); err != nil {
 			return err
 		}
 		conn, err := pgx.Connect(ctx, dbURL)
@@ -94,7 +96,7 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 		lockAt = time.Now()
 		ph.mark(0, lockAt)
 		fmt.Fprintf(s.out, "  +%s ACCESS EXCLUSIVE on handoffs taken\n", seconds(lockAt.Sub(start)))
-		sleepErr := sleep(ctx, cfg.poolHold)
+		sleepErr := loadtest.Sleep(ctx, cfg.poolHold)
 		if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
@@ -104,7 +106,7 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 		if sleepErr != nil {
 			return sleepErr
 		}
-		return sleep(ctx, cfg.poolAfter)
+		return loadtest.Sleep(ctx, cfg.poolAfter)
 	}()
 	patient.stop()
 	stopLoad()
@@ -115,7 +117,7 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 		return nil, err
 	}
 	// A package whose client left is logged once its batch answers, a moment after the release.
-	if err := sleep(ctx, 2*time.Second); err != nil {
+	if err := loadtest.Sleep(ctx, 2*time.Second); err != nil {
 		return nil, err
 	}
 	if err := stopApps(a); err != nil {
@@ -229,7 +231,7 @@ func (p *poolRun) reader(ctx context.Context, i int) {
 		p.reads.add(phase, a.kind())
 		p.observe(phase, a)
 		if a.retryable() {
-			_ = sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
 		}
 	}
 }
@@ -259,7 +261,7 @@ func (p *poolRun) leaver(ctx context.Context, timeout time.Duration) {
 			// answer did not come in time.
 			in.giveUpOn(id)
 			if a.err == nil {
-				_ = sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
+				_ = loadtest.Sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
 			}
 		default:
 			in.unexpected.Add(fmt.Errorf("%s: %s", id, a.kind()))
@@ -281,6 +283,6 @@ func (p *poolRun) poll(ctx context.Context, path string, t *tally) {
 			kind = fmt.Sprintf("%d", status)
 		}
 		t.add(p.phases.at(time.Now()), kind)
-		_ = sleep(ctx, 250*time.Millisecond) // a cancelled sleep ends the loop
+		_ = loadtest.Sleep(ctx, 250*time.Millisecond) // a cancelled sleep ends the loop
 	}
 }

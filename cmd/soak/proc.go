@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -112,18 +111,3 @@ func tail(path string, n int) string {
 	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
-
-// sleep waits for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// sleepUntil waits until t or until ctx is done.
-func sleepUntil(ctx context.Context, t time.Time) error { return sleep(ctx, time.Until(t)) }

@@ -224,7 +224,7 @@ func (s *soak) restartApp(ctx context.Context, a *app) (time.Duration, error) {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%s: /readyz did not answer 200 within %s; the end of %s:\n%s", a.name, appStartLimit, a.logPath, tail(a.logPath, 5))
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return 0, err
 		}
 	}

@@ -31,13 +31,11 @@ const (
 // that agent's in the event log.
 func (s *soak) appKill(ctx context.Context) (*section, error) {
 	cfg := s.cfg
-	dbURL, err := s.pg.createDatabase(ctx, "soak_appkill")
+	dbURL, db, err := s.newDatabase(ctx, "soak_appkill", claimsQueue, "--reservation-timeout", cfg.reservation.String())
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cli(dbURL, "queue", "add", "--name", claimsQueue, "--reservation-timeout", cfg.reservation.String()); err != nil {
-		return nil, err
-	}
+	defer db.Close()
 	key, err := s.apiKey(dbURL, "appkill-bot", claimsQueue, "")
 	if err != nil {
 		return nil, err
@@ -102,24 +100,16 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(ctx, dbURL)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 	// Reservations whose answers the kill lost are the sweeper's to return.
 	swept, err := waitNoReservations(ctx, db, cfg.reservation+2*sweepEvery+2*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	if err := stopApps(apps[:]...); err != nil {
-		return nil, err
-	}
-	audit, err := r.audit(ctx, db, emails)
+	_, logs, err := wrapUp(ctx, db, apps[:])
 	if err != nil {
 		return nil, err
 	}
-	logs, err := readLogs(apps[0].logPath, apps[1].logPath)
+	audit, err := r.audit(ctx, db, emails)
 	if err != nil {
 		return nil, err
 	}
@@ -157,12 +147,8 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 	for _, p := range r.phases.names {
 		sec.info("next→accept→resolve cycle, "+p, p50p90max(r.cycles[p]))
 	}
-	if n := r.errs.Count(); n > 0 {
-		sec.expect("actions with unexpected answers", fmt.Sprintf("%d, first: %q", n, r.errs.Samples()), "0", false)
-	}
-	for _, l := range r.tally.lines() {
-		sec.note("answers %s", l)
-	}
+	sec.unexpected("actions with unexpected answers", &r.errs)
+	sec.answers("answers", r.tally)
 	sec.note("the instances logged: %s", logs.warningLine())
 	return sec, nil
 }

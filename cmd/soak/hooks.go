@@ -113,13 +113,11 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 		return nil, err
 	}
 	defer func() { _ = slow.close() }() // as above
-	dbURL, err := s.pg.createDatabase(ctx, "soak_hooks")
+	dbURL, db, err := s.newDatabase(ctx, "soak_hooks", hooksQueue)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cli(dbURL, "queue", "add", "--name", hooksQueue); err != nil {
-		return nil, err
-	}
+	defer db.Close()
 	fastKey, err := s.apiKey(dbURL, "fast-bot", hooksQueue, fast.url)
 	if err != nil {
 		return nil, err
@@ -132,11 +130,6 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(ctx, dbURL)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 
 	ph := newPhases("slow receiver idle", "slow receiver hanging", "intake stopped")
 	fastIn := s.newIntake(a.base, fastKey, hooksQueue, "ho_fast", ph, cfg.pgkillGiveUp)
@@ -174,24 +167,14 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := stopApps(a); err != nil {
+	ds, logs, err := wrapUp(ctx, db, []*app{a}, fastIn, slowIn)
+	if err != nil {
 		return nil, err
 	}
 	if err := errors.Join(fast.close(), slow.close()); err != nil {
 		return nil, err
 	}
-	fastD, err := fastIn.check(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	slowD, err := slowIn.check(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	logs, err := readLogs(a.logPath)
-	if err != nil {
-		return nil, err
-	}
+	fastD, slowD := ds[0], ds[1]
 
 	sec := &section{n: 3}
 	watched := stopAt.Add(cfg.hookDrain)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres/cluster"
 )
@@ -230,13 +232,45 @@ func (s *soak) restartApp(ctx context.Context, a *app) (time.Duration, error) {
 	}
 }
 
-// stopApps stops instances as a deployment does (SIGTERM), so their logs are complete.
-func stopApps(apps ...*app) error {
-	var errs []error
-	for _, a := range apps {
-		errs = append(errs, a.stop(syscall.SIGTERM, appStopGrace))
+// newDatabase creates a scenario's database on the cluster with one queue (flags: queue add's
+// after the name), and opens a small pool of the tool's own on it, to check what it holds.
+func (s *soak) newDatabase(ctx context.Context, name, queue string, flags ...string) (dbURL string, db *pgxpool.Pool, err error) {
+	if dbURL, err = s.pg.createDatabase(ctx, name); err != nil {
+		return "", nil, err
 	}
-	return errors.Join(errs...)
+	if _, err := s.cli(dbURL, append([]string{"queue", "add", "--name", queue}, flags...)...); err != nil {
+		return "", nil, err
+	}
+	u, err := loadtest.PoolURL(dbURL, 2)
+	if err != nil {
+		return "", nil, err
+	}
+	db, err = pgxpool.New(ctx, u.String())
+	return dbURL, db, err
+}
+
+// wrapUp ends a scenario's load: it stops the instances as a deployment does (SIGTERM), so that
+// their logs are complete, compares what each intake's bots were told with what db holds, and
+// reads the instances' logs.
+func wrapUp(ctx context.Context, db *pgxpool.Pool, apps []*app, intakes ...*intake) ([]durability, logSummary, error) {
+	var stopErrs []error
+	paths := make([]string, len(apps))
+	for i, a := range apps {
+		stopErrs = append(stopErrs, a.stop(syscall.SIGTERM, appStopGrace))
+		paths[i] = a.logPath
+	}
+	if err := errors.Join(stopErrs...); err != nil {
+		return nil, logSummary{}, err
+	}
+	ds := make([]durability, len(intakes))
+	for i, in := range intakes {
+		var err error
+		if ds[i], err = in.check(ctx, db); err != nil {
+			return nil, logSummary{}, err
+		}
+	}
+	logs, err := readLogs(paths...)
+	return ds, logs, err
 }
 
 // newClient is the HTTP client of the bots and agents: enough idle connections for every

@@ -76,7 +76,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		return nil, err
 	}
 	r.desk.dialed = time.Since(t0)
-	if err := sleepUntil(ctx, time.Now().Add(idleWait)); err != nil {
+	if err := loadtest.SleepUntil(ctx, time.Now().Add(idleWait)); err != nil {
 		return nil, err
 	}
 	r.desk.idle = snapshot()
@@ -111,7 +111,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 			posts = append(posts, post)
 			sizes = append(sizes, reply.Sizes[id])
 		}
-		if err := sleepUntil(ctx, time.Now().Add(eventGap)); err != nil {
+		if err := loadtest.SleepUntil(ctx, time.Now().Add(eventGap)); err != nil {
 			return nil, err
 		}
 	}
@@ -132,7 +132,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 		return nil, err
 	}
 	r.bare.dialed = time.Since(t0)
-	if err := sleepUntil(ctx, time.Now().Add(idleWait)); err != nil {
+	if err := loadtest.SleepUntil(ctx, time.Now().Add(idleWait)); err != nil {
 		return nil, err
 	}
 	r.bare.idle = snapshot()
@@ -152,7 +152,7 @@ func (b *bench) fanout(ctx context.Context, out io.Writer, res *result) (*fanout
 			return nil, err
 		}
 		r.bare.arrived(reply, key, t, i > 0)
-		if err := sleepUntil(ctx, time.Now().Add(eventGap)); err != nil {
+		if err := loadtest.SleepUntil(ctx, time.Now().Add(eventGap)); err != nil {
 			return nil, err
 		}
 	}

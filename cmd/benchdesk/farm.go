@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // The farm is a child process (this binary with farmEnv set) that holds the client sockets, the
@@ -61,9 +63,6 @@ type farmReply struct {
 	// Lost counts sockets whose reader ended before the close command (the server closed them).
 	Lost int `json:"lost"`
 }
-
-// sessionCookie is the desk's cookie name (server.sessionCookie, unexported).
-const sessionCookie = "desk_session"
 
 type farmSocket struct {
 	conn  *websocket.Conn
@@ -139,7 +138,7 @@ func (st *farmState) dial(ctx context.Context, cmd farmCommand) error {
 					header.Set("Origin", cmd.Origin)
 				}
 				if len(cmd.Cookies) > 0 {
-					header.Set("Cookie", sessionCookie+"="+cmd.Cookies[i%len(cmd.Cookies)])
+					header.Set("Cookie", loadtest.SessionCookie+"="+cmd.Cookies[i%len(cmd.Cookies)])
 				}
 				dialCtx, cancel := context.WithTimeout(ctx, dialTimeout)
 				conn, resp, err := dialer.DialContext(dialCtx, cmd.URL, header)

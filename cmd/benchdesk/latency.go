@@ -50,7 +50,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 		return nil, err
 	}
 	fmt.Fprintf(out, "  %d sockets on B (%d agents × %d) ready in %s\n", r.sockets, r.users, (r.sockets+r.users-1)/r.users, time.Since(t0).Round(time.Millisecond))
-	if err := sleepUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil { // presence flush, quiet start
+	if err := loadtest.SleepUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil { // presence flush, quiet start
 		return nil, err
 	}
 
@@ -70,7 +70,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, res *result) (*laten
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
-		if err := sleepUntil(ctx, start.Add(time.Duration(i)*interval)); err != nil {
+		if err := loadtest.SleepUntil(ctx, start.Add(time.Duration(i)*interval)); err != nil {
 			return nil, err
 		}
 		// Open loop: each POST has its own goroutine, so a slow answer does not delay the next.
@@ -171,7 +171,7 @@ func (b *bench) notifyRoundTrips(ctx context.Context, n int) ([]time.Duration, e
 		if i >= warmup {
 			out = append(out, time.Since(t))
 		}
-		if err := sleepUntil(ctx, time.Now().Add(2*time.Millisecond)); err != nil {
+		if err := loadtest.SleepUntil(ctx, time.Now().Add(2*time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}

@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -130,28 +129,12 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs.IntVar(&cfg.pageConcurrency, "page-concurrency", 4, "5: concurrent requests")
 	fs.DurationVar(&cfg.collectTimeout, "collect-timeout", 15*time.Second, "1, 2: how long to wait for every socket to receive a card")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the bench database at exit, for inspection (the report says how to connect)")
-	quick := fs.Bool("quick", false, "shrink every size for a smoke run (explicit flags still win)")
-	if err := loadtest.ParseFlags(fs, args); err != nil {
+	quick := loadtest.AddQuick(fs, "shrink every size for a smoke run (explicit flags still win)", quickSizes())
+	if err := quick.Parse(args); err != nil {
 		return config{}, "", err
 	}
-	if *quick {
-		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		for name, value := range quickSizes() {
-			if !given[name] {
-				if err := fs.Set(name, value); err != nil {
-					return config{}, "", err
-				}
-			}
-		}
-	}
-	if cfg.scenarios, err = loadtest.ParseInts(*scenarios); err != nil {
-		return config{}, "", fmt.Errorf("-scenarios: %w", err)
-	}
-	for _, s := range cfg.scenarios {
-		if s > 5 {
-			return config{}, "", fmt.Errorf("-scenarios: %d is not one of 1..5", s)
-		}
+	if cfg.scenarios, err = loadtest.ParseScenarios(*scenarios, 5); err != nil {
+		return config{}, "", err
 	}
 	if cfg.raceVia != "http" && cfg.raceVia != "actions" {
 		return config{}, "", fmt.Errorf("-race-via: %q is not http or actions", cfg.raceVia)
@@ -170,9 +153,5 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	if cfg.raceAgents > cfg.users {
 		return config{}, "", fmt.Errorf("-race-agents %d needs as many -users (%d)", cfg.raceAgents, cfg.users)
 	}
-	command = loadtest.CommandLine(fs, "quick")
-	if *quick {
-		command += " (-quick)"
-	}
-	return cfg, command, nil
+	return cfg, quick.CommandLine(), nil
 }

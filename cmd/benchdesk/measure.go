@@ -102,22 +102,6 @@ func sorted(d []time.Duration) []time.Duration {
 	return d
 }
 
-// sleepUntil waits for t or ctx.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
-}
-
 // loadAverage is the machine's 1-, 5- and 15-minute load: the cores are shared, and what else
 // runs moves every figure.
 func loadAverage() string {

@@ -226,7 +226,7 @@ func (b *bench) get(ctx context.Context, base, path, token string) (int, []byte,
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Cookie", sessionCookie+"="+token)
+	req.Header.Set("Cookie", loadtest.SessionCookie+"="+token)
 	resp, err := b.client.Do(req)
 	if err != nil {
 		return 0, nil, err

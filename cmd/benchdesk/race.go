@@ -186,7 +186,7 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 	}
 	r.webhooksWritten, r.webhooksPending = total1-total0, pending1
 	r.webhooksSettled = r.webhooksWritten - (pending1 - pending0)
-	if err := sleepUntil(ctx, time.Now().Add(cfg.webhookWatch)); err != nil {
+	if err := loadtest.SleepUntil(ctx, time.Now().Add(cfg.webhookWatch)); err != nil {
 		return nil, err
 	}
 	_, pending2, err := b.outboxCounts(ctx)
@@ -317,7 +317,7 @@ func (b *bench) form(ctx context.Context, base, path, token string, values url.V
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", base)
-	req.Header.Set("Cookie", sessionCookie+"="+token)
+	req.Header.Set("Cookie", loadtest.SessionCookie+"="+token)
 	resp, err := b.client.Do(req)
 	if err != nil {
 		return 0, "", err

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -334,7 +333,7 @@ func (b *bench) createPeople(ctx context.Context) error {
 	}
 
 	b.session = make([]string, len(b.users))
-	if b.session[0], err = b.login(ctx, b.b.url, b.users[0].Email); err != nil {
+	if b.session[0], err = loadtest.Login(ctx, b.client, b.b.url, b.users[0].Email, password); err != nil {
 		return err
 	}
 	return parallel(ctx, 8, len(b.users)-1, func(i int) error {
@@ -350,32 +349,6 @@ func userIDs(users []auth.User) []int64 {
 		ids[i] = u.ID
 	}
 	return ids
-}
-
-// login logs an agent in as a browser does (POST /login, form) and returns the session token.
-func (b *bench) login(ctx context.Context, base, email string) (string, error) {
-	form := url.Values{"email": {email}, "password": {password}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/login", strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", base)
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusSeeOther {
-		return "", fmt.Errorf("login %s: status %d, want 303", email, resp.StatusCode)
-	}
-	for _, c := range resp.Cookies() {
-		if c.Name == sessionCookie && c.Value != "" {
-			return c.Value, nil
-		}
-	}
-	return "", fmt.Errorf("login %s: no %s cookie", email, sessionCookie)
 }
 
 // handoffID names the nth package of a scenario; the card carrying it is "card-" + the id.

@@ -189,15 +189,13 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 	cleanup := &loadtest.Cleanup{}
 	teardown = cleanup.Run
 
-	if pgInfo, _, err = loadtest.DescribeServer(ctx, cfg.adminURL, "synchronous_commit", "fsync"); err != nil {
+	if pgInfo, err = loadtest.DescribeDurability(ctx, cfg.adminURL); err != nil {
 		return nil, "", teardown, err
 	}
-	pgInfo += " (as configured: commits are durable only if both are on)"
-	name, dbURL, err := loadtest.CreateDatabase(ctx, cfg.adminURL, "bench_intake_")
+	name, dbURL, err := cleanup.ScratchDatabase(ctx, cfg.adminURL, "bench_intake_")
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	cleanup.Add(func() error { return loadtest.DropDatabase(cfg.adminURL, name) })
 
 	b = &bench{dbName: name, dbURL: dbURL}
 	benchURL, err := loadtest.PoolURL(dbURL, cfg.serverConns)

@@ -292,15 +292,13 @@ func setUp(ctx context.Context, cfg config) (b *bench, pgInfo string, teardown f
 	cleanup := &loadtest.Cleanup{}
 	teardown = cleanup.Run
 
-	if pgInfo, _, err = loadtest.DescribeServer(ctx, cfg.adminURL, "synchronous_commit", "fsync"); err != nil {
+	if pgInfo, err = loadtest.DescribeDurability(ctx, cfg.adminURL); err != nil {
 		return nil, "", teardown, err
 	}
-	pgInfo += " (as configured: commits are durable only if both are on)"
-	name, dbURL, err := loadtest.CreateDatabase(ctx, cfg.adminURL, "bench_webhook_")
+	name, dbURL, err := cleanup.ScratchDatabase(ctx, cfg.adminURL, "bench_webhook_")
 	if err != nil {
 		return nil, "", teardown, err
 	}
-	cleanup.Add(func() error { return loadtest.DropDatabase(cfg.adminURL, name) })
 	b = &bench{dbName: name, dbURL: dbURL, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 
 	open := func(conns int) (*pgxpool.Pool, error) {

@@ -31,13 +31,11 @@ const (
 // that agent's in the event log.
 func (s *soak) appKill(ctx context.Context) (*section, error) {
 	cfg := s.cfg
-	dbURL, err := s.pg.createDatabase(ctx, "soak_appkill")
+	dbURL, db, err := s.newDatabase(ctx, "soak_appkill", claimsQueue, "--reservation-timeout", cfg.reservation.String())
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cli(dbURL, "queue", "add", "--name", claimsQueue, "--reservation-timeout", cfg.reservation.String()); err != nil {
-		return nil, err
-	}
+	defer db.Close()
 	key, err := s.apiKey(dbURL, "appkill-bot", claimsQueue, "")
 	if err != nil {
 		return nil, err
@@ -76,7 +74,7 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 	fmt.Fprintf(s.out, "  %d agents working, %d on each instance (A %s, B %s)\n", len(emails), len(emails)/2, apps[0].base, apps[1].base)
 	var reviveTook time.Duration
 	err = func() error {
-		if err := sleep(ctx, cfg.appkillRun/3); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.appkillRun/3); err != nil {
 			return err
 		}
 		r.killAt = time.Now()
@@ -85,7 +83,7 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 			return err
 		}
 		fmt.Fprintf(s.out, "  +%s kill -9 instance B (pid %d)\n", seconds(r.killAt.Sub(start)), apps[1].pid())
-		if err := sleepUntil(ctx, r.killAt.Add(cfg.appkillRevive)); err != nil {
+		if err := loadtest.SleepUntil(ctx, r.killAt.Add(cfg.appkillRevive)); err != nil {
 			return err
 		}
 		if reviveTook, err = s.restartApp(ctx, apps[1]); err != nil {
@@ -102,24 +100,16 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(ctx, dbURL)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 	// Reservations whose answers the kill lost are the sweeper's to return.
 	swept, err := waitNoReservations(ctx, db, cfg.reservation+2*sweepEvery+2*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	if err := stopApps(apps[:]...); err != nil {
-		return nil, err
-	}
-	audit, err := r.audit(ctx, db, emails)
+	_, logs, err := wrapUp(ctx, db, apps[:])
 	if err != nil {
 		return nil, err
 	}
-	logs, err := readLogs(apps[0].logPath, apps[1].logPath)
+	audit, err := r.audit(ctx, db, emails)
 	if err != nil {
 		return nil, err
 	}
@@ -157,12 +147,8 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 	for _, p := range r.phases.names {
 		sec.info("next→accept→resolve cycle, "+p, p50p90max(r.cycles[p]))
 	}
-	if n := r.errs.Count(); n > 0 {
-		sec.expect("actions with unexpected answers", fmt.Sprintf("%d, first: %q", n, r.errs.Samples()), "0", false)
-	}
-	for _, l := range r.tally.lines() {
-		sec.note("answers %s", l)
-	}
+	sec.unexpected("actions with unexpected answers", &r.errs)
+	sec.answers("answers", r.tally)
 	sec.note("the instances logged: %s", logs.warningLine())
 	return sec, nil
 }
@@ -214,7 +200,7 @@ func (s *soak) fill(ctx context.Context, apps [2]*app, key string, n int) error 
 						errs.Add(fmt.Errorf("%s: %s", id, a.kind()))
 						return
 					}
-					if sleep(ctx, jitter(firstBackoff)) != nil {
+					if loadtest.Sleep(ctx, jitter(firstBackoff)) != nil {
 						return
 					}
 				}
@@ -276,9 +262,9 @@ func (r *claimRun) agent(ctx context.Context, i int, token string, stopAt time.T
 			case a.err != nil:
 				ambiguous = ambiguous || !strings.Contains(a.err.Error(), "connection refused")
 				on = 1 - on
-				_ = sleep(ctx, 20*time.Millisecond) // both instances may be down a moment; a cancelled sleep ends the loop
+				_ = loadtest.Sleep(ctx, 20*time.Millisecond) // both instances may be down a moment; a cancelled sleep ends the loop
 			case a.status == http.StatusServiceUnavailable:
-				_ = sleep(ctx, jitter(200*time.Millisecond)) // a cancelled sleep ends the loop above
+				_ = loadtest.Sleep(ctx, jitter(200*time.Millisecond)) // a cancelled sleep ends the loop above
 			default:
 				return a, ambiguous
 			}
@@ -308,11 +294,11 @@ func (r *claimRun) agent(ctx context.Context, i int, token string, stopAt time.T
 			if blockedSince.IsZero() {
 				blockedSince = t
 			}
-			_ = sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
 			continue
 		case a.status != http.StatusSeeOther || !reserved:
 			r.errs.Add(fmt.Errorf("next: %s", a.kind()))
-			_ = sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, jitter(250*time.Millisecond)) // a cancelled sleep ends the loop
 			continue
 		}
 		if !blockedSince.IsZero() {
@@ -483,7 +469,7 @@ func waitNoReservations(ctx context.Context, db *pgxpool.Pool, limit time.Durati
 		if n == 0 || time.Since(t) > limit {
 			return time.Since(t), nil
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return 0, err
 		}
 	}

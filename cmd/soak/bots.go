@@ -66,7 +66,7 @@ func (in *intake) bots(ctx context.Context, n int, pace time.Duration) (wait fun
 			next := time.Now()
 			for ctx.Err() == nil && in.stopped.Load() == 0 {
 				if pace > 0 {
-					if sleepUntil(ctx, next) != nil {
+					if loadtest.SleepUntil(ctx, next) != nil {
 						return
 					}
 					next = next.Add(pace)
@@ -114,7 +114,7 @@ func (in *intake) send(ctx context.Context) (string, error) {
 			in.giveUpOn(id)
 			return id, nil
 		}
-		if err := sleep(ctx, jitter(backoff)); err != nil {
+		if err := loadtest.Sleep(ctx, jitter(backoff)); err != nil {
 			return id, err
 		}
 		backoff = min(2*backoff, maxBackoff)

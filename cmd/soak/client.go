@@ -12,10 +12,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
-)
 
-// sessionCookie is the name the desk gives its session cookie (internal/server).
-const sessionCookie = "desk_session"
+	"github.com/handoffdesk/desk/internal/loadtest"
+)
 
 // maxAnswerRead bounds how much of an answer is read: an error body is short, and a page's
 // content is no business of the tool's.
@@ -145,7 +144,7 @@ func (s *soak) form(ctx context.Context, base, path, token string, values url.Va
 	req.Header.Set("Origin", base)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if token != "" {
-		req.Header.Set("Cookie", sessionCookie+"="+token)
+		req.Header.Set("Cookie", loadtest.SessionCookie+"="+token)
 	}
 	return s.do(ctx, req, 0)
 }
@@ -156,27 +155,5 @@ func (s *soak) login(ctx context.Context, base, email string) (string, error) {
 	if status, _, err := s.get(ctx, base+"/login"); err != nil || status != http.StatusOK {
 		return "", fmt.Errorf("GET /login: %d %v", status, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/login",
-		strings.NewReader(url.Values{"email": {email}, "password": {password}}.Encode()))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", base)
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerRead))
-	if resp.StatusCode != http.StatusSeeOther {
-		return "", fmt.Errorf("login %s: status %d, want 303", email, resp.StatusCode)
-	}
-	for _, c := range resp.Cookies() {
-		if c.Name == sessionCookie && c.Value != "" {
-			return c.Value, nil
-		}
-	}
-	return "", fmt.Errorf("login %s: no %s cookie", email, sessionCookie)
+	return loadtest.Login(ctx, s.client, base, email, password)
 }

@@ -113,13 +113,11 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 		return nil, err
 	}
 	defer func() { _ = slow.close() }() // as above
-	dbURL, err := s.pg.createDatabase(ctx, "soak_hooks")
+	dbURL, db, err := s.newDatabase(ctx, "soak_hooks", hooksQueue)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cli(dbURL, "queue", "add", "--name", hooksQueue); err != nil {
-		return nil, err
-	}
+	defer db.Close()
 	fastKey, err := s.apiKey(dbURL, "fast-bot", hooksQueue, fast.url)
 	if err != nil {
 		return nil, err
@@ -132,11 +130,6 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(ctx, dbURL)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 
 	ph := newPhases("slow receiver idle", "slow receiver hanging", "intake stopped")
 	fastIn := s.newIntake(a.base, fastKey, hooksQueue, "ho_fast", ph, cfg.pgkillGiveUp)
@@ -148,14 +141,14 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 	waitSlow := func() {}
 	var slowAt, stopAt, drainedAt time.Time
 	err = func() error {
-		if err := sleep(ctx, cfg.hookIntake/3); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.hookIntake/3); err != nil {
 			return err
 		}
 		slowAt = time.Now()
 		ph.mark(0, slowAt)
 		waitSlow = slowIn.bots(ctx, 1, time.Duration(float64(time.Second)/cfg.hookSlowRate))
 		fmt.Fprintf(s.out, "  +%s a bot starts posting %.0f/s for the slow receiver\n", seconds(slowAt.Sub(start)), cfg.hookSlowRate)
-		if err := sleepUntil(ctx, start.Add(cfg.hookIntake)); err != nil {
+		if err := loadtest.SleepUntil(ctx, start.Add(cfg.hookIntake)); err != nil {
 			return err
 		}
 		fastIn.stop()
@@ -174,24 +167,14 @@ func (s *soak) slowHook(ctx context.Context) (*section, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := stopApps(a); err != nil {
+	ds, logs, err := wrapUp(ctx, db, []*app{a}, fastIn, slowIn)
+	if err != nil {
 		return nil, err
 	}
 	if err := errors.Join(fast.close(), slow.close()); err != nil {
 		return nil, err
 	}
-	fastD, err := fastIn.check(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	slowD, err := slowIn.check(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	logs, err := readLogs(a.logPath)
-	if err != nil {
-		return nil, err
-	}
+	fastD, slowD := ds[0], ds[1]
 
 	sec := &section{n: 3}
 	watched := stopAt.Add(cfg.hookDrain)
@@ -300,7 +283,7 @@ func waitDelivered(ctx context.Context, r *receiver, in *intake, limit time.Time
 		if time.Now().After(limit) {
 			return time.Time{}, nil
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return time.Time{}, err
 		}
 	}
@@ -322,7 +305,7 @@ func sampleBacklog(ctx context.Context, db *pgxpool.Pool) (stop func() []backlog
 			if err == nil {
 				samples = append(samples, sample)
 			}
-			_ = sleep(ctx, time.Second) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, time.Second) // a cancelled sleep ends the loop
 		}
 	}()
 	return func() []backlogSample {

@@ -132,28 +132,12 @@ func parseConfig(args []string) (cfg config, command string, err error) {
 	fs.DurationVar(&cfg.poolRequestTimeout, "pool-request-timeout", 5*time.Second, "4: the instance's REQUEST_TIMEOUT")
 	fs.DurationVar(&cfg.poolClientTimeout, "pool-client-timeout", time.Second, "4: how long an impatient bot waits for an answer")
 
-	quick := fs.Bool("quick", false, "shrink every scenario for a run of about a minute (explicit flags still win)")
-	if err := loadtest.ParseFlags(fs, args); err != nil {
+	quick := loadtest.AddQuick(fs, "shrink every scenario for a run of about a minute (explicit flags still win)", quickSizes())
+	if err := quick.Parse(args); err != nil {
 		return config{}, "", err
 	}
-	if *quick {
-		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		for name, value := range quickSizes() {
-			if !given[name] {
-				if err := fs.Set(name, value); err != nil {
-					return config{}, "", err
-				}
-			}
-		}
-	}
-	if cfg.scenarios, err = loadtest.ParseInts(*scenarios); err != nil {
-		return config{}, "", fmt.Errorf("-scenarios: %w", err)
-	}
-	for _, s := range cfg.scenarios {
-		if s > 4 {
-			return config{}, "", fmt.Errorf("-scenarios: %d is not one of 1..4", s)
-		}
+	if cfg.scenarios, err = loadtest.ParseScenarios(*scenarios, 4); err != nil {
+		return config{}, "", err
 	}
 	for name, v := range map[string]int{"pool": cfg.poolConns, "pgkill-bots": cfg.pgkillBots, "appkill-packages": cfg.appkillPkgs,
 		"hook-bots": cfg.hookBots} {
@@ -186,9 +170,5 @@ func parseConfig(args []string) (cfg config, command string, err error) {
 	if cfg.hookSlowRate <= 0 {
 		return config{}, "", errors.New("-hook-slow-rate must be positive")
 	}
-	command = loadtest.CommandLine(fs, "quick")
-	if *quick {
-		command += " (-quick)"
-	}
-	return cfg, command, nil
+	return cfg, quick.CommandLine(), nil
 }

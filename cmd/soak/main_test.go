@@ -108,3 +108,29 @@ func TestOnlyInvariantsFailTheRun(t *testing.T) {
 		t.Fatalf("failed invariants %q, want the one", failed)
 	}
 }
+
+// Refusals count in the phases named, across tallies: every one should be a 503 that says when to
+// come back, and a run with none has not shown it.
+func TestRefusalsWantA503WithRetryAfter(t *testing.T) {
+	refused := func(k string) bool { return strings.HasPrefix(k, "5") }
+	a, b := newTally("before", "down"), newTally("before", "down")
+	a.add("down", "503 database_unavailable (Retry-After 5)")
+	b.add("down", "503 database_unavailable (Retry-After 5)")
+	b.add("down", "201")
+	b.add("before", "500 internal")
+	sec := &section{n: 1}
+	sec.refusals("refusals", refused, []*tally{a, b}, "down")
+	if got := sec.rows[0]; got[1] != "2 of 2" || got[3] != "ok" {
+		t.Errorf("two 503s with Retry-After, a 201, and a 500 in another phase: %q", got)
+	}
+	b.add("down", "503 busy")
+	b.add("down", "502")
+	sec.refusals("refusals", refused, []*tally{a, b}, "before", "down")
+	if got := sec.rows[1]; got[1] != "2 of 5" || got[3] != "MISS" {
+		t.Errorf("with a 500, a 503 without Retry-After and a 502: %q, want 2 of 5, MISS", got)
+	}
+	sec.refusals("refusals", refused, []*tally{newTally("down")}, "down")
+	if got := sec.rows[2]; got[1] != "0 of 0" || got[3] != "MISS" {
+		t.Errorf("no refusals at all: %q, want a MISS", got)
+	}
+}

@@ -7,32 +7,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
-
-// openDB opens a small pool of the tool's own on a scenario's database, to check what it holds.
-func openDB(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
-	u, err := loadtest.PoolURL(dbURL, 2)
-	if err != nil {
-		return nil, err
-	}
-	return pgxpool.New(ctx, u.String())
-}
 
 // pgKill: bots post packages to one instance; PostgreSQL's postmaster is killed with SIGKILL,
 // left down a while, and started again (crash recovery). Every package answered 2xx must be stored
 // once, and the desk should answer 503 with Retry-After while it cannot reach its database.
 func (s *soak) pgKill(ctx context.Context) (*section, error) {
 	cfg := s.cfg
-	dbURL, err := s.pg.createDatabase(ctx, "soak_pgkill")
+	dbURL, db, err := s.newDatabase(ctx, "soak_pgkill", "intake")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cli(dbURL, "queue", "add", "--name", "intake"); err != nil {
-		return nil, err
-	}
+	defer db.Close()
 	key, err := s.apiKey(dbURL, "pgkill-bot", "intake", "")
 	if err != nil {
 		return nil, err
@@ -49,7 +36,7 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 	fmt.Fprintf(s.out, "  %d bots posting to %s\n", cfg.pgkillBots, a.base)
 	var killAt, restartAt, readyAt time.Time
 	err = func() error {
-		if err := sleep(ctx, cfg.pgkillBefore); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.pgkillBefore); err != nil {
 			return err
 		}
 		killAt = time.Now()
@@ -58,7 +45,7 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 			return err
 		}
 		fmt.Fprintf(s.out, "  +%s kill -9 postmaster (pid %d)\n", seconds(killAt.Sub(start)), s.pg.proc.pid())
-		if err := sleep(ctx, cfg.pgkillOutage); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.pgkillOutage); err != nil {
 			return err
 		}
 		restartAt = time.Now()
@@ -71,7 +58,7 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 		ph.mark(2, readyAt)
 		fmt.Fprintf(s.out, "  +%s PostgreSQL started again (%d start(s)), accepting connections after %s of crash recovery\n",
 			seconds(restartAt.Sub(start)), s.pg.starts-starts, seconds(readyAt.Sub(restartAt)))
-		return sleep(ctx, cfg.pgkillAfter)
+		return loadtest.Sleep(ctx, cfg.pgkillAfter)
 	}()
 	in.stop()
 	stopAt := time.Now()
@@ -80,19 +67,7 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 		return nil, err
 	}
 	readyz, readyBody, _ := s.get(ctx, a.base+"/readyz")
-	if err := stopApps(a); err != nil {
-		return nil, err
-	}
-	db, err := openDB(ctx, dbURL)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	d, err := in.check(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	logs, err := readLogs(a.logPath)
+	ds, logs, err := wrapUp(ctx, db, []*app{a}, in)
 	if err != nil {
 		return nil, err
 	}
@@ -100,17 +75,10 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 	sec := &section{n: 1}
 	sec.info("timeline", fmt.Sprintf("%d bots; kill at +%s; down %s; crash recovery %s; load until +%s",
 		cfg.pgkillBots, seconds(killAt.Sub(start)), seconds(restartAt.Sub(killAt)), seconds(readyAt.Sub(restartAt)), seconds(stopAt.Sub(start))))
-	d.report(sec, "intake")
+	ds[0].report(sec, "intake")
 	// A backend the kill orphaned may still commit and answer, so a 2xx in the outage is no fault.
-	refused, other := 0, 0
-	for _, p := range ph.names[1:3] {
-		refused += in.tally.count(p, func(k string) bool { return !strings.HasPrefix(k, "20") })
-		other += in.tally.count(p, func(k string) bool {
-			return !strings.HasPrefix(k, "20") && (!strings.HasPrefix(k, "503 ") || !strings.Contains(k, "Retry-After"))
-		})
-	}
-	sec.expect("refusals while PostgreSQL was down or recovering that were 503 with Retry-After",
-		fmt.Sprintf("%d of %d", refused-other, refused), "all", other == 0 && refused > 0)
+	sec.refusals("refusals while PostgreSQL was down or recovering that were 503 with Retry-After",
+		func(k string) bool { return !strings.HasPrefix(k, "20") }, []*tally{in.tally}, ph.names[1:3]...)
 	if first := in.firstAckAfter(readyAt); !first.IsZero() {
 		sec.info("intake answered 2xx again, after PostgreSQL accepted connections", "+"+seconds(first.Sub(readyAt)))
 	} else {
@@ -122,12 +90,8 @@ func (s *soak) pgKill(ctx context.Context) (*section, error) {
 	sec.info("2xx answer before the kill", p50p90max(in.latency[ph.names[0]]))
 	sec.info("2xx answer after recovery", p50p90max(in.latency[ph.names[3]]))
 	sec.expect("/readyz at the end", fmt.Sprintf("%d %s", readyz, readyBody), "200", readyz == http.StatusOK)
-	if n := in.unexpected.Count(); n > 0 {
-		sec.expect("answers neither 2xx nor retryable", fmt.Sprintf("%d, first: %q", n, in.unexpected.Samples()), "0", false)
-	}
-	for _, l := range in.tally.lines() {
-		sec.note("answers %s", l)
-	}
+	sec.unexpected("answers neither 2xx nor retryable", &in.unexpected)
+	sec.answers("answers", in.tally)
 	sec.note("the instance logged: %s", logs.warningLine())
 	return sec, nil
 }

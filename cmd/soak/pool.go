@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 const poolQueue = "pool"
@@ -21,13 +23,11 @@ const poolQueue = "pool"
 // acknowledged, and log truthfully what became of packages whose clients left.
 func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 	cfg := s.cfg
-	dbURL, err := s.pg.createDatabase(ctx, "soak_pool")
+	dbURL, db, err := s.newDatabase(ctx, "soak_pool", poolQueue)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.cli(dbURL, "queue", "add", "--name", poolQueue); err != nil {
-		return nil, err
-	}
+	defer db.Close()
 	key, err := s.apiKey(dbURL, "pool-bot", poolQueue, "")
 	if err != nil {
 		return nil, err
@@ -37,11 +37,6 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(ctx, dbURL)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
 
 	ph := newPhases("before the lock", "lock held", "after release")
 	patient := s.newIntake(a.base, key, poolQueue, "ho_patient", ph, cfg.pgkillGiveUp)
@@ -76,7 +71,7 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 	start := time.Now()
 	var lockAt, releaseAt time.Time
 	err = func() error {
-		if err := sleep(ctx, cfg.poolBefore); err != nil {
+		if err := loadtest.Sleep(ctx, cfg.poolBefore); err != nil {
 			return err
 		}
 		conn, err := pgx.Connect(ctx, dbURL)
@@ -94,7 +89,7 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 		lockAt = time.Now()
 		ph.mark(0, lockAt)
 		fmt.Fprintf(s.out, "  +%s ACCESS EXCLUSIVE on handoffs taken\n", seconds(lockAt.Sub(start)))
-		sleepErr := sleep(ctx, cfg.poolHold)
+		sleepErr := loadtest.Sleep(ctx, cfg.poolHold)
 		if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
@@ -104,7 +99,7 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 		if sleepErr != nil {
 			return sleepErr
 		}
-		return sleep(ctx, cfg.poolAfter)
+		return loadtest.Sleep(ctx, cfg.poolAfter)
 	}()
 	patient.stop()
 	stopLoad()
@@ -115,24 +110,14 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 		return nil, err
 	}
 	// A package whose client left is logged once its batch answers, a moment after the release.
-	if err := sleep(ctx, 2*time.Second); err != nil {
+	if err := loadtest.Sleep(ctx, 2*time.Second); err != nil {
 		return nil, err
 	}
-	if err := stopApps(a); err != nil {
-		return nil, err
-	}
-	patientD, err := patient.check(ctx, db)
+	ds, logs, err := wrapUp(ctx, db, []*app{a}, patient, leaving)
 	if err != nil {
 		return nil, err
 	}
-	leavingD, err := leaving.check(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	logs, err := readLogs(a.logPath)
-	if err != nil {
-		return nil, err
-	}
+	patientD, leavingD := ds[0], ds[1]
 
 	sec := &section{n: 4}
 	sec.info("instance", fmt.Sprintf("pool_max_conns=%d, DATABASE_ACQUIRE_TIMEOUT=%s, REQUEST_TIMEOUT=%s", cfg.poolConns, cfg.poolAcquireTimeout, cfg.poolRequestTimeout))
@@ -140,14 +125,8 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 	patientD.report(sec, "retrying bots")
 	leavingD.report(sec, "leaving bots")
 	locked := ph.names[1]
-	refused, other := 0, 0
-	for _, t := range []*tally{patient.tally, p.reads} {
-		refused += t.count(locked, func(k string) bool { return strings.HasPrefix(k, "5") })
-		other += t.count(locked, func(k string) bool {
-			return strings.HasPrefix(k, "5") && (!strings.HasPrefix(k, "503 ") || !strings.Contains(k, "Retry-After"))
-		})
-	}
-	sec.expect("5xx to patient clients while locked that were 503 with Retry-After", fmt.Sprintf("%d of %d", refused-other, refused), "all", other == 0 && refused > 0)
+	sec.refusals("5xx to patient clients while locked that were 503 with Retry-After",
+		func(k string) bool { return strings.HasPrefix(k, "5") }, []*tally{patient.tally, p.reads}, locked)
 	p.mu.Lock()
 	longest := durations(p.patientTook[locked])
 	p.mu.Unlock()
@@ -177,18 +156,10 @@ func (s *soak) poolExhaustion(ctx context.Context) (*section, error) {
 	}
 	sec.expect("leaving bots: stored ones logged as committed after the client left; request ERROR lines",
 		fmt.Sprintf("%d of %d; %d", committed, leavingD.saved, logs.requestErrors()), "all; 0", committed == leavingD.saved && logs.requestErrors() == 0)
-	for _, l := range patient.tally.lines() {
-		sec.note("retrying posts %s", l)
-	}
-	for _, l := range leaving.tally.lines() {
-		sec.note("leaving posts %s", l)
-	}
-	for _, l := range p.reads.lines() {
-		sec.note("reads %s", l)
-	}
-	for _, l := range p.readyz.lines() {
-		sec.note("/readyz %s", l)
-	}
+	sec.answers("retrying posts", patient.tally)
+	sec.answers("leaving posts", leaving.tally)
+	sec.answers("reads", p.reads)
+	sec.answers("/readyz", p.readyz)
 	sec.note("the instance logged: %s", logs.warningLine())
 	return sec, nil
 }
@@ -229,7 +200,7 @@ func (p *poolRun) reader(ctx context.Context, i int) {
 		p.reads.add(phase, a.kind())
 		p.observe(phase, a)
 		if a.retryable() {
-			_ = sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
+			_ = loadtest.Sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
 		}
 	}
 }
@@ -259,7 +230,7 @@ func (p *poolRun) leaver(ctx context.Context, timeout time.Duration) {
 			// answer did not come in time.
 			in.giveUpOn(id)
 			if a.err == nil {
-				_ = sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
+				_ = loadtest.Sleep(ctx, jitter(firstBackoff)) // a cancelled sleep ends the loop
 			}
 		default:
 			in.unexpected.Add(fmt.Errorf("%s: %s", id, a.kind()))
@@ -281,6 +252,6 @@ func (p *poolRun) poll(ctx context.Context, path string, t *tally) {
 			kind = fmt.Sprintf("%d", status)
 		}
 		t.add(p.phases.at(time.Now()), kind)
-		_ = sleep(ctx, 250*time.Millisecond) // a cancelled sleep ends the loop
+		_ = loadtest.Sleep(ctx, 250*time.Millisecond) // a cancelled sleep ends the loop
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -99,4 +100,14 @@ func runCommand(name, path string, args, env []string, cred *syscall.Credential)
 		return out.String(), fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(out.Bytes()))
 	}
 	return out.String(), nil
+}
+
+// tail is the last n lines of a log, for an error message.
+func tail(path string, n int) string {
+	raw, err := os.ReadFile(path) //nolint:gosec // G304: a log in the run's own directory.
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }

@@ -54,6 +54,35 @@ func (s *section) note(format string, args ...any) {
 	s.notes = append(s.notes, fmt.Sprintf(format, args...))
 }
 
+// unexpected adds what errs counted, if anything, as an expectation of none, with the first few.
+func (s *section) unexpected(figure string, errs *loadtest.ErrorLog) {
+	if n := errs.Count(); n > 0 {
+		s.expect(figure, fmt.Sprintf("%d, first: %q", n, errs.Samples()), "0", false)
+	}
+}
+
+// refusals expects every answer in phases of the tallies that refused (as refused tells from its
+// kind) to be a 503 with Retry-After, which tells a client when to come back, and some to have come.
+func (s *section) refusals(figure string, refused func(kind string) bool, tallies []*tally, phases ...string) {
+	n, other := 0, 0
+	for _, t := range tallies {
+		for _, p := range phases {
+			n += t.count(p, refused)
+			other += t.count(p, func(k string) bool {
+				return refused(k) && (!strings.HasPrefix(k, "503 ") || !strings.Contains(k, "Retry-After"))
+			})
+		}
+	}
+	s.expect(figure, fmt.Sprintf("%d of %d", n-other, n), "all", other == 0 && n > 0)
+}
+
+// answers notes the answers t counted, a line a phase, each after who got them.
+func (s *section) answers(who string, t *tally) {
+	for _, l := range t.lines() {
+		s.note("%s %s", who, l)
+	}
+}
+
 func (s *section) print(w io.Writer) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

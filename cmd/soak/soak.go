@@ -15,7 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/handoffdesk/desk/internal/loadtest"
+	"github.com/handoffdesk/desk/internal/postgres/cluster"
 )
 
 const (
@@ -33,7 +36,7 @@ type soak struct {
 	out     io.Writer
 	dir     string
 	web     string
-	pg      *cluster
+	pg      *postmaster
 	example map[string]any // the example package, as JSON
 	client  *http.Client
 	cleanup loadtest.Cleanup
@@ -81,7 +84,7 @@ func soakAll(ctx context.Context, cfg config, out io.Writer) (failures []string,
 		return nil, err
 	}
 	t := time.Now()
-	if s.pg, err = newCluster(s.dir); err != nil {
+	if s.pg, err = newPostmaster(ctx, s.dir); err != nil {
 		return nil, err
 	}
 	// Registered first: a start that fails half-way may leave a postmaster running.
@@ -94,7 +97,7 @@ func soakAll(ctx context.Context, cfg config, out io.Writer) (failures []string,
 		return nil, err
 	}
 	fmt.Fprintf(out, "PostgreSQL: %s\n            private cluster on 127.0.0.1:%d in %s, ready in %s\n",
-		version, s.pg.port, s.dir, time.Since(t).Round(time.Millisecond))
+		version, s.pg.Port, s.dir, time.Since(t).Round(time.Millisecond))
 	fmt.Fprintf(out, "web:        %s serve, pool_max_conns=%d, DRAIN_PERIOD=0s, WEBHOOK_ALLOW_PRIVATE=1\n", s.web, cfg.poolConns)
 
 	var sections []*section
@@ -186,7 +189,7 @@ type app struct {
 
 // startApp starts an instance on a free loopback port and waits until /readyz answers 200.
 func (s *soak) startApp(ctx context.Context, name, dbURL string, extraEnv ...string) (*app, error) {
-	port, err := freePort()
+	port, err := cluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -223,19 +226,51 @@ func (s *soak) restartApp(ctx context.Context, a *app) (time.Duration, error) {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%s: /readyz did not answer 200 within %s; the end of %s:\n%s", a.name, appStartLimit, a.logPath, tail(a.logPath, 5))
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := loadtest.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// stopApps stops instances as a deployment does (SIGTERM), so their logs are complete.
-func stopApps(apps ...*app) error {
-	var errs []error
-	for _, a := range apps {
-		errs = append(errs, a.stop(syscall.SIGTERM, appStopGrace))
+// newDatabase creates a scenario's database on the cluster with one queue (flags: queue add's
+// after the name), and opens a small pool of the tool's own on it, to check what it holds.
+func (s *soak) newDatabase(ctx context.Context, name, queue string, flags ...string) (dbURL string, db *pgxpool.Pool, err error) {
+	if dbURL, err = s.pg.createDatabase(ctx, name); err != nil {
+		return "", nil, err
 	}
-	return errors.Join(errs...)
+	if _, err := s.cli(dbURL, append([]string{"queue", "add", "--name", queue}, flags...)...); err != nil {
+		return "", nil, err
+	}
+	u, err := loadtest.PoolURL(dbURL, 2)
+	if err != nil {
+		return "", nil, err
+	}
+	db, err = pgxpool.New(ctx, u.String())
+	return dbURL, db, err
+}
+
+// wrapUp ends a scenario's load: it stops the instances as a deployment does (SIGTERM), so that
+// their logs are complete, compares what each intake's bots were told with what db holds, and
+// reads the instances' logs.
+func wrapUp(ctx context.Context, db *pgxpool.Pool, apps []*app, intakes ...*intake) ([]durability, logSummary, error) {
+	var stopErrs []error
+	paths := make([]string, len(apps))
+	for i, a := range apps {
+		stopErrs = append(stopErrs, a.stop(syscall.SIGTERM, appStopGrace))
+		paths[i] = a.logPath
+	}
+	if err := errors.Join(stopErrs...); err != nil {
+		return nil, logSummary{}, err
+	}
+	ds := make([]durability, len(intakes))
+	for i, in := range intakes {
+		var err error
+		if ds[i], err = in.check(ctx, db); err != nil {
+			return nil, logSummary{}, err
+		}
+	}
+	logs, err := readLogs(paths...)
+	return ds, logs, err
 }
 
 // newClient is the HTTP client of the bots and agents: enough idle connections for every

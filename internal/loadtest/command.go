@@ -92,3 +92,59 @@ func ParseInts(list string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// Quick is a tool's -quick flag: a smoke run that shrinks the tool's sizes, while the flags given
+// on the command line still win.
+type Quick struct {
+	fs    *flag.FlagSet
+	on    *bool
+	sizes map[string]string // flag name → its value in a smoke run
+}
+
+// AddQuick adds -quick to fs, which sets the flags named in sizes to their values there.
+func AddQuick(fs *flag.FlagSet, usage string, sizes map[string]string) *Quick {
+	return &Quick{fs: fs, on: fs.Bool("quick", false, usage), sizes: sizes}
+}
+
+// Parse parses args as ParseFlags does; with -quick, it then sets each size the command line did
+// not give.
+func (q *Quick) Parse(args []string) error {
+	if err := ParseFlags(q.fs, args); err != nil || !*q.on {
+		return err
+	}
+	given := map[string]bool{}
+	q.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, value := range q.sizes {
+		if !given[name] {
+			if err := q.fs.Set(name, value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CommandLine is the command that repeats the run, with the sizes spelled out as CommandLine
+// spells out every flag, and -quick named after it, so that a report says it was a smoke run.
+func (q *Quick) CommandLine() string {
+	command := CommandLine(q.fs, "quick")
+	if *q.on {
+		command += " (-quick)"
+	}
+	return command
+}
+
+// ParseScenarios reads -scenarios, the comma-separated numbers of the scenarios to run out of a
+// tool's 1..n.
+func ParseScenarios(list string, n int) ([]int, error) {
+	scenarios, err := ParseInts(list)
+	if err != nil {
+		return nil, fmt.Errorf("-scenarios: %w", err)
+	}
+	for _, s := range scenarios {
+		if s > n {
+			return nil, fmt.Errorf("-scenarios: %d is not one of 1..%d", s, n)
+		}
+	}
+	return scenarios, nil
+}

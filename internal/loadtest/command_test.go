@@ -96,3 +96,50 @@ func TestPrintHeader(t *testing.T) {
 		t.Errorf("PrintHeader wrote:\n%s", out.String())
 	}
 }
+
+// -quick sets the sizes the command line leaves out, never one it gives, and the command line that
+// repeats the run spells them out and says it was a smoke run.
+func TestQuickShrinksWhatTheCommandLineLeavesOut(t *testing.T) {
+	newFlags := func() (*flag.FlagSet, *Quick, *int, *int) {
+		var adminURL string
+		fs := NewFlagSet("benchtest", func(string) string { return "" }, &adminURL)
+		fs.SetOutput(io.Discard)
+		runs := fs.Int("runs", 3, "runs")
+		bots := fs.Int("bots", 64, "bots")
+		return fs, AddQuick(fs, "smoke run", map[string]string{"runs": "1", "bots": "4"}), runs, bots
+	}
+	_, quick, runs, bots := newFlags()
+	if err := quick.Parse([]string{"-quick", "-bots", "8"}); err != nil {
+		t.Fatal(err)
+	}
+	if *runs != 1 || *bots != 8 {
+		t.Errorf("-quick -bots 8: runs %d, bots %d; want 1, 8", *runs, *bots)
+	}
+	want := "go run ./cmd/benchtest -bots=8 -database-url=" + DefaultAdminURL + " -runs=1 (-quick)"
+	if got := quick.CommandLine(); got != want {
+		t.Errorf("CommandLine =\n%s\nwant\n%s", got, want)
+	}
+
+	_, quick, runs, bots = newFlags()
+	if err := quick.Parse([]string{"-bots", "8"}); err != nil {
+		t.Fatal(err)
+	}
+	if *runs != 3 || *bots != 8 || strings.Contains(quick.CommandLine(), "quick") {
+		t.Errorf("without -quick: runs %d, bots %d, %q; want the defaults and no -quick", *runs, *bots, quick.CommandLine())
+	}
+	_, quick, _, _ = newFlags()
+	if err := quick.Parse([]string{"-quick", "extra"}); err == nil {
+		t.Error("a stray argument after -quick was accepted")
+	}
+}
+
+func TestParseScenarios(t *testing.T) {
+	if got, err := ParseScenarios("1,3", 4); err != nil || !slices.Equal(got, []int{1, 3}) {
+		t.Errorf(`ParseScenarios("1,3", 4) = %v, %v`, got, err)
+	}
+	for _, bad := range []string{"5", "1,5", "0", ""} {
+		if got, err := ParseScenarios(bad, 4); err == nil || !strings.HasPrefix(err.Error(), "-scenarios: ") {
+			t.Errorf("ParseScenarios(%q, 4) = %v, %v; want an error naming -scenarios", bad, got, err)
+		}
+	}
+}

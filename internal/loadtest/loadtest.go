@@ -118,3 +118,22 @@ func OwnCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// Sleep waits for d, or until ctx is done: a load tool's pauses end at once when the run is
+// interrupted. It returns ctx's error if ctx ended first or had ended already.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// SleepUntil waits until t, or until ctx is done, as Sleep does.
+func SleepUntil(ctx context.Context, t time.Time) error { return Sleep(ctx, time.Until(t)) }

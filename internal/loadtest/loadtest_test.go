@@ -1,6 +1,8 @@
 package loadtest
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,5 +78,24 @@ func TestCPUProfileIsWrittenAtStop(t *testing.T) {
 	}
 	if info, err := os.Stat(path); err != nil || info.Size() == 0 {
 		t.Errorf("after stop, the profile at %s: %v, %v", path, info, err)
+	}
+}
+
+// A pause ends with the run: an interrupted run does not sit out its sleeps, and a deadline already
+// passed is no reason to carry on either.
+func TestSleepEndsWithTheContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep of an hour on an ended context = %v, want context.Canceled", err)
+	}
+	if err := SleepUntil(ctx, time.Now().Add(-time.Second)); !errors.Is(err, context.Canceled) {
+		t.Errorf("SleepUntil a past instant on an ended context = %v, want context.Canceled", err)
+	}
+	if err := SleepUntil(t.Context(), time.Now().Add(-time.Second)); err != nil {
+		t.Errorf("SleepUntil a past instant = %v, want nil", err)
+	}
+	if err := Sleep(t.Context(), time.Millisecond); err != nil {
+		t.Errorf("Sleep(1ms) = %v, want nil", err)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -33,6 +35,26 @@ func (c *Cleanup) Run() error {
 		errs = append(errs, undo())
 	}
 	return errors.Join(errs...)
+}
+
+// ScratchDatabase creates the database of one run, named prefix plus a random suffix, on the
+// server of adminURL, and adds its drop to c.
+func (c *Cleanup) ScratchDatabase(ctx context.Context, adminURL, prefix string) (name, dbURL string, err error) {
+	if name, dbURL, err = CreateDatabase(ctx, adminURL, prefix); err != nil {
+		return "", "", err
+	}
+	c.Add(func() error { return DropDatabase(adminURL, name) })
+	return name, dbURL, nil
+}
+
+// DescribeDurability is DescribeServer's description of the two settings that make a commit
+// durable, for a report whose figures are commits.
+func DescribeDurability(ctx context.Context, adminURL string) (string, error) {
+	description, _, err := DescribeServer(ctx, adminURL, "synchronous_commit", "fsync")
+	if err != nil {
+		return "", err
+	}
+	return description + " (as configured: commits are durable only if both are on)", nil
 }
 
 // DescribeServer reads the version of the PostgreSQL at adminURL and the current value of each
@@ -107,4 +129,36 @@ func Serve(ctx context.Context, serve func(ctx context.Context) error) (stop fun
 		cancel()
 		return <-served
 	}
+}
+
+// SessionCookie is the name the desk gives its session cookie (internal/server's, unexported).
+const SessionCookie = "desk_session"
+
+// Login logs in at the desk at base through its login form, as a browser posts it, and returns
+// the session token.
+func Login(ctx context.Context, client *http.Client, base, email, password string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/login",
+		strings.NewReader(url.Values{"email": {email}, "password": {password}}.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
+	// What the page says is no business of the tool's: the status and the cookie are the answer.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusSeeOther {
+		return "", fmt.Errorf("login %s: status %d, want 303", email, resp.StatusCode)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == SessionCookie && c.Value != "" {
+			return c.Value, nil
+		}
+	}
+	return "", fmt.Errorf("login %s: no %s cookie", email, SessionCookie)
 }

@@ -112,3 +112,36 @@ func TestServeRunsUntilStopped(t *testing.T) {
 		t.Error("the server still answers after stop")
 	}
 }
+
+// A scratch database lives until the run's cleanup, which drops it.
+func TestScratchDatabaseIsDroppedByTheCleanup(t *testing.T) {
+	adminURL := pgtest.AdminURL()
+	var c Cleanup
+	name, dbURL, err := c.ScratchDatabase(t.Context(), adminURL, "loadtest_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(name, "loadtest_") || !strings.Contains(dbURL, "/"+name) {
+		t.Errorf("created %s at %s", name, Redacted(dbURL))
+	}
+	if exists, err := DatabaseExists(t.Context(), adminURL, name); err != nil || !exists {
+		t.Fatalf("before the cleanup, DatabaseExists(%s) = %v, %v", name, exists, err)
+	}
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if exists, err := DatabaseExists(t.Context(), adminURL, name); err != nil || exists {
+		t.Errorf("after the cleanup, DatabaseExists(%s) = %v, %v", name, exists, err)
+	}
+}
+
+func TestDescribeDurability(t *testing.T) {
+	description, err := DescribeDurability(t.Context(), pgtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(description, "PostgreSQL ") || !strings.Contains(description, "; synchronous_commit=") ||
+		!strings.HasSuffix(description, " (as configured: commits are durable only if both are on)") {
+		t.Errorf("description = %q", description)
+	}
+}

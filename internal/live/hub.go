@@ -286,7 +286,7 @@ func (h *Hub) Run(ctx context.Context) {
 					return
 				}
 				if postgres.OutOfReach(err) {
-					h.logger.Warn("reading desk events: the database is out of reach; retrying", "err", err)
+					h.logger.Warn("reading desk events: the database cannot answer now; retrying", "err", err)
 				} else {
 					h.logger.Error("reading desk events", "err", err)
 				}

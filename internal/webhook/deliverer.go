@@ -172,7 +172,7 @@ func (d *Deliverer) Run(ctx context.Context) error {
 // out of reach, which the next pass rides out, and an error otherwise.
 func (d *Deliverer) logFailure(msg string, err error) {
 	if postgres.OutOfReach(err) {
-		d.logger.Warn(msg+": the database is out of reach; retrying", "err", err)
+		d.logger.Warn(msg+": the database cannot answer now; retrying", "err", err)
 		return
 	}
 	d.logger.Error(msg, "err", err)

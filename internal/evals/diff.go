@@ -149,8 +149,8 @@ func splitLines(text string) []string {
 	return lines
 }
 
-// context is how many unchanged lines a hunk shows around its changes, as diff -u does.
-const context = 3
+// contextLines is how many unchanged lines a hunk shows around its changes, as diff -u does.
+const contextLines = 3
 
 type line struct {
 	op   Op
@@ -173,18 +173,18 @@ func unified(dmp *diffmatchpatch.DiffMatchPatch, draft, final string) string {
 			i++
 			continue
 		}
-		// A hunk runs from context lines before this change to context lines after the last change
-		// that lies within 2*context lines of the one before it.
-		start := max(0, i-context)
+		// A hunk runs from the context before this change to the context after the last change
+		// close enough to the one before it that their contexts would meet.
+		start := max(0, i-contextLines)
 		end := i
 		for j := i; j < len(ls); j++ {
 			if ls[j].op != Equal {
 				end = j
-			} else if j-end > 2*context {
+			} else if j-end > 2*contextLines {
 				break
 			}
 		}
-		stop := min(len(ls), end+context+1)
+		stop := min(len(ls), end+contextLines+1)
 		if out.Len() == 0 {
 			out.WriteString("--- draft\n+++ final\n")
 		}

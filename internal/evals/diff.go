@@ -74,12 +74,14 @@ const runeBase = 0x10000
 func toRunes(a, b []string) ([]rune, []rune, []string) {
 	index := map[string]rune{}
 	var tokens []string
+	next := rune(runeBase)
 	conv := func(ts []string) []rune {
 		rs := make([]rune, len(ts))
 		for i, t := range ts {
 			r, ok := index[t]
 			if !ok {
-				r = rune(runeBase + len(tokens))
+				r = next
+				next++
 				index[t] = r
 				tokens = append(tokens, t)
 			}

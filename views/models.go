@@ -139,7 +139,7 @@ type Editor struct {
 	Limit int
 }
 
-// SentReply is a reply an agent sent, its text masked for the viewer unless they wrote it.
+// SentReply is a reply an agent sent, its text masked for the viewer like a note.
 type SentReply struct {
 	Editor string
 	At     string

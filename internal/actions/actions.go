@@ -462,18 +462,24 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 // Reply sends the customer the agent's reply on a package they accepted, through the package's
 // bot, and keeps it as an eval record against the bot's draft ("" when it had none: a reply
 // written from scratch). An agent may reply several times; each reply is a record of its own.
+//
+// An agent whose role sees the package's contact masked edited the draft as masked for them: the
+// masked text they left alone is the contact's own again in what is sent and recorded (see
+// evals.Restore), so the customer is greeted by name and the record shows only the agent's edits.
 func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r evals.Reply) error {
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Reply, user, handoffID, now)
 		if err != nil {
 			return err
 		}
-		var draft string
-		if err := tx.QueryRow(ctx, `SELECT coalesce(package->>'draft_reply', '') FROM handoffs WHERE id = $1`, h.ID).Scan(&draft); err != nil {
+		var p handoff.Package
+		if err := tx.QueryRow(ctx, `SELECT package FROM handoffs WHERE id = $1`, h.ID).Scan(&p); err != nil {
 			return err
 		}
+		shown := p.MaskFor(handoff.VisibilityFor(user.Role, h.Queue.PIIMinRole, h.Queue.PIIEntityKeys)).DraftReply
+		r.Text, _ = evals.Restore(shown, p.DraftReply, r.Text)
 		b := &pgx.Batch{}
-		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: draft, Reply: r}); err != nil {
+		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: p.DraftReply, Reply: r}); err != nil {
 			return err
 		}
 		if err := events.Queue(b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,

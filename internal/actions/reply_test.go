@@ -281,3 +281,39 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// An agent whose role sees the contact masked edits the masked draft; the customer is still
+// greeted by name, and the record holds only the agent's own edit.
+func TestReplyRestoresTheMaskedContact(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	var pkg handoff.Package
+	id := d.submit(t, "billing", func(p *handoff.Package) { pkg = *p })
+	shown := pkg.MaskFor(handoff.VisibilityFor(auth.RoleAgent, "supervisor", nil)).DraftReply
+	if shown == pkg.DraftReply {
+		t.Fatalf("the draft %q is not masked for agents; the test needs it to be", pkg.DraftReply)
+	}
+	if err := d.actions.Accept(ctx, alex, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.actions.Reply(ctx, alex, id, reply(t, shown+" Sorry for the trouble.")); err != nil {
+		t.Fatal(err)
+	}
+	want := pkg.DraftReply + " Sorry for the trouble."
+	got := d.evals(t, id)
+	if len(got) != 1 || deref(got[0].Final) != want {
+		t.Fatalf("stored final %q, want %q", deref(got[0].Final), want)
+	}
+	if fmt.Sprint(got[0].WordDiff) != fmt.Sprint([]evals.Segment{{Op: evals.Equal, Text: pkg.DraftReply}, {Op: evals.Insert, Text: " Sorry for the trouble."}}) {
+		t.Errorf("word diff %v, want only the sentence the agent added", got[0].WordDiff)
+	}
+	var text string
+	if err := d.db.QueryRow(ctx, `SELECT payload->>'text' FROM webhook_outbox WHERE handoff_id = $1 AND event = 'reply'`, id).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if text != want {
+		t.Errorf("the bot is sent %q, want %q", text, want)
+	}
+}

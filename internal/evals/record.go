@@ -152,7 +152,6 @@ func QueueOutcome(b *pgx.Batch, o Outcome) {
 // SentReply is a reply as the package page lists it.
 type SentReply struct {
 	ID           int64
-	EditorID     int64
 	Editor       string // the editor's display name
 	At           time.Time
 	Final        string
@@ -168,7 +167,7 @@ func Replies(ctx context.Context, db interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, handoffID int64) ([]SentReply, error) {
 	rows, err := db.Query(ctx, `
-		SELECT e.id, e.editor_id, u.display_name, e.at, e.final, e.tags, e.accepted_as_is, e.draft = '', e.word_diff
+		SELECT e.id, u.display_name, e.at, e.final, e.tags, e.accepted_as_is, e.draft = '', e.word_diff
 		FROM evals e JOIN users u ON u.id = e.editor_id
 		WHERE e.handoff_id = $1 AND e.kind = 'reply' ORDER BY e.at, e.id`, handoffID)
 	if err != nil {
@@ -176,7 +175,7 @@ func Replies(ctx context.Context, db interface {
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (SentReply, error) {
 		var r SentReply
-		err := row.Scan(&r.ID, &r.EditorID, &r.Editor, &r.At, &r.Final, &r.Tags, &r.AcceptedAsIs, &r.FromScratch, &r.Words)
+		err := row.Scan(&r.ID, &r.Editor, &r.At, &r.Final, &r.Tags, &r.AcceptedAsIs, &r.FromScratch, &r.Words)
 		return r, err
 	})
 }

@@ -176,16 +176,14 @@ func editorOf(item board.Item, user auth.User) *views.Editor {
 	return &views.Editor{Draft: item.Package.MaskFor(visibility(user, item)).DraftReply, Tags: evals.Tags(), Limit: evals.MaxReplyChars}
 }
 
-// repliesOf maps the replies sent on a package to the page. A reply is the agent's own words to
-// the customer: its author sees it as written, everyone else through the masking of notes.
+// repliesOf maps the replies sent on a package to the page, masked like notes: a reply holds the
+// contact's details wherever the agent kept the draft's (actions.Reply restores them), so even
+// its author sees it as their role sees the draft.
 func repliesOf(item board.Item, user auth.User, rs []evals.SentReply) []views.SentReply {
 	vis := visibility(user, item)
 	out := make([]views.SentReply, 0, len(rs))
 	for _, r := range rs {
-		text := r.Final
-		if r.EditorID != user.ID {
-			text = item.Package.MaskNoteFor(vis, text)
-		}
+		text := item.Package.MaskNoteFor(vis, r.Final)
 		how := "edited the draft"
 		switch {
 		case r.FromScratch:

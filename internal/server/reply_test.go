@@ -99,11 +99,24 @@ func TestReplyForm(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(page), `data-testid="reply-final">`+final) || !strings.Contains(string(page), "edited the draft") {
-		t.Errorf("the package page does not list the reply sent")
-	}
 	if !strings.Contains(string(page), `data-testid="reply-editor"`) {
-		t.Errorf("the package page no longer offers the editor for another reply")
+		t.Errorf("the package page no longer offers Dana the editor for another reply")
+	}
+	// Dana's role sees the contact masked, in her own reply too; a supervisor sees it as sent.
+	if !strings.Contains(string(page), `data-testid="reply-final">Hi D., the duplicate charge is reversed.`) || !strings.Contains(string(page), "edited the draft") {
+		t.Errorf("the package page does not list the reply sent, masked for Dana")
+	}
+	sam := app.client(t)
+	app.user(t, "sam@example.com", auth.RoleSupervisor, "billing_t2")
+	app.login(t, sam, "sam@example.com")
+	resp, err = sam.Get(app.URL + "/handoffs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `data-testid="reply-final">`+final) {
+		t.Errorf("the supervisor does not see the reply as sent")
 	}
 	resp, err = eli.Get(app.URL + "/handoffs/" + id)
 	if err != nil {

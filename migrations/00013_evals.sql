@@ -44,8 +44,9 @@ CREATE TABLE evals (
     CHECK ((kind = 'return_to_bot') = (escalation_needed IS NOT NULL)),
     CHECK (kind = 'reject' OR kind = 'reply' OR code IS NOT NULL)
 );
--- The package page lists its replies; an export reads a window of time.
-CREATE INDEX evals_handoff_idx ON evals (handoff_id, at);
+-- The package page lists its replies (outcomes, written on the actions' fast path, need not keep
+-- this index up); an export reads a window of time.
+CREATE INDEX evals_replies_idx ON evals (handoff_id, at) WHERE kind = 'reply';
 CREATE INDEX evals_at_idx ON evals (at, id);
 
 -- Training data is what happened, not what someone later wished: like the event log, the

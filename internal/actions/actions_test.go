@@ -36,7 +36,7 @@ type testDesk struct {
 	packages handofftest.Numbered
 }
 
-func newDesk(t *testing.T, queues ...string) *testDesk {
+func newDesk(t testing.TB, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
 	d := &testDesk{db: db, auth: auth.NewService(db), queues: queue.NewService(db), clock: clocktest.New(time.Now())}
@@ -67,7 +67,7 @@ func parentOf(name string) string {
 	return ""
 }
 
-func (d *testDesk) agent(t *testing.T, name string, role auth.Role, capacity int, queues ...string) auth.User {
+func (d *testDesk) agent(t testing.TB, name string, role auth.Role, capacity int, queues ...string) auth.User {
 	t.Helper()
 	u, err := d.auth.CreateUser(context.Background(), auth.NewUser{Email: name + "@example.com", DisplayName: name, Role: role, Password: "long-enough", Capacity: capacity})
 	if err != nil {

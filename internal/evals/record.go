@@ -112,9 +112,10 @@ const insertSQL = `
 	INSERT INTO evals (kind, handoff_id, queue_id, editor_id, at, source_agent, source_run_id, trigger, locale,
 		draft, final, word_diff, unified_diff, edit_distance_chars, edit_distance_words, accepted_as_is, tags, editing_ms,
 		code, note, escalation_needed)
-	SELECT $1, h.id, $3, $4, $5, h.source_agent, h.package->>'source_run_id', h.package->>'trigger', h.package->>'locale',
+	SELECT $1, h.id, $3, $4, $5, h.source_agent, p.source_run_id, p.trigger, p.locale,
 		$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17
-	FROM handoffs h WHERE h.id = $2`
+	FROM handoffs h, json_to_record(h.package) AS p(source_run_id text, trigger text, locale text)
+	WHERE h.id = $2`
 
 // QueueReply adds the record of a sent reply to a batch the caller sends inside the reply's
 // transaction.

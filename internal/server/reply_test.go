@@ -102,6 +102,15 @@ func TestReplyForm(t *testing.T) {
 	if !strings.Contains(string(page), `data-testid="reply-editor"`) {
 		t.Errorf("the package page no longer offers Dana the editor for another reply")
 	}
+	resp, err = dana.Get(app.URL + "/sidebar/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sidebar, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(sidebar), `data-testid="reply-editor"`) || !strings.Contains(string(sidebar), `data-testid="reply-final"`) {
+		t.Errorf("the sidebar lacks the editor or the reply sent")
+	}
 	// Dana's role sees the contact masked, in her own reply too; a supervisor sees it as sent.
 	if !strings.Contains(string(page), `data-testid="reply-final">Hi D., the duplicate charge is reversed.`) || !strings.Contains(string(page), "edited the draft") {
 		t.Errorf("the package page does not list the reply sent, masked for Dana")

@@ -130,6 +130,25 @@ type Controls struct {
 	NoteLimit int
 }
 
+// Editor is the co-pilot editor: the bot's draft ("" when it left none) for the agent to edit
+// and send, and the tags they may give for changing it.
+type Editor struct {
+	Draft string
+	Tags  []string
+	// Limit is the most characters a reply may have; the server refuses more.
+	Limit int
+}
+
+// SentReply is a reply an agent sent, its text masked for the viewer like a note.
+type SentReply struct {
+	Editor string
+	At     string
+	Text   string
+	Tags   []string
+	// How is how the reply came about: the draft sent as is, edited, or written from scratch.
+	How string
+}
+
 // HandoffView is the package view, also the CRM sidebar.
 type HandoffView struct {
 	Viewer              *Viewer
@@ -154,10 +173,14 @@ type HandoffView struct {
 	HandoffChain        []string
 	Transcript          []Turn
 	Notes               []Note
-	Outcome             string
-	Controls            Controls
-	Live                LiveConfig
-	Flash               string
+	// Editor is the co-pilot editor, for the agent who accepted the package; nil for everyone else.
+	Editor *Editor
+	// Replies are the replies sent on the package, oldest first.
+	Replies  []SentReply
+	Outcome  string
+	Controls Controls
+	Live     LiveConfig
+	Flash    string
 }
 
 // QueueHealth is one queue on the roster.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
@@ -60,6 +62,22 @@ func TestCommandsSucceed(t *testing.T) {
 		if !strings.Contains(out, s.want) {
 			t.Errorf("web %s printed %q, want it to contain %q", strings.Join(s.args, " "), out, s.want)
 		}
+	}
+	// The demo's replies are there once, however often it is seeded: an edited draft, one sent as
+	// is, one written from scratch, each package resolved.
+	db, err := pgx.Connect(context.Background(), getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var replies, asIs, scratch, resolves int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE kind = 'reply'),
+		count(*) FILTER (WHERE accepted_as_is), count(*) FILTER (WHERE draft = ''), count(*) FILTER (WHERE kind = 'resolve')
+		FROM evals`).Scan(&replies, &asIs, &scratch, &resolves); err != nil {
+		t.Fatal(err)
+	}
+	if replies != 3 || asIs != 1 || scratch != 1 || resolves != 3 {
+		t.Errorf("seeded %d replies (%d as is, %d from scratch) and %d resolves; want 3 (1, 1) and 3", replies, asIs, scratch, resolves)
 	}
 }
 

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
@@ -78,6 +85,9 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if ignoreConflict(err) != nil {
 			return fmt.Errorf("seed-demo: api key: %w", err)
 		}
+		if err := seedReplies(ctx, db, users); err != nil {
+			return fmt.Errorf("seed-demo: replies: %w", err)
+		}
 		if _, err := fmt.Fprintln(stdout, "Demo desk ready. Log in with any of these (password "+demoPassword+"):"); err != nil {
 			return err
 		}
@@ -89,4 +99,78 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		_, err = fmt.Fprintf(stdout, "Demo bot key (queues billing_t2, tech_t2): %s\n", demoBotKey)
 		return err
 	})
+}
+
+// demoReplies are packages the demo agent has already answered and resolved, so that a new desk
+// has eval records to look at: a draft sent as is, an edited one, and a reply written from
+// scratch.
+var demoReplies = []struct {
+	id, problem, draft, final string
+	tags                      []string
+}{
+	{"ho_demo_reply_as_is", "Customer asks when the refund for order 1182 arrives.",
+		"Hi Jo, your refund for order 1182 was issued yesterday; it reaches your card within 5 business days.",
+		"Hi Jo, your refund for order 1182 was issued yesterday; it reaches your card within 5 business days.", nil},
+	{"ho_demo_reply_edited", "Customer was charged twice for the June plan and wants one charge back.",
+		"Hello, we have refunded both charges and cancelled your plan.",
+		"Hello Sam, we have refunded the duplicate charge; your June plan stays active.", []string{"factual_error", "tone"}},
+	{"ho_demo_reply_scratch", "Customer wants an invoice with the company's VAT number on it.",
+		"", "Hi Lee, I've reissued invoice INV-2291 with your VAT number; it is in your account under Billing.", []string{"missing_info"}},
+}
+
+// seedReplies sends the demo replies through the desk's own actions. A package that is no longer
+// waiting was answered by an earlier seed and is left alone.
+func seedReplies(ctx context.Context, db *pgxpool.Pool, users *auth.Service) error {
+	bot, err := users.Bot(ctx, demoBotKey)
+	if err != nil {
+		return err
+	}
+	agent, err := users.UserByEmail(ctx, demoUsers[0].user.Email)
+	if err != nil {
+		return err
+	}
+	in, act := intake.New(db, time.Now, nil), actions.New(db, time.Now, nil)
+	for i, d := range demoReplies {
+		pkg := map[string]any{
+			"schema_version": "1.0", "handoff_id": d.id, "source_run_id": fmt.Sprintf("run_demo_%d", i+1),
+			"source_agent": "tier1-support", "target_profile": "billing_t2", "transfer_mode": "warm",
+			"trigger": "policy_boundary", "contact": map[string]any{"id": fmt.Sprintf("cust_demo_%d", i+1)},
+			"problem_statement": d.problem, "locale": "en-US",
+		}
+		if d.draft != "" {
+			pkg["draft_reply"] = d.draft
+		}
+		body, err := json.Marshal(pkg)
+		if err != nil {
+			return err
+		}
+		p, err := handoff.Decode(body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		if _, err := in.Submit(ctx, intake.Sender{APIKeyID: bot.ID, QueueIDs: bot.QueueIDs}, p); err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		var status handoff.Status
+		if err := db.QueryRow(ctx, `SELECT status FROM handoffs WHERE handoff_id = $1`, d.id).Scan(&status); err != nil {
+			return err
+		}
+		if status != handoff.StatusQueued {
+			continue
+		}
+		r, err := evals.ParseReply(d.final, d.tags, strconv.Itoa(20000+i*15000))
+		if err != nil {
+			return err
+		}
+		if err := act.Accept(ctx, agent, d.id); err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		if err := act.Reply(ctx, agent, d.id, r); err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		if _, err := act.Resolve(ctx, agent, d.id, "solved", ""); err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+	}
+	return nil
 }

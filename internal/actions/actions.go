@@ -24,6 +24,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/commit"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -149,14 +150,23 @@ func (a *Service) inTx(ctx context.Context, f func(tx pgx.Tx, now time.Time) err
 	return secondReservation(err)
 }
 
-// apply runs the statement that makes a change and records the change, in one round trip.
-func apply(ctx context.Context, tx pgx.Tx, update string, args []any, c events.Change) error {
+// apply runs the statement that makes a change and records the change, with the eval records of
+// its outcome, in one round trip.
+func apply(ctx context.Context, tx pgx.Tx, update string, args []any, c events.Change, outcomes ...evals.Outcome) error {
 	b := &pgx.Batch{}
 	b.Queue(update, args...)
-	if err := events.Queue(b, c); err != nil {
+	if err := record(b, c, outcomes); err != nil {
 		return err
 	}
 	return tx.SendBatch(ctx, b).Close()
+}
+
+// record adds a change's log row and webhook, and the eval records of its outcome, to b.
+func record(b *pgx.Batch, c events.Change, outcomes []evals.Outcome) error {
+	for _, o := range outcomes {
+		evals.QueueOutcome(b, o)
+	}
+	return events.Queue(b, c)
 }
 
 // secondReservation explains the database's refusal of a second reservation to one agent.
@@ -313,7 +323,8 @@ func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason,
 			WHERE id = $1`, []any{h.ID, user.ID, rejections, needsSupervisor, target.ID, now},
 			events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
 				APIKeyID: h.APIKeyID, Kind: events.Rejected, Status: handoff.StatusQueued, ActorUser: &user.ID, Reason: reason, At: now,
-				Detail: map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name}})
+				Detail: map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name}},
+			evals.Outcome{Kind: evals.KindReject, HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Note: reason})
 	})
 	return a.released(handoffID, from, err)
 }
@@ -345,6 +356,9 @@ func (a *Service) Resolve(ctx context.Context, user auth.User, handoffID, code, 
 	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, code, note)
 }
 
+// evalKinds are the eval records of the actions that close a package.
+var evalKinds = map[Action]evals.Kind{Return: evals.KindReturnToBot, Resolve: evals.KindResolve}
+
 // close ends a package for act. The fast path's update holds the part of Check it relies on: a
 // package the user holds, in a status act closes.
 func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note string) (string, error) {
@@ -355,6 +369,10 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 		return hd.to(events.Change{Kind: kind, Status: status, ActorUser: &user.ID, Reason: outcome, Outcome: outcome,
 			Note: note, Assignee: user.DisplayName, At: now})
 	}
+	label := func(hd hold, now time.Time) evals.Outcome {
+		return evals.Outcome{Kind: evalKinds[act], HandoffID: hd.rowID, QueueID: hd.queueID, EditorID: user.ID, At: now,
+			Code: outcome, Note: note}
+	}
 	if hd, ok := a.holds.get(handoffID, user.ID); ok {
 		from := []handoff.Status{handoff.StatusAccepted}
 		if act == Return {
@@ -362,7 +380,7 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 		}
 		now := a.now()
 		done, err := a.fast(ctx, user, hd, `status = $6, outcome = $7, outcome_note = NULLIF($8, ''), closed_at = $9, updated_at = $9,
-			reserved_until = NULL`, `h.status = ANY ($10)`, []any{status, outcome, note, now, from}, closed(hd, now))
+			reserved_until = NULL`, `h.status = ANY ($10)`, []any{status, outcome, note, now, from}, closed(hd, now), label(hd, now))
 		if done || err != nil {
 			return a.released(handoffID, hd.queue, err)
 		}
@@ -377,7 +395,7 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 		return apply(ctx, tx, `
 			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
 				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6)
-			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID}, closed(h.hold(user.ID), now))
+			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID}, closed(h.hold(user.ID), now), label(h.hold(user.ID), now))
 	})
 	return a.released(handoffID, queueName, err)
 }
@@ -439,4 +457,35 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}})
 	})
 	return a.released(handoffID, from, err)
+}
+
+// Reply sends the customer the agent's reply on a package they accepted, through the package's
+// bot, and keeps it as an eval record against the bot's draft ("" when it had none: a reply
+// written from scratch). An agent may reply several times; each reply is a record of its own.
+//
+// An agent whose role sees the package's contact masked edited the draft as masked for them: the
+// masked text they left alone is the contact's own again in what is sent and recorded (see
+// evals.Restore), so the customer is greeted by name and the record shows only the agent's edits.
+func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r evals.Reply) error {
+	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		h, err := lockTo(ctx, tx, Reply, user, handoffID, now)
+		if err != nil {
+			return err
+		}
+		var p handoff.Package
+		if err := tx.QueryRow(ctx, `SELECT package FROM handoffs WHERE id = $1`, h.ID).Scan(&p); err != nil {
+			return err
+		}
+		shown := p.MaskFor(handoff.VisibilityFor(user.Role, h.Queue.PIIMinRole, h.Queue.PIIEntityKeys)).DraftReply
+		r.Text, _ = evals.Restore(shown, p.DraftReply, r.Text)
+		b := &pgx.Batch{}
+		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: p.DraftReply, Reply: r}); err != nil {
+			return err
+		}
+		if err := events.Queue(b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,
+			Assignee: user.DisplayName, Text: r.Text, At: now, Detail: map[string]any{"tags": r.Tags}})); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
 }

@@ -36,7 +36,7 @@ type testDesk struct {
 	packages handofftest.Numbered
 }
 
-func newDesk(t *testing.T, queues ...string) *testDesk {
+func newDesk(t testing.TB, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
 	d := &testDesk{db: db, auth: auth.NewService(db), queues: queue.NewService(db), clock: clocktest.New(time.Now())}
@@ -67,7 +67,7 @@ func parentOf(name string) string {
 	return ""
 }
 
-func (d *testDesk) agent(t *testing.T, name string, role auth.Role, capacity int, queues ...string) auth.User {
+func (d *testDesk) agent(t testing.TB, name string, role auth.Role, capacity int, queues ...string) auth.User {
 	t.Helper()
 	u, err := d.auth.CreateUser(context.Background(), auth.NewUser{Email: name + "@example.com", DisplayName: name, Role: role, Password: "long-enough", Capacity: capacity})
 	if err != nil {
@@ -510,7 +510,7 @@ func TestNextAcceptResolveTakeOneRoundTripEach(t *testing.T) {
 }
 
 // records describes what the desk wrote about a package, leaving out what differs between any two
-// packages (ids, times): its events and its webhooks, in order.
+// packages (ids, times): its events, its webhooks and its eval records, in order.
 func (d *testDesk) records(t *testing.T, id string) string {
 	t.Helper()
 	var got string
@@ -519,7 +519,9 @@ func (d *testDesk) records(t *testing.T, id string) string {
 			(SELECT string_agg(e.kind || ' by ' || coalesce(e.actor_user::text, 'bot') || ' in ' || e.queue_id || ' '
 				|| (e.detail - 'reserved_until')::text, ', ' ORDER BY e.seq) FROM events e WHERE e.handoff_id = h.id),
 			(SELECT string_agg(o.event || ' to ' || o.api_key_id || ' ' || (o.payload - 'event_id' - 'handoff_id' - 'occurred_at')::text, ', ' ORDER BY o.id)
-				FROM webhook_outbox o WHERE o.handoff_id = h.handoff_id))
+				FROM webhook_outbox o WHERE o.handoff_id = h.handoff_id),
+			(SELECT string_agg('eval ' || v.kind || ' by ' || v.editor_id || ' in ' || v.queue_id || ' ' || concat_ws(' ', v.code, v.note,
+				'escalation_needed=' || v.escalation_needed), ', ' ORDER BY v.id) FROM evals v WHERE v.handoff_id = h.id))
 		FROM handoffs h WHERE h.handoff_id = $1`, id).Scan(&got)
 	if err != nil {
 		t.Fatal(err)
@@ -556,7 +558,8 @@ func TestFastAndSlowPathsRecordTheSame(t *testing.T) {
 	if fast != slow {
 		t.Errorf("the fast path recorded\n%s\nthe slow path\n%s", fast, slow)
 	}
-	for _, want := range []string{`"reserved"`, `"accepted"`, `"resolved"`, `"outcome": "refunded"`, `"note": "goodwill"`, `"assignee": "alex"`, `"queue": "billing"`} {
+	for _, want := range []string{`"reserved"`, `"accepted"`, `"resolved"`, `"outcome": "refunded"`, `"note": "goodwill"`, `"assignee": "alex"`, `"queue": "billing"`,
+		fmt.Sprintf("eval resolve by %d", alex.ID)} {
 		if !strings.Contains(fast, want) {
 			t.Errorf("records lack %s:\n%s", want, fast)
 		}

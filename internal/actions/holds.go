@@ -10,6 +10,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/commit"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/events"
 )
 
@@ -74,7 +75,7 @@ const notAsExpected = "HD001"
 // travels with the change's records. set and where may use $6 onwards, from args. It reports
 // false, with nothing written, when the package is no longer as remembered: the caller then takes
 // the slow path, which says why, or succeeds when the change is still allowed.
-func (a *Service) fast(ctx context.Context, user auth.User, hd hold, set, where string, args []any, c events.Change) (bool, error) {
+func (a *Service) fast(ctx context.Context, user auth.User, hd hold, set, where string, args []any, c events.Change, outcomes ...evals.Outcome) (bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(`
 		WITH changed AS (
@@ -85,7 +86,7 @@ func (a *Service) fast(ctx context.Context, user auth.User, hd hold, set, where 
 			RETURNING 1)
 		SELECT expect_change(count(*)) FROM changed`,
 		append([]any{hd.rowID, hd.queueID, hd.queue, user.ID, user.Role.AtLeast(auth.RoleSupervisor)}, args...)...)
-	if err := events.Queue(b, c); err != nil {
+	if err := record(b, c, outcomes); err != nil {
 		return false, err
 	}
 	err := a.trips.Send(ctx, b, commit.ExecAll(b))

@@ -18,6 +18,7 @@ const (
 	Return   Action = "return" // to the bot
 	Transfer Action = "transfer"
 	Resolve  Action = "resolve"
+	Reply    Action = "reply" // send the customer a reply, from the bot's draft or from scratch
 )
 
 // State is what the rules need to know of a package.
@@ -65,20 +66,30 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 		return holderOrSupervisor(user, supervisor, st, handoff.StatusReserved, handoff.StatusAccepted)
 	case Resolve:
 		return holderOrSupervisor(user, supervisor, st, handoff.StatusAccepted)
+	case Reply:
+		// Only the agent who accepted the package speaks to the customer: a supervisor who steps
+		// in takes the package first, so that one person at a time answers.
+		if st.Status != handoff.StatusAccepted {
+			return desk.Errorf(desk.Conflict, "%s is %s; a reply needs it accepted", st.PublicID, st.Status)
+		}
+		if !st.HeldBy(user.ID) {
+			return desk.Errorf(desk.Forbidden, "%s is not yours to answer", st.PublicID)
+		}
+		return nil
 	}
 	return desk.Errorf(desk.Invalid, "%q is not an action", act)
 }
 
 // Permissions are the actions a user may take on a package now.
 type Permissions struct {
-	Accept, Reject, Return, Transfer, Resolve bool
+	Accept, Reject, Return, Transfer, Resolve, Reply bool
 }
 
 // Allowed lists what Check allows user to do to the package now.
 func Allowed(user auth.User, member bool, st State, now time.Time) Permissions {
 	may := func(act Action) bool { return Check(act, user, member, st, now) == nil }
 	return Permissions{Accept: may(Accept), Reject: may(Reject), Return: may(Return), Transfer: may(Transfer),
-		Resolve: may(Resolve)}
+		Resolve: may(Resolve), Reply: may(Reply)}
 }
 
 // mayClaim lets the agent accept the reservation they hold, or a waiting package that is not

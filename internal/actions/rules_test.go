@@ -50,18 +50,19 @@ func TestCheck(t *testing.T) {
 		{"queued, offered to me", agent, true, with(pkg(handoff.StatusQueued, nil), func(s *State) { s.OfferedTo, s.OfferedUntil = &me, &later }),
 			"accept return transfer", nil},
 		{"reserved by me", agent, true, pkg(handoff.StatusReserved, &me), "accept reject return transfer",
-			map[Action]string{Resolve: desk.Conflict}},
+			map[Action]string{Resolve: desk.Conflict, Reply: desk.Conflict}},
 		{"reserved by another", agent, true, pkg(handoff.StatusReserved, &other), "",
 			map[Action]string{Accept: desk.Conflict, Reject: desk.Forbidden, Return: desk.Forbidden, Transfer: desk.Forbidden}},
 		{"reserved by another, supervisor", supervisor, false, pkg(handoff.StatusReserved, &other), "reject return transfer",
 			map[Action]string{Accept: desk.Conflict}},
-		{"accepted by me", agent, true, pkg(handoff.StatusAccepted, &me), "reject return transfer resolve",
+		{"accepted by me", agent, true, pkg(handoff.StatusAccepted, &me), "reject return transfer resolve reply",
 			map[Action]string{Accept: desk.Conflict}},
 		{"accepted by me, no longer a member", agent, false, pkg(handoff.StatusAccepted, &me), "reject",
-			map[Action]string{Resolve: desk.Forbidden}},
+			map[Action]string{Resolve: desk.Forbidden, Reply: desk.Forbidden}},
 		{"accepted by another", agent, true, pkg(handoff.StatusAccepted, &other), "",
-			map[Action]string{Resolve: desk.Forbidden}},
-		{"accepted by another, supervisor", supervisor, true, pkg(handoff.StatusAccepted, &other), "reject return transfer resolve", nil},
+			map[Action]string{Resolve: desk.Forbidden, Reply: desk.Forbidden}},
+		{"accepted by another, supervisor", supervisor, true, pkg(handoff.StatusAccepted, &other), "reject return transfer resolve",
+			map[Action]string{Reply: desk.Forbidden}},
 		{"awaiting approval, mine", agent, true, pkg(handoff.StatusAwaitingApproval, &me), "",
 			map[Action]string{Resolve: desk.Conflict, Return: desk.Conflict}},
 		{"resolved", supervisor, true, pkg(handoff.StatusResolved, &me), "",
@@ -74,7 +75,7 @@ func TestCheck(t *testing.T) {
 			for _, a := range []struct {
 				ok   bool
 				name string
-			}{{p.Accept, "accept"}, {p.Reject, "reject"}, {p.Return, "return"}, {p.Transfer, "transfer"}, {p.Resolve, "resolve"}} {
+			}{{p.Accept, "accept"}, {p.Reject, "reject"}, {p.Return, "return"}, {p.Transfer, "transfer"}, {p.Resolve, "resolve"}, {p.Reply, "reply"}} {
 				if a.ok {
 					got = append(got, a.name)
 				}

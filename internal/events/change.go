@@ -33,8 +33,11 @@ type Change struct {
 	Note      string
 	Outcome   string
 	Assignee  string
-	Detail    map[string]any
-	At        time.Time
+	// Text is a reply's text, for the bot's webhook only: the log records that a reply was sent,
+	// and the reply itself is kept by evals.
+	Text   string
+	Detail map[string]any
+	At     time.Time
 	// UserID is the person whose access changed, for the kinds that change it.
 	UserID int64
 }
@@ -72,7 +75,7 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 		if c.Kind.TellsBot() {
 			hooks = append(hooks, webhook.Event{
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
-				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, OccurredAt: c.At,
+				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, OccurredAt: c.At,
 			})
 		}
 	}

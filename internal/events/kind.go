@@ -6,7 +6,7 @@
 package events
 
 // Kind is what happened. Writers, the live desk and the webhooks all read this one list; the
-// events table's check constraint (migrations/00011_access_events.sql) holds the same.
+// events table's check constraint (migrations/00013_evals.sql) holds the same.
 type Kind string
 
 const (
@@ -21,6 +21,9 @@ const (
 	Expired       Kind = "expired"
 	Canceled      Kind = "canceled"
 	Presence      Kind = "presence" // someone's presence changed: supervisors' rosters refresh
+	// An agent sent a reply on the package. The bot's webhook carries the text: the bot owns the
+	// conversation and passes the reply on to the customer's channel.
+	Reply Kind = "reply"
 
 	// The changes of a person's access. Each names its subject (Event.UserID), whose open sockets
 	// every instance closes: what they show was rendered for the access they had.
@@ -33,7 +36,7 @@ const (
 // Kinds lists every kind.
 func Kinds() []Kind {
 	return []Kind{Queued, Reserved, Released, Accepted, Rejected, Transferred, ReturnedToBot, Resolved,
-		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved}
+		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved, Reply}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a
@@ -50,7 +53,7 @@ func (k Kind) ChangesAccess() bool {
 // kinds (a reservation, its release, presence) are no business of the bot's.
 func (k Kind) TellsBot() bool {
 	switch k {
-	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled:
+	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply:
 		return true
 	}
 	return false

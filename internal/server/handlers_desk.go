@@ -12,6 +12,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -108,6 +109,14 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 		}
 	}
 	v := handoffView(item, user, perms, notes, targets, s.citations)
+	replies, err := evals.Replies(ctx, s.db, item.ID)
+	if err != nil {
+		return views.HandoffView{}, err
+	}
+	v.Replies = repliesOf(item, user, replies)
+	if perms.Reply {
+		v.Editor = editorOf(item, user)
+	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, nil
 }
@@ -208,4 +217,22 @@ func (s *Server) handleResolve(c echo.Context) error {
 	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
 		return s.actions.Resolve(ctx, user, id, c.FormValue("code"), strings.TrimSpace(c.FormValue("note")))
 	})
+}
+
+// handleReply sends the agent's reply (form fields text, tags, editing_ms) and shows the package
+// again, with the reply among those sent.
+func (s *Server) handleReply(c echo.Context) error {
+	id := c.Param("id")
+	form, err := c.FormParams()
+	if err != nil {
+		return err
+	}
+	r, err := evals.ParseReply(form.Get("text"), form["tags"], form.Get("editing_ms"))
+	if err == nil {
+		err = s.actions.Reply(c.Request().Context(), currentUser(c), id, r)
+	}
+	if err != nil {
+		return s.actionFailed(c, id, err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/handoffs/"+id)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/views"
 )
@@ -167,4 +168,30 @@ func controls(perms actions.Permissions, transferTargets []string) views.Control
 		CanTransfer: perms.Transfer, CanResolve: perms.Resolve, TransferTargets: transferTargets,
 		ReturnReasons: handoff.ReturnReasons(), ResolutionCodes: handoff.ResolutionCodes(), NoteLimit: actions.MaxNoteChars,
 	}
+}
+
+// editorOf is the co-pilot editor for the agent who may reply: the draft as masked for them, as
+// the page shows it everywhere else.
+func editorOf(item board.Item, user auth.User) *views.Editor {
+	return &views.Editor{Draft: item.Package.MaskFor(visibility(user, item)).DraftReply, Tags: evals.Tags(), Limit: evals.MaxReplyChars}
+}
+
+// repliesOf maps the replies sent on a package to the page, masked like notes: a reply holds the
+// contact's details wherever the agent kept the draft's (actions.Reply restores them), so even
+// its author sees it as their role sees the draft.
+func repliesOf(item board.Item, user auth.User, rs []evals.SentReply) []views.SentReply {
+	vis := visibility(user, item)
+	out := make([]views.SentReply, 0, len(rs))
+	for _, r := range rs {
+		text := item.Package.MaskNoteFor(vis, r.Final)
+		how := "edited the draft"
+		switch {
+		case r.FromScratch:
+			how = "written from scratch"
+		case r.AcceptedAsIs:
+			how = "draft sent as is"
+		}
+		out = append(out, views.SentReply{Editor: r.Editor, At: formatTime(&r.At), Text: text, Tags: r.Tags, How: how})
+	}
+	return out
 }

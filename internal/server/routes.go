@@ -33,6 +33,7 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/return", s.handleReturn, agent)
 	e.POST("/handoffs/:id/transfer", s.handleTransfer, agent)
 	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
+	e.POST("/handoffs/:id/reply", s.handleReply, agent)
 	e.GET("/ws", s.handleSocket, agent)
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))

@@ -22,6 +22,7 @@ import (
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // testApp is a desk instance served on 127.0.0.1 over its own fresh database, stopped with the
@@ -34,6 +35,8 @@ type testApp struct {
 	Queues *queue.Service
 
 	cfg server.Config // what every instance is started with, besides its address
+	// hooks is how every instance delivers webhooks.
+	hooks webhook.Options
 }
 
 const testPassword = "correct-horse"
@@ -47,8 +50,15 @@ func setup(t *testing.T, frameAncestors ...string) *testApp {
 // Addr and BaseURL.
 func setupWith(t *testing.T, cfg server.Config) *testApp {
 	t.Helper()
+	return setupHooks(t, cfg, webhook.Options{})
+}
+
+// setupHooks is setupWith that delivers webhooks as hooks says: a test's receiver listens on
+// 127.0.0.1, which only AllowPrivate lets webhooks reach.
+func setupHooks(t *testing.T, cfg server.Config, hooks webhook.Options) *testApp {
+	t.Helper()
 	dbURL := pgtest.URL(t)
-	app := &testApp{DBURL: dbURL, cfg: cfg}
+	app := &testApp{DBURL: dbURL, cfg: cfg, hooks: hooks}
 	app.DB = openPool(t, dbURL)
 	app.Auth, app.Queues = auth.NewService(app.DB), queue.NewService(app.DB)
 	app.URL, _ = app.start(t)
@@ -91,7 +101,7 @@ func (a *testApp) serve(t *testing.T, ln net.Listener) (string, func()) {
 	done := make(chan error, 1)
 	cfg := a.cfg
 	cfg.Addr, cfg.BaseURL = ln.Addr().String(), url
-	opts := instance.Options{Server: cfg, DatabaseURL: a.DBURL, SweepInterval: 200 * time.Millisecond}
+	opts := instance.Options{Server: cfg, DatabaseURL: a.DBURL, SweepInterval: 200 * time.Millisecond, Webhook: a.hooks}
 	go func() { done <- instance.Run(ctx, opts, logger, db, ln) }()
 	var once sync.Once
 	stop := func() {

@@ -30,6 +30,7 @@ type Event struct {
 	Note       string // optional
 	Outcome    string // optional
 	Assignee   string // optional: the agent's display name
+	Text       string // a reply's text, unmasked: the bot sends it on to the customer
 	OccurredAt time.Time
 }
 
@@ -45,6 +46,7 @@ type payload struct {
 	Note       string    `json:"note,omitempty"`
 	Outcome    string    `json:"outcome,omitempty"`
 	Assignee   string    `json:"assignee,omitempty"`
+	Text       string    `json:"text,omitempty"`
 }
 
 // Queue adds the outbox insert of events to a batch that the caller sends inside its
@@ -82,6 +84,7 @@ func insert(events []Event) (string, []any, error) {
 			Note:       e.Note,
 			Outcome:    e.Outcome,
 			Assignee:   e.Assignee,
+			Text:       e.Text,
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)

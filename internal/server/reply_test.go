@@ -1,0 +1,302 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
+)
+
+// postForm posts a form with a client and returns the status, the redirect and the body.
+func postForm(t *testing.T, c *http.Client, u string, form url.Values) (int, string, string) {
+	t.Helper()
+	resp, err := c.PostForm(u, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location"), string(body)
+}
+
+// A reply is a form post on the package: what the desk refuses is a 422 that names the field, a
+// package the agent did not accept is not theirs to answer, and a reply sent shows on the page.
+func TestReplyForm(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "eli@example.com", auth.RoleAgent, "billing_t2")
+	dana, eli := app.client(t), app.client(t)
+	app.login(t, dana, "dana@example.com")
+	app.login(t, eli, "eli@example.com")
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	reply := app.URL + "/handoffs/" + id + "/reply"
+
+	if status, _, _ := postForm(t, dana, reply, url.Values{"text": {"Hello"}}); status != http.StatusConflict {
+		t.Errorf("reply before accepting: %d, want 409", status)
+	}
+	if status, _, _ := postForm(t, dana, app.URL+"/handoffs/"+id+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d", status)
+	}
+	for _, tc := range []struct {
+		form  url.Values
+		field string
+	}{
+		{url.Values{"text": {"  "}}, "text"},
+		{url.Values{}, "text"},
+		{url.Values{"text": {strings.Repeat("x", evals.MaxReplyChars+1)}}, "text"},
+		{url.Values{"text": {"Hello"}, "tags": {"tone", "rude"}}, "tag &#34;rude&#34;"},
+		{url.Values{"text": {"Hello"}, "editing_ms": {"-1"}}, "editing_ms"},
+	} {
+		status, _, body := postForm(t, dana, reply, tc.form)
+		if status != http.StatusUnprocessableEntity || !strings.Contains(body, tc.field) {
+			t.Errorf("reply %.40v: %d, want 422 naming %s", tc.form, status, tc.field)
+		}
+	}
+	if status, _, _ := postForm(t, eli, reply, url.Values{"text": {"Hello"}}); status != http.StatusForbidden {
+		t.Errorf("a colleague's reply: %d, want 403", status)
+	}
+	var n int
+	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM evals`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("refused replies left %d records (%v)", n, err)
+	}
+
+	final := "Hi Dana, the duplicate charge is reversed."
+	status, location, _ := postForm(t, dana, reply, url.Values{"text": {final}, "tags": {"too_long"}, "editing_ms": {"12000"}})
+	if status != http.StatusSeeOther || location != "/handoffs/"+id {
+		t.Fatalf("reply: %d to %q, want 303 to the package", status, location)
+	}
+	var stored string
+	var tags []string
+	var ms int
+	if err := app.DB.QueryRow(t.Context(), `SELECT final, tags, editing_ms FROM evals WHERE kind = 'reply'`).Scan(&stored, &tags, &ms); err != nil {
+		t.Fatal(err)
+	}
+	if stored != final || fmt.Sprint(tags) != "[too_long]" || ms != 12000 {
+		t.Errorf("stored %q, tags %v, %d ms", stored, tags, ms)
+	}
+	resp, err := dana.Get(app.URL + "/handoffs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `data-testid="reply-editor"`) {
+		t.Errorf("the package page no longer offers Dana the editor for another reply")
+	}
+	resp, err = dana.Get(app.URL + "/sidebar/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sidebar, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(sidebar), `data-testid="reply-editor"`) || !strings.Contains(string(sidebar), `data-testid="reply-final"`) {
+		t.Errorf("the sidebar lacks the editor or the reply sent")
+	}
+	// Dana's role sees the contact masked, in her own reply too; a supervisor sees it as sent.
+	if !strings.Contains(string(page), `data-testid="reply-final">Hi D., the duplicate charge is reversed.`) || !strings.Contains(string(page), "edited the draft") {
+		t.Errorf("the package page does not list the reply sent, masked for Dana")
+	}
+	sam := app.client(t)
+	app.user(t, "sam@example.com", auth.RoleSupervisor, "billing_t2")
+	app.login(t, sam, "sam@example.com")
+	resp, err = sam.Get(app.URL + "/handoffs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `data-testid="reply-final">`+final) {
+		t.Errorf("the supervisor does not see the reply as sent")
+	}
+	resp, err = eli.Get(app.URL + "/handoffs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(page), `data-testid="reply-editor"`) {
+		t.Errorf("a colleague is offered the editor on a package Dana accepted")
+	}
+}
+
+// receiver is a bot's webhook endpoint on 127.0.0.1 that hands each delivery's body to the test.
+func receiver(t *testing.T) (string, <-chan []byte) {
+	t.Helper()
+	got := make(chan []byte, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- body
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, got
+}
+
+// The co-pilot editor in Chromium: accept, E focuses the editor, the edit shows as a live word
+// diff, Ctrl+Enter sends; the stored record holds exactly the diff the page showed, and the bot's
+// receiver gets the final text.
+func TestBrowserEditsTheDraftAndSends(t *testing.T) {
+	t.Parallel()
+	app := setupHooks(t, server.Config{}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
+	hookURL, hooks := receiver(t)
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	queue, err := app.Queues.ByName(t.Context(), "billing_t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Agents see this queue's contact details, so the editor holds the draft as the bot wrote it.
+	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'agent' WHERE id = $1`, queue.ID); err != nil {
+		t.Fatal(err)
+	}
+	k, err := app.Auth.CreateAPIKey(t.Context(), auth.NewAPIKey{Name: "tier1", QueueIDs: []int64{queue.ID}, WebhookURL: hookURL, AllowPrivateWebhook: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, k.Key, pkg), http.StatusCreated)
+	draft := pkg["draft_reply"].(string)
+	final := strings.Replace(draft, "now;", "today;", 1) + " Sorry for the trouble."
+
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.Click(`[data-testid="accept"]`),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		pressE(),
+	); err != nil {
+		t.Fatalf("accept and open the editor: %v", err)
+	}
+	if got := evalString(t, ctx, `document.activeElement.id`); got != "reply-text" {
+		t.Fatalf("after E the focus is on %q, want the editor", got)
+	}
+	if got := evalString(t, ctx, `document.getElementById("reply-text").value`); got != draft {
+		t.Fatalf("the editor holds %q, want the draft", got)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("reply-text").value = ""`),
+		chromedp.SendKeys(`#reply-text`, final),
+		chromedp.WaitVisible(`#reply-diff ins`),
+		chromedp.Click(`[data-testid="tag-policy"]`),
+		chromedp.Focus(`#reply-text`),
+	); err != nil {
+		t.Fatalf("edit the draft: %v", err)
+	}
+	// The diff as the page shows it: text outside ins and del is kept, and the words a screen
+	// reader says before each change are left out.
+	shown := evalString(t, ctx, `JSON.stringify([...document.getElementById("reply-diff").childNodes].map(n => {
+		if (n.nodeType === Node.TEXT_NODE) return {op: "equal", text: n.textContent};
+		const said = n.querySelector(".sr-only");
+		return {op: n.tagName === "INS" ? "insert" : "delete", text: n.textContent.slice(said.textContent.length), said: said.textContent};
+	}))`)
+	var page []struct{ Op, Text, Said string }
+	if err := json.Unmarshal([]byte(shown), &page); err != nil {
+		t.Fatal(err)
+	}
+	want := evals.Compare(draft, final).Words
+	if len(page) != len(want) {
+		t.Fatalf("the page shows the diff %+v, want %+v", page, want)
+	}
+	for i, s := range page {
+		if s.Op != string(want[i].Op) || s.Text != want[i].Text || (s.Op != "equal" && strings.TrimSpace(s.Said) == "") {
+			t.Errorf("shown segment %d = %+v, want %+v announced", i, s, want[i])
+		}
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+		chromedp.WaitVisible(`[data-testid="reply-final"]`),
+	); err != nil {
+		t.Fatalf("send with Ctrl+Enter: %v", err)
+	}
+	if got := evalString(t, ctx, `document.querySelector('[data-testid="reply-final"]').textContent`); got != final {
+		t.Errorf("the page lists the reply %q, want %q", got, final)
+	}
+
+	var stored []evals.Segment
+	var storedFinal string
+	var tags []string
+	var ms int
+	if err := app.DB.QueryRow(t.Context(), `SELECT word_diff, final, tags, editing_ms FROM evals WHERE kind = 'reply'`).
+		Scan(&stored, &storedFinal, &tags, &ms); err != nil {
+		t.Fatal(err)
+	}
+	if storedFinal != final || fmt.Sprint(tags) != "[policy]" || ms <= 0 {
+		t.Errorf("stored final %q, tags %v, editing %d ms; want the text sent, [policy] and the time the page measured", storedFinal, tags, ms)
+	}
+	if len(stored) != len(page) {
+		t.Fatalf("stored diff %+v, the page showed %+v", stored, page)
+	}
+	for i := range stored {
+		if string(stored[i].Op) != page[i].Op || stored[i].Text != page[i].Text {
+			t.Errorf("stored segment %d = %+v, the page showed %+v", i, stored[i], page[i])
+		}
+	}
+
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case body := <-hooks:
+			var hook struct {
+				Event, Text string
+				HandoffID   string `json:"handoff_id"`
+			}
+			if err := json.Unmarshal(body, &hook); err != nil {
+				t.Fatal(err)
+			}
+			if hook.Event != "reply" {
+				continue
+			}
+			if hook.Text != final || hook.HandoffID != id {
+				t.Errorf("reply webhook %s, want the final text for %s", body, id)
+			}
+			return
+		case <-deadline:
+			t.Fatal("the bot's receiver never got the reply webhook")
+		}
+	}
+}
+
+// pressE presses E as a keyboard does: one keyDown that carries its text, which the page's
+// handler may prevent from typing (chromedp.KeyEvent sends the text as a separate char event,
+// which no handler can prevent).
+func pressE() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, p := range []input.DispatchKeyEventParams{
+			{Type: input.DispatchKeyEventTypeKeyDown, Key: "e", Code: "KeyE", Text: "e", WindowsVirtualKeyCode: 69},
+			{Type: input.DispatchKeyEventTypeKeyUp, Key: "e", Code: "KeyE", WindowsVirtualKeyCode: 69},
+		} {
+			if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func evalString(t *testing.T, ctx context.Context, js string) string {
+	t.Helper()
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return got
+}

@@ -66,7 +66,7 @@ func acceptedPackage(t *testing.T, app *testApp) (*http.Client, string) {
 	return c, id
 }
 
-// Form bodies are read up to 64 KiB, on /login before anyone is known as on every other form, and
+// Form bodies are read up to 128 KiB, on /login before anyone is known as on every other form, and
 // a larger one is answered 413 naming the limit.
 func TestFormBodiesAreCapped(t *testing.T) {
 	t.Parallel()
@@ -78,7 +78,7 @@ func TestFormBodiesAreCapped(t *testing.T) {
 	head := "--b\r\nContent-Disposition: form-data; name=\"email\"\r\n\r\nbea@example.com\r\n" +
 		"--b\r\nContent-Disposition: form-data; name=\"password\"; filename=\"p\"\r\n\r\n"
 	multipart := io.MultiReader(strings.NewReader(head), filler(60<<20), strings.NewReader("\r\n--b--\r\n"))
-	reason := io.MultiReader(strings.NewReader("reason="), filler(100<<10))
+	reason := io.MultiReader(strings.NewReader("reason="), filler(200<<10))
 	for _, r := range []struct {
 		what, path, contentType string
 		body                    io.Reader
@@ -87,17 +87,17 @@ func TestFormBodiesAreCapped(t *testing.T) {
 		{"9 MB login form", "/login", form, login(filler(9 << 20)), int64(len(loginHead) + 9<<20)},
 		{"9 MB login form, chunked", "/login", form, login(filler(9 << 20)), -1},
 		{"60 MB multipart login, chunked", "/login", "multipart/form-data; boundary=b", multipart, -1},
-		{"100 KiB reject reason", "/handoffs/" + id + "/reject", form, reason, -1},
+		{"200 KiB reject reason", "/handoffs/" + id + "/reject", form, reason, -1},
 	} {
 		status, body := post(t, c, app.URL+r.path, r.contentType, r.body, r.length)
-		if status != http.StatusRequestEntityTooLarge || !strings.Contains(body, "64 KiB") {
+		if status != http.StatusRequestEntityTooLarge || !strings.Contains(body, "128 KiB") {
 			t.Errorf("%s: %d, want 413 naming the limit\n%.300s", r.what, status, body)
 		}
 	}
 	// Just under the limit is read: the password is checked, and is wrong.
-	status, body := post(t, app.client(t), app.URL+"/login", form, login(filler(63<<10)), -1)
+	status, body := post(t, app.client(t), app.URL+"/login", form, login(filler(127<<10)), -1)
 	if status != http.StatusUnauthorized {
-		t.Errorf("a 63 KiB login form: %d, want 401\n%.300s", status, body)
+		t.Errorf("a 127 KiB login form: %d, want 401\n%.300s", status, body)
 	}
 	var state string
 	if err := app.DB.QueryRow(t.Context(), `SELECT status FROM handoffs WHERE handoff_id = $1`, id).Scan(&state); err != nil || state != "accepted" {

@@ -143,11 +143,11 @@ func isAPI(r *http.Request) bool {
 	return len(r.URL.Path) >= 5 && r.URL.Path[:5] == "/api/"
 }
 
-// maxFormBytes caps a form's body. The largest form a desk page sends carries a note of
-// actions.MaxNoteChars characters: at most 16,000 bytes of UTF-8, 48,000 once percent-encoded.
+// maxFormBytes caps a form's body. The largest form a desk page sends carries a reply of
+// evals.MaxReplyChars characters: at most 40,000 bytes of UTF-8, 120,000 once percent-encoded.
 // So no form a page sends is refused, and no one, logged in or not, makes the desk read
 // megabytes (Go would read 10 MB of a urlencoded body, and a multipart one whole).
-const maxFormBytes = 64 << 10
+const maxFormBytes = 128 << 10
 
 // checkInput reads the form, if any, up to maxFormBytes, and refuses text that no PostgreSQL
 // text column holds (a NUL character, or bytes that are not UTF-8) in the path's parameters,

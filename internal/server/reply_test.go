@@ -136,6 +136,11 @@ func TestReplyForm(t *testing.T) {
 	if strings.Contains(string(page), `data-testid="reply-editor"`) {
 		t.Errorf("a colleague is offered the editor on a package Dana accepted")
 	}
+	// The longest reply allowed fits in a form whatever its script: 10,000 four-byte characters
+	// are 120,000 bytes once percent-encoded.
+	if status, _, body := postForm(t, dana, reply, url.Values{"text": {strings.Repeat("🙂", evals.MaxReplyChars)}}); status != http.StatusSeeOther {
+		t.Errorf("a reply of %d emoji: %d, want 303\n%.300s", evals.MaxReplyChars, status, body)
+	}
 }
 
 // receiver is a bot's webhook endpoint on 127.0.0.1 that hands each delivery's body to the test.

@@ -165,16 +165,25 @@ func mentionsOf(c Contact) mentions {
 	if c.Email != "" {
 		m.words = append(m.words, mention{c.Email, maskEmail(c.Email)})
 	}
-	for _, word := range strings.FieldsFunc(c.DisplayName, func(r rune) bool { return !isNameRune(r) }) {
-		if utf8.RuneCountInString(word) >= 2 && strings.ContainsFunc(word, unicode.IsLetter) {
-			m.words = append(m.words, mention{word, initial(word)})
-		}
+	for _, word := range nameWords(c.DisplayName) {
+		m.words = append(m.words, mention{word, initial(word)})
 	}
 	slices.SortStableFunc(m.words, func(a, b mention) int { return len(b.text) - len(a.text) })
 	if digits := digitsOf(c.Phone); len(digits) >= 4 {
 		m.phone, m.phoneMasked = digits, maskPhone(c.Phone)
 	}
 	return m
+}
+
+// nameWords are the words of a name that count as mentions of it.
+func nameWords(name string) []string {
+	var words []string
+	for _, word := range strings.FieldsFunc(name, func(r rune) bool { return !isNameRune(r) }) {
+		if utf8.RuneCountInString(word) >= 2 && strings.ContainsFunc(word, unicode.IsLetter) {
+			words = append(words, word)
+		}
+	}
+	return words
 }
 
 func (m mentions) none() bool { return len(m.words) == 0 && m.phone == "" }

@@ -344,7 +344,7 @@ type Record struct {
 	EditDistanceChars *int      `json:"edit_distance_chars,omitempty"`
 	EditDistanceWords *int      `json:"edit_distance_words,omitempty"`
 	AcceptedAsIs      *bool     `json:"accepted_as_is,omitempty"`
-	Tags              []string  `json:"tags,omitempty"`
+	Tags              []string  `json:"tags,omitzero"`
 	EditingMS         *int      `json:"editing_ms,omitempty"`
 
 	Code             string `json:"code,omitempty"`

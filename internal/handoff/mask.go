@@ -81,10 +81,15 @@ func (p Package) MaskFor(v Visibility) Package {
 // text. The bot's flag does not apply: it vouches for the bot's text, and a note may come from
 // someone who saw the contact unmasked.
 func (p Package) MaskNoteFor(v Visibility, note string) string {
+	return p.NoteMaskFor(v)(note)
+}
+
+// NoteMaskFor is MaskNoteFor for many notes about p: it finds the contact's mentions once.
+func (p Package) NoteMaskFor(v Visibility) func(note string) string {
 	if v.PII {
-		return note
+		return func(note string) string { return note }
 	}
-	return mentionsOf(p.Contact).mask(note)
+	return mentionsOf(p.Contact).mask
 }
 
 // maskName keeps initials: "Dana Whitfield" → "D. W.", enough to greet nobody by name.

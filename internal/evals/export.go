@@ -319,10 +319,6 @@ type row struct {
 	pkg                                                 []byte
 }
 
-func (r *row) reset() {
-	*r = row{words: r.words[:0], pkg: r.pkg[:0], tags: r.tags[:0], piiKeys: r.piiKeys[:0]}
-}
-
 func (r *row) dest() []any {
 	return []any{&r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
 		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -22,7 +24,13 @@ func (s *Server) handleEvalsExport(c echo.Context) error {
 	}
 	if err != nil {
 		// The 200 and some lines are gone: a clean end would pass the cut export for a whole one.
-		s.logger.Error("export cut short", "lines", n, "err", err)
+		// A client that left is no failure of the desk's.
+		switch ctx := c.Request().Context(); {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			s.logger.Warn("export cut at REQUEST_TIMEOUT: export by since/until or with web evals export", "lines", n)
+		case ctx.Err() == nil:
+			s.logger.Error("export cut short", "lines", n, "err", err)
+		}
 		panic(http.ErrAbortHandler)
 	}
 	if !w.started {

@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook soak db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -65,6 +65,11 @@ bench-desk:
 bench-webhook:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchwebhook $(BENCH_FLAGS)
+
+## bench-export: the eval export of 10,000 and 100,000 records vs a bare scan of the same rows, ~1 minute.
+bench-export:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) test ./internal/evals -run '^$$' -bench Export -benchtime 3x
 
 ## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion) on a private loopback cluster, about 4 minutes (SOAK_FLAGS=-quick: about 1).
 soak: build

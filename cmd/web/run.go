@@ -29,6 +29,8 @@ commands:
   queue remove-member --name N --email E
   apikey add   --name N --queues a,b [--webhook-url URL]
   seed-demo    create demo queues, users and a bot key, and print them
+  evals export [--format F] [--queue Q] [--source_agent A] [--kind K] [--since T] [--until T] [--redact] [--role R]
+               the eval records as JSON lines on stdout, as GET /evals/export.jsonl gives them
 
 environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES,
              TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, WEBHOOK_ALLOW_PRIVATE, LOG_FORMAT (text|json)
@@ -72,11 +74,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return apikeyAdd(ctx, args, getenv, stdout, logger)
 	case "seed-demo":
 		return seedDemo(ctx, args, getenv, stdout, logger)
+	case "evals export":
+		return evalsExport(ctx, args, getenv, stdout)
 	case "help", "-h", "--help":
 		_, err := io.WriteString(stdout, usage)
 		return err
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role, queue add|remove-member, apikey add or seed-demo)", command)
+		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role, queue add|remove-member, apikey add, seed-demo or evals export)", command)
 	}
 }
 
@@ -85,6 +89,7 @@ var subcommands = map[string][]string{
 	"user":   {"add", "disable", "role"},
 	"queue":  {"add", "remove-member"},
 	"apikey": {"add"},
+	"evals":  {"export"},
 }
 
 // spelled lists a command's subcommands as a person reads them: "user add", "user disable" or

@@ -1,7 +1,8 @@
 // Package evals keeps what agents do with the bots' work as evaluation and training records:
 // each reply an agent sends (the bot's draft, the final text and how they differ) and each
 // outcome that labels a handoff (returned to the bot, rejected, resolved). The records are written
-// in the transaction of the action they describe, by the package that makes it, through Queue.
+// in the transaction of the action they describe, by the package that makes it, through Queue, and
+// read back by Export, in the desk's own format or those that fine-tuning tools read.
 package evals
 
 import (

@@ -81,10 +81,15 @@ func (p Package) MaskFor(v Visibility) Package {
 // text. The bot's flag does not apply: it vouches for the bot's text, and a note may come from
 // someone who saw the contact unmasked.
 func (p Package) MaskNoteFor(v Visibility, note string) string {
+	return p.NoteMaskFor(v)(note)
+}
+
+// NoteMaskFor is MaskNoteFor for many notes about p: it finds the contact's mentions once.
+func (p Package) NoteMaskFor(v Visibility) func(note string) string {
 	if v.PII {
-		return note
+		return func(note string) string { return note }
 	}
-	return mentionsOf(p.Contact).mask(note)
+	return mentionsOf(p.Contact).mask
 }
 
 // maskName keeps initials: "Dana Whitfield" → "D. W.", enough to greet nobody by name.
@@ -165,16 +170,25 @@ func mentionsOf(c Contact) mentions {
 	if c.Email != "" {
 		m.words = append(m.words, mention{c.Email, maskEmail(c.Email)})
 	}
-	for _, word := range strings.FieldsFunc(c.DisplayName, func(r rune) bool { return !isNameRune(r) }) {
-		if utf8.RuneCountInString(word) >= 2 && strings.ContainsFunc(word, unicode.IsLetter) {
-			m.words = append(m.words, mention{word, initial(word)})
-		}
+	for _, word := range nameWords(c.DisplayName) {
+		m.words = append(m.words, mention{word, initial(word)})
 	}
 	slices.SortStableFunc(m.words, func(a, b mention) int { return len(b.text) - len(a.text) })
 	if digits := digitsOf(c.Phone); len(digits) >= 4 {
 		m.phone, m.phoneMasked = digits, maskPhone(c.Phone)
 	}
 	return m
+}
+
+// nameWords are the words of a name that count as mentions of it.
+func nameWords(name string) []string {
+	var words []string
+	for _, word := range strings.FieldsFunc(name, func(r rune) bool { return !isNameRune(r) }) {
+		if utf8.RuneCountInString(word) >= 2 && strings.ContainsFunc(word, unicode.IsLetter) {
+			words = append(words, word)
+		}
+	}
+	return words
 }
 
 func (m mentions) none() bool { return len(m.words) == 0 && m.phone == "" }

@@ -1,9 +1,9 @@
 // Package handoff defines the handoff package a support bot sends when it hands
 // a conversation to a human: its schema v1 as Go types, the reading (Reader,
 // Decode) and validation applied at the door, the JSON Schema published to bot
-// authors, PII masking per receiver, and the desk's vocabulary for a package's
-// life (statuses, guard reasons, return reasons, resolution codes). It holds no
-// SQL.
+// authors, PII masking per receiver and redaction for exports, and the desk's
+// vocabulary for a package's life (statuses, guard reasons, return reasons,
+// resolution codes). It holds no SQL.
 //
 // The Go types are the source of truth. The JSON Schema in schema/handoff-v1.json
 // is generated from them (see schema.go) and a test fails when it is stale.

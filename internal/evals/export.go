@@ -1,0 +1,566 @@
+package evals
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// Format is how an export writes its lines: the desk's own records, or one of the shapes
+// fine-tuning tools read. docs/evals.md shows each.
+type Format string
+
+const (
+	FormatRecords       Format = "records"
+	FormatOpenAISFT     Format = "openai-sft"
+	FormatOpenAIDPO     Format = "openai-dpo"
+	FormatTRLPreference Format = "trl-preference"
+	FormatKTO           Format = "kto"
+)
+
+// Formats lists every format, the default first.
+func Formats() []Format {
+	return []Format{FormatRecords, FormatOpenAISFT, FormatOpenAIDPO, FormatTRLPreference, FormatKTO}
+}
+
+// Kinds lists every kind of record.
+func Kinds() []Kind { return []Kind{KindReply, KindReturnToBot, KindReject, KindResolve} }
+
+// Schema names the version of the desk's own record, format=records.
+const Schema = "handoff-desk.eval/1"
+
+// Filter is what an export selects and how it writes it. The zero Filter exports every record in
+// the desk's own format.
+type Filter struct {
+	Format      Format
+	Queue       string // a queue's name
+	SourceAgent string
+	Kind        Kind
+	Since       time.Time // at or after; zero: from the first
+	Until       time.Time // before; zero: to the last
+	Redact      bool      // placeholders for the customer's details, see handoff.RedactFor
+}
+
+// FilterParams are the names ParseFilter reads, which the CLI's flags share.
+func FilterParams() []string {
+	return []string{"format", "queue", "source_agent", "kind", "since", "until", "redact"}
+}
+
+// ParseFilter reads a Filter from query parameters, refusing any it does not know or cannot read
+// with a BadRequest that names it, so that a misspelt filter never exports more than was asked.
+func ParseFilter(q url.Values) (Filter, error) {
+	bad := func(param, format string, args ...any) error {
+		return &desk.Error{Code: desk.BadRequest, Details: map[string]string{"param": param}, Message: fmt.Sprintf(format, args...)}
+	}
+	for name, values := range q {
+		if !slices.Contains(FilterParams(), name) {
+			return Filter{}, bad(name, "unknown parameter %q; the export reads %s", name, strings.Join(FilterParams(), ", "))
+		}
+		if len(values) > 1 {
+			return Filter{}, bad(name, "parameter %s is given %d times; give it once", name, len(values))
+		}
+	}
+	f := Filter{Format: FormatRecords, Queue: q.Get("queue"), SourceAgent: q.Get("source_agent"), Kind: Kind(q.Get("kind"))}
+	if v := q.Get("format"); v != "" {
+		f.Format = Format(v)
+		if !slices.Contains(Formats(), f.Format) {
+			return Filter{}, bad("format", "format %q is not one of %s", v, joinOf(Formats()))
+		}
+	}
+	if f.Kind != "" && !slices.Contains(Kinds(), f.Kind) {
+		return Filter{}, bad("kind", "kind %q is not one of %s", f.Kind, joinOf(Kinds()))
+	}
+	if f.Format != FormatRecords && f.Kind != "" && f.Kind != KindReply {
+		return Filter{}, bad("kind", "format %s exports replies only; kind %q cannot be one", f.Format, f.Kind)
+	}
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		v := q.Get(p.name)
+		if v == "" {
+			continue
+		}
+		t, err := parseTime(v)
+		if err != nil {
+			return Filter{}, bad(p.name, "%s %q is neither an RFC 3339 time (2026-06-01T00:00:00Z) nor a date (2026-06-01)", p.name, v)
+		}
+		*p.to = t
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return Filter{}, bad("until", "until %s is not after since %s", f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339))
+	}
+	if v := q.Get("redact"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Filter{}, bad("redact", "redact %q is neither true nor false", v)
+		}
+		f.Redact = b
+	}
+	return f, nil
+}
+
+func parseTime(v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Parse(time.DateOnly, v)
+}
+
+func joinOf[T ~string](values []T) string {
+	s := make([]string, len(values))
+	for i, v := range values {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Querier is what an export reads with: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Export writes the records f selects, oldest first, one JSON object per line, to w, as role may
+// see them: each record's package and texts are masked by its queue's rule for role
+// (handoff.MaskFor, MaskNoteFor), or redacted (handoff.RedactFor) when f asks. It returns how many
+// lines it wrote.
+//
+// Rows stream from one query through a fixed buffer, so memory stays flat however many records
+// match. An unknown queue is refused before anything is written; an error after that leaves the
+// lines written so far in w.
+func Export(ctx context.Context, db Querier, role auth.Role, f Filter, w io.Writer) (int, error) {
+	if f.Format == "" {
+		f.Format = FormatRecords
+	}
+	if f.Queue != "" {
+		var exists bool
+		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM queues WHERE name = $1)`, f.Queue).Scan(&exists); err != nil {
+			return 0, err
+		}
+		if !exists {
+			return 0, &desk.Error{Code: desk.BadRequest, Details: map[string]string{"param": "queue"},
+				Message: fmt.Sprintf("queue %q does not exist", f.Queue)}
+		}
+	}
+	sql, args := exportQuery(f)
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	// One goroutine reads rows in batches, workers turn each batch into lines, and this one writes
+	// the batches in the order they were read: decoding and masking, the export's cost, spread
+	// over the cores, while at most a few batches are in memory at once.
+	workers := min(runtime.GOMAXPROCS(0), maxWorkers)
+	g, gctx := errgroup.WithContext(ctx)
+	todo, inOrder := make(chan *batch, workers), make(chan *batch, workers)
+	g.Go(func() error {
+		defer rows.Close()
+		defer close(todo)
+		defer close(inOrder)
+		for {
+			b := &batch{rows: make([]row, 0, batchRows), out: make(chan batchLines, 1)}
+			for len(b.rows) < batchRows && rows.Next() {
+				b.rows = append(b.rows, row{})
+				if err := rows.Scan(b.rows[len(b.rows)-1].dest()...); err != nil {
+					return err
+				}
+			}
+			if len(b.rows) == 0 {
+				return rows.Err()
+			}
+			for _, ch := range []chan *batch{todo, inOrder} {
+				select {
+				case ch <- b:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+		}
+	})
+	for range workers {
+		g.Go(func() error {
+			for b := range todo {
+				b.out <- render(role, f, b.rows)
+			}
+			return nil
+		})
+	}
+	lines := 0
+	g.Go(func() error {
+		bw := bufio.NewWriterSize(w, 64<<10)
+		for b := range inOrder {
+			var out batchLines
+			select {
+			case out = <-b.out:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			if out.err != nil {
+				return out.err
+			}
+			if _, err := bw.Write(out.text); err != nil {
+				return err
+			}
+			lines += out.lines
+		}
+		return bw.Flush()
+	})
+	err = g.Wait()
+	return lines, err
+}
+
+// maxWorkers bounds the goroutines rendering lines; batchRows is how many rows they take at a time,
+// enough to make the hand-overs cheap and few enough to keep memory small.
+const (
+	maxWorkers = 4
+	batchRows  = 128
+)
+
+// batch is rows read in one go, and the channel their lines come back on.
+type batch struct {
+	rows []row
+	out  chan batchLines
+}
+
+type batchLines struct {
+	text  []byte
+	lines int
+	err   error
+}
+
+// render writes rs as lines, masked for role, in f's format.
+func render(role auth.Role, f Filter, rs []row) batchLines {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// Placeholders such as <EMAIL_1> stay readable, and greppable, in the lines.
+	enc.SetEscapeHTML(false)
+	x := exporter{role: role, f: f, enc: enc}
+	for i := range rs {
+		if err := x.write(&rs[i]); err != nil {
+			return batchLines{err: err}
+		}
+	}
+	return batchLines{text: buf.Bytes(), lines: x.lines}
+}
+
+// exportQuery selects the records f asks for, in the order of evals_at_idx, so the rows stream
+// from the index without a sort.
+func exportQuery(f Filter) (string, []any) {
+	var where []string
+	var args []any
+	cond := func(sql string, arg any) {
+		args = append(args, arg)
+		where = append(where, fmt.Sprintf(sql, len(args)))
+	}
+	if f.Queue != "" {
+		cond("q.name = $%d", f.Queue)
+	}
+	if f.SourceAgent != "" {
+		cond("e.source_agent = $%d", f.SourceAgent)
+	}
+	if !f.Since.IsZero() {
+		cond("e.at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		cond("e.at < $%d", f.Until)
+	}
+	switch {
+	case f.Format == FormatOpenAIDPO || f.Format == FormatTRLPreference:
+		// A preference needs two different answers to the same prompt.
+		where = append(where, "e.kind = 'reply'", "e.draft <> ''", "NOT e.accepted_as_is")
+	case f.Format != FormatRecords:
+		where = append(where, "e.kind = 'reply'")
+	case f.Kind != "":
+		cond("e.kind = $%d", string(f.Kind))
+	}
+	sql := `
+		SELECT e.kind, h.handoff_id, e.source_agent, e.source_run_id, q.name, e.trigger, coalesce(e.locale, ''), e.at,
+			e.draft, e.final, e.word_diff, e.unified_diff, e.edit_distance_chars, e.edit_distance_words, e.accepted_as_is,
+			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, q.pii_min_role, q.pii_entity_keys, h.package
+		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id`
+	if len(where) > 0 {
+		sql += "\n\t\tWHERE " + strings.Join(where, " AND ")
+	}
+	return sql + "\n\t\tORDER BY e.at, e.id", args
+}
+
+// row is one record as the export reads it.
+type row struct {
+	kind                                                Kind
+	handoffID, sourceAgent, sourceRunID, queue, trigger string
+	locale                                              string
+	at                                                  time.Time
+	draft, final, unified                               *string
+	words                                               []byte
+	charDistance, wordDistance, editingMS               *int
+	acceptedAsIs, escalationNeeded                      *bool
+	tags                                                []string
+	code, note                                          *string
+	piiMinRole                                          string
+	piiKeys                                             []string
+	pkg                                                 []byte
+}
+
+func (r *row) dest() []any {
+	return []any{&r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
+		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,
+		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.piiMinRole, &r.piiKeys, &r.pkg}
+}
+
+type exporter struct {
+	role  auth.Role
+	f     Filter
+	enc   *json.Encoder
+	lines int
+}
+
+func (x *exporter) encode(v any) error {
+	x.lines++
+	return x.enc.Encode(v)
+}
+
+// shown is a record's package and its texts as the exporter may see them.
+type shown struct {
+	pkg  handoff.Package
+	text func(string) string
+}
+
+func (x *exporter) show(r *row) (shown, error) {
+	p, err := x.decode(r.pkg)
+	if err != nil {
+		return shown{}, fmt.Errorf("evals: the package of %s: %w", r.handoffID, err)
+	}
+	v := handoff.VisibilityFor(x.role, r.piiMinRole, r.piiKeys)
+	if x.f.Redact {
+		masked, red := p.RedactFor(v)
+		return shown{masked, red.Text}, nil
+	}
+	return shown{p.MaskFor(v), p.NoteMaskFor(v)}, nil
+}
+
+// decode reads a stored package with encoding/json/v2, which takes a third of the time v1 does,
+// the largest cost of an export. The desk's own records mask replies and notes alone, which needs
+// the contact and the entities: the rest of the package is skipped rather than built.
+func (x *exporter) decode(raw []byte) (handoff.Package, error) {
+	var p handoff.Package
+	if x.f.Format != FormatRecords {
+		return p, jsonv2.Unmarshal(raw, &p)
+	}
+	var parts struct {
+		Contact            handoff.Contact                `json:"contact"`
+		StructuredEntities map[string]handoff.EntityValue `json:"structured_entities"`
+	}
+	err := jsonv2.Unmarshal(raw, &parts)
+	p.Contact, p.StructuredEntities = parts.Contact, parts.StructuredEntities
+	return p, err
+}
+
+func (x *exporter) write(r *row) error {
+	s, err := x.show(r)
+	if err != nil {
+		return err
+	}
+	if x.f.Format == FormatRecords {
+		return x.encode(x.record(r, s))
+	}
+	draft, final := s.text(deref(r.draft)), s.text(deref(r.final))
+	prompt := promptOf(s.pkg, r.queue, r.sourceAgent)
+	answer := func(text string) []Message { return []Message{{Role: "assistant", Content: text}} }
+	switch x.f.Format {
+	case FormatOpenAISFT:
+		return x.encode(sftLine{Messages: append(prompt, answer(final)...)})
+	case FormatOpenAIDPO:
+		return x.encode(dpoLine{Input: dpoInput{Messages: prompt}, Preferred: answer(final), NonPreferred: answer(draft)})
+	case FormatTRLPreference:
+		return x.encode(preferenceLine{Prompt: prompt, Chosen: answer(final), Rejected: answer(draft)})
+	case FormatKTO:
+		if draft != "" && !*r.acceptedAsIs {
+			if err := x.encode(ktoLine{Prompt: prompt, Completion: answer(draft), Label: false}); err != nil {
+				return err
+			}
+		}
+		return x.encode(ktoLine{Prompt: prompt, Completion: answer(final), Label: true})
+	}
+	return fmt.Errorf("evals: no writer for format %q", x.f.Format)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// Record is a line of format=records: the desk's own record, documented field by field in
+// docs/evals.md. Reply fields are present on replies only, outcome fields on outcomes only.
+type Record struct {
+	Schema      string    `json:"schema"`
+	Kind        Kind      `json:"kind"`
+	HandoffID   string    `json:"handoff_id"`
+	SourceAgent string    `json:"source_agent"`
+	SourceRunID string    `json:"source_run_id"`
+	Queue       string    `json:"queue"`
+	Trigger     string    `json:"trigger"`
+	Locale      string    `json:"locale,omitempty"`
+	At          time.Time `json:"at"`
+
+	Draft             *string   `json:"draft,omitempty"`
+	Final             *string   `json:"final,omitempty"`
+	Diff              *string   `json:"diff,omitempty"`
+	WordDiff          []Segment `json:"word_diff,omitempty"`
+	EditDistanceChars *int      `json:"edit_distance_chars,omitempty"`
+	EditDistanceWords *int      `json:"edit_distance_words,omitempty"`
+	AcceptedAsIs      *bool     `json:"accepted_as_is,omitempty"`
+	Tags              []string  `json:"tags,omitzero"`
+	EditingMS         *int      `json:"editing_ms,omitempty"`
+
+	Code             string `json:"code,omitempty"`
+	Note             string `json:"note,omitempty"`
+	EscalationNeeded *bool  `json:"escalation_needed,omitempty"`
+}
+
+func (x *exporter) record(r *row, s shown) Record {
+	rec := Record{Schema: Schema, Kind: r.kind, HandoffID: r.handoffID, SourceAgent: r.sourceAgent, SourceRunID: r.sourceRunID,
+		Queue: r.queue, Trigger: r.trigger, Locale: r.locale, At: r.at.UTC(),
+		Code: deref(r.code), Note: s.text(deref(r.note)), EscalationNeeded: r.escalationNeeded}
+	if r.kind != KindReply {
+		return rec
+	}
+	draft, final, diff := s.text(*r.draft), s.text(*r.final), s.text(*r.unified)
+	rec.Draft, rec.Final, rec.Diff = &draft, &final, &diff
+	rec.WordDiff = wordDiffShown(r.words, draft, final, s.text)
+	rec.EditDistanceChars, rec.EditDistanceWords, rec.AcceptedAsIs, rec.EditingMS = r.charDistance, r.wordDistance, r.acceptedAsIs, r.editingMS
+	rec.Tags = slices.Clone(r.tags)
+	if rec.Tags == nil {
+		rec.Tags = []string{}
+	}
+	return rec
+}
+
+// wordDiffShown masks a stored word diff segment by segment. A mention that spans segments (a
+// phone number written with spaces, half of it edited) escapes that; then the segments no longer
+// give back the masked draft and final, and the diff is made again from them.
+func wordDiffShown(stored []byte, draft, final string, text func(string) string) []Segment {
+	var segs []Segment
+	if err := jsonv2.Unmarshal(stored, &segs); err == nil {
+		var before, after strings.Builder
+		for i := range segs {
+			segs[i].Text = text(segs[i].Text)
+			if segs[i].Op != Insert {
+				before.WriteString(segs[i].Text)
+			}
+			if segs[i].Op != Delete {
+				after.WriteString(segs[i].Text)
+			}
+		}
+		if before.String() == draft && after.String() == final {
+			return segs
+		}
+	}
+	return Compare(draft, final).Words
+}
+
+// Message is a chat message as OpenAI's and TRL's conversational formats write it.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type sftLine struct {
+	Messages []Message `json:"messages"`
+}
+
+type dpoInput struct {
+	Messages []Message `json:"messages"`
+}
+
+type dpoLine struct {
+	Input        dpoInput  `json:"input"`
+	Preferred    []Message `json:"preferred_output"`
+	NonPreferred []Message `json:"non_preferred_output"`
+}
+
+type preferenceLine struct {
+	Prompt   []Message `json:"prompt"`
+	Chosen   []Message `json:"chosen"`
+	Rejected []Message `json:"rejected"`
+}
+
+type ktoLine struct {
+	Prompt     []Message `json:"prompt"`
+	Completion []Message `json:"completion"`
+	Label      bool      `json:"label"`
+}
+
+// PromptTurns is how many of the transcript's last turns a prompt carries: the recent
+// conversation the reply answers, not the whole of a 200-turn chat.
+const PromptTurns = 10
+
+// promptOf is what the agent answered, as a chat: a system message made of the queue and the
+// package (problem, entities, recommended next step), then the transcript's last turns between the
+// customer and the bot. Tool and system turns are left out: raw tool output is no turn of the
+// conversation, and OpenAI's format would want its tool call too.
+func promptOf(p handoff.Package, queue, sourceAgent string) []Message {
+	var sys strings.Builder
+	fmt.Fprintf(&sys, "You are a support agent on the %s queue. The bot %s handed this conversation over to you.", queue, sourceAgent)
+	fmt.Fprintf(&sys, "\nProblem: %s", p.ProblemStatement)
+	if len(p.StructuredEntities) > 0 {
+		keys := make([]string, 0, len(p.StructuredEntities))
+		for k := range p.StructuredEntities {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		sys.WriteString("\nEntities:")
+		for i, k := range keys {
+			sep := " "
+			if i > 0 {
+				sep = "; "
+			}
+			fmt.Fprintf(&sys, "%s%s: %s", sep, k, entityText(p.StructuredEntities[k]))
+		}
+	}
+	if p.RecommendedNextStep != "" {
+		fmt.Fprintf(&sys, "\nRecommended next step: %s", p.RecommendedNextStep)
+	}
+	msgs := []Message{{Role: "system", Content: sys.String()}}
+	var turns []Message
+	for _, t := range p.Transcript {
+		if t.Role == handoff.RoleUser || t.Role == handoff.RoleAssistant {
+			turns = append(turns, Message{Role: string(t.Role), Content: t.Content})
+		}
+	}
+	return append(msgs, turns[max(0, len(turns)-PromptTurns):]...)
+}
+
+func entityText(v handoff.EntityValue) string {
+	switch v.Kind() {
+	case handoff.EntityList:
+		return strings.Join(v.List(), ", ")
+	case handoff.EntityBool:
+		return strconv.FormatBool(v.Bool())
+	case handoff.EntityNumber:
+		return string(v.Number())
+	case handoff.EntityString:
+		return v.Text()
+	}
+	return ""
+}

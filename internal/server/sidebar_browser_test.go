@@ -1,0 +1,149 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/handoffdesk/desk/internal/auth"
+)
+
+// inFrame runs a JavaScript function in the document of the page's iframe #desk, with this bound
+// to the element sel finds there once it shows: the CRM's origin differs from the desk's, so the
+// top page's scripts cannot reach into the frame, but the browser's tools can.
+func inFrame[T any](t *testing.T, ctx context.Context, sel, fn string) T {
+	t.Helper()
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var out T
+	err := chromedp.Do(wait, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		frames, err := chromedp.Nodes(`#desk`)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		found, err := chromedp.Nodes(sel, chromedp.FromNode(frames[0]))(ctx, tg)
+		if err != nil {
+			return err
+		}
+		obj, err := cdp.Call(ctx, tg, dom.ResolveNode, dom.ResolveNodeParams{BackendNodeID: found[0].BackendNodeID})
+		if err != nil {
+			return err
+		}
+		out, err = chromedp.CallFunctionOn[T](fn, func(p *runtime.CallFunctionOnParams) { p.ObjectID = obj.Object.ObjectID })(ctx, tg)
+		return err
+	}))
+	if err != nil {
+		t.Fatalf("in the frame, once %s shows: %v", sel, err)
+	}
+	return out
+}
+
+// layout380 is what the sidebar's layout looks like in its frame: the elements wider than their
+// box, and where the action bar stands in the frame's viewport.
+const layout380 = `function() {
+	const doc = this.ownerDocument, win = doc.defaultView;
+	if (doc.readyState !== "complete") throw new Error("still loading");
+	const wide = [doc.body, ...doc.querySelectorAll("section, main, [data-testid=action-bar]")]
+		.filter(el => el.scrollWidth > el.clientWidth)
+		.map(el => (el.dataset.testid || el.tagName) + ":" + el.scrollWidth + ">" + el.clientWidth);
+	const bar = doc.querySelector("[data-testid=action-bar]").getBoundingClientRect();
+	const accept = doc.querySelector("[data-testid=accept]");
+	return {width: win.innerWidth, height: win.innerHeight, wide, docWide: doc.documentElement.scrollWidth > doc.documentElement.clientWidth,
+		barTop: bar.top, barBottom: bar.bottom, scrollY: win.scrollY,
+		accept: accept ? accept.getBoundingClientRect().bottom : -1};
+}`
+
+type sidebarLayout struct {
+	Width, Height              float64
+	Wide                       []string
+	DocWide                    bool
+	BarTop, BarBottom, ScrollY float64
+	Accept                     float64
+}
+
+// A CRM at 380 px frames the sidebar: nothing overflows sideways, the action bar shows without
+// scrolling, and the agent accepts, edits the bot's draft and sends it from inside the frame.
+func TestBrowserSidebarAt380InACRM(t *testing.T) {
+	t.Parallel()
+	var sidebar string
+	crm := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = fmt.Fprintf(w, `<!doctype html><title>CRM</title><body style="margin:0"><iframe id="desk" src="%s" width="380" height="640" style="border:0"></iframe>`, sidebar)
+	}))
+	app := setup(t, "http://"+crm.Listener.Addr().String())
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	pkg := harbor(t, func(p map[string]any) {
+		// What the bot tried, with a long result: the row that ran past the edge before.
+		p["attempted_actions"] = []any{map[string]any{"tool": "billing.lookup_charges_for_customer_account", "result": "found two identical charges of $49.99 on 2026-06-01 from merchant HARBOR*SUBSCRIPTION-MONTHLY", "ok": true, "at": "2026-06-01T10:02:00Z"}}
+	})
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	sidebar = app.URL + "/sidebar/" + id
+	crm.Start()
+	t.Cleanup(crm.Close)
+
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	if err := chromedp.Do(ctx, chromedp.Navigate(crm.URL), chromedp.WaitReady(`#desk`)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when, sel string) {
+		t.Helper()
+		l := inFrame[sidebarLayout](t, ctx, sel, layout380)
+		if l.Width != 380 {
+			t.Fatalf("%s: the frame is %v px wide, want 380", when, l.Width)
+		}
+		if len(l.Wide) > 0 || l.DocWide {
+			t.Errorf("%s: wider than their box at 380 px: %v (document %v)", when, l.Wide, l.DocWide)
+		}
+		if l.ScrollY != 0 || l.BarTop < 0 || l.BarBottom > l.Height || l.BarTop >= l.Height {
+			t.Errorf("%s: the action bar spans %v–%v of a %v px frame scrolled %v: not in view without scrolling", when, l.BarTop, l.BarBottom, l.Height, l.ScrollY)
+		}
+		if sel == `[data-testid="accept"]` && (l.Accept <= 0 || l.Accept > l.Height) {
+			t.Errorf("%s: Accept ends at %v px, outside the %v px frame", when, l.Accept, l.Height)
+		}
+	}
+	check("queued", `[data-testid="accept"]`)
+	if got := inFrame[string](t, ctx, `[data-testid="attempted"]`, `function() { return this.innerText }`); !strings.Contains(got, "2026-06-01") {
+		t.Errorf("what the bot tried reads %q, its time cut off", got)
+	}
+
+	click := func(sel string) {
+		t.Helper()
+		inFrame[bool](t, ctx, sel, `function() { this.ownerDocument.querySelector('`+sel+`').click(); return true }`)
+	}
+	click(`[data-testid="accept"]`)
+	check("accepted", `[data-testid="reply-editor"]`)
+
+	final := "Hi Dana, the duplicate $49.99 charge is reversed today. Sorry for the trouble."
+	inFrame[bool](t, ctx, `#reply-text`, `function() {
+		const box = this.ownerDocument.getElementById("reply-text");
+		box.focus();
+		box.value = `+"`"+final+"`"+`;
+		box.dispatchEvent(new Event("input", {bubbles: true}));
+		this.ownerDocument.querySelector('[data-testid="tag-tone"]').click();
+		return true }`)
+	click(`[data-testid="send-reply"]`)
+	if got := inFrame[string](t, ctx, `[data-testid="reply-final"]`, `function() { return this.textContent }`); !strings.Contains(got, "duplicate $49.99 charge is reversed today") {
+		t.Errorf("the frame lists the reply %q", got)
+	}
+	check("replied", `[data-testid="reply-final"]`)
+	var stored string
+	var tags []string
+	if err := app.DB.QueryRow(t.Context(), `SELECT final, tags FROM evals WHERE kind = 'reply'`).Scan(&stored, &tags); err != nil {
+		t.Fatalf("no reply recorded from the frame: %v", err)
+	}
+	if !strings.HasSuffix(stored, "the duplicate $49.99 charge is reversed today. Sorry for the trouble.") || len(tags) != 1 || tags[0] != "tone" {
+		t.Errorf("recorded %q with tags %v", stored, tags)
+	}
+}

@@ -501,7 +501,7 @@ func AttemptedPanel(as []Action) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if a.OK == nil {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<span class=\"w-16 shrink-0 whitespace-nowrap text-slate-400\">—</span> ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<span class=\"w-16 shrink-0 whitespace-nowrap text-slate-500\">—</span> ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -1201,7 +1201,7 @@ func ContactPanel(v HandoffView) templ.Component {
 			}
 		}
 		if v.PIIMasked {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "<span class=\"text-xs text-slate-400\">contact details masked for your role</span>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "<span class=\"text-xs text-slate-500\">contact details masked for your role</span>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1289,7 +1289,7 @@ func TranscriptPanel(v HandoffView) templ.Component {
 		}
 		ctx = templ.ClearChildren(ctx)
 		if v.PIIMasked {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "<p class=\"text-xs text-slate-400\" data-testid=\"transcript-hidden\">The transcript is hidden for your role.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "<p class=\"text-xs text-slate-500\" data-testid=\"transcript-hidden\">The transcript is hidden for your role.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1473,7 +1473,7 @@ func ActionPanel(c Card, ctl Controls) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "\" name=\"note\" placeholder=\"Resolution note (optional)\" class=\"w-full rounded border border-slate-300 px-1 py-0.5\"> <button type=\"submit\" class=\"w-full rounded bg-emerald-600 px-2 py-1 font-medium text-white hover:bg-emerald-500\" data-testid=\"resolve\">Resolve <kbd class=\"ml-1 rounded bg-emerald-500 px-1 text-xs\">S</kbd></button></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "\" name=\"note\" placeholder=\"Resolution note (optional)\" class=\"w-full rounded border border-slate-300 px-1 py-0.5\"> <button type=\"submit\" class=\"w-full rounded bg-emerald-700 px-2 py-1 font-medium text-white hover:bg-emerald-600\" data-testid=\"resolve\">Resolve <kbd class=\"ml-1 rounded bg-emerald-600 px-1 text-xs\">S</kbd></button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1647,7 +1647,7 @@ func ActionPanel(c Card, ctl Controls) templ.Component {
 			}
 		}
 		if !ctl.CanAccept && !ctl.CanResolve && !ctl.CanReject && !ctl.CanReturn && !ctl.CanTransfer {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 128, "<p class=\"text-slate-400\" data-testid=\"no-actions\">Nothing for you to do here.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 128, "<p class=\"text-slate-500\" data-testid=\"no-actions\">Nothing for you to do here.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -2,6 +2,7 @@ package evals
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +51,7 @@ func ParseWindow(name string) (Window, error) {
 		names[i] = w.Name
 	}
 	return Window{}, &desk.Error{Code: desk.Invalid, Details: map[string]string{"field": "window"},
-		Message: "window " + strings.TrimSpace(name) + " is not one of " + strings.Join(names, ", ")}
+		Message: fmt.Sprintf("window %q is not one of %s", name, strings.Join(names, ", "))}
 }
 
 // Count is how often a value (a tag, a return reason) came up, and its share of a whole.

@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,68 @@ func TestBrowserSidebarAt380InACRM(t *testing.T) {
 	}
 	if !strings.HasSuffix(stored, "the duplicate $49.99 charge is reversed today. Sorry for the trouble.") || len(tags) != 1 || tags[0] != "tone" {
 		t.Errorf("recorded %q with tags %v", stored, tags)
+	}
+}
+
+// framedPost posts a form as a browser does from inside an iframe.
+func framedPost(t *testing.T, c *http.Client, u string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Dest", "iframe")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// Actions taken inside the CRM's frame lead back to the sidebar, refusals included: the package
+// page and the queue may not be framed, and would leave the agent an empty box.
+func TestSidebarActionsStayInTheFrame(t *testing.T) {
+	t.Parallel()
+	app := setup(t, "http://crm.example")
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	dana := app.client(t)
+	app.login(t, dana, "dana@example.com")
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	base := app.URL + "/handoffs/" + id
+
+	for _, step := range []struct {
+		path   string
+		form   url.Values
+		status int
+	}{
+		{"/accept", nil, http.StatusSeeOther},
+		{"/reply", url.Values{"text": {"Hello"}}, http.StatusSeeOther},
+		{"/accept", nil, http.StatusConflict},
+		{"/resolve", url.Values{"code": {"refunded"}}, http.StatusSeeOther},
+	} {
+		resp, body := framedPost(t, dana, base+step.path, step.form)
+		if resp.StatusCode != step.status {
+			t.Fatalf("%s from the frame: %d, want %d\n%.300s", step.path, resp.StatusCode, step.status, body)
+		}
+		if step.status == http.StatusSeeOther {
+			if got := resp.Header.Get("Location"); got != "/sidebar/"+id {
+				t.Errorf("%s from the frame leads to %q, want the sidebar", step.path, got)
+			}
+			continue
+		}
+		if !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors http://crm.example") ||
+			!strings.Contains(body, `data-testid="action-bar"`) || !strings.Contains(body, `data-testid="flash"`) {
+			t.Errorf("%s refused in the frame: want the sidebar with the refusal, framable by the CRM\n%.300s", step.path, body)
+		}
+	}
+	// Outside a frame the same actions lead where they always did.
+	if status, location, _ := postForm(t, dana, app.URL+"/handoffs/"+id+"/reply", url.Values{"text": {"x"}}); status != http.StatusConflict || location != "" {
+		t.Errorf("a reply on a resolved package outside a frame: %d to %q, want 409 on the package page", status, location)
 	}
 }

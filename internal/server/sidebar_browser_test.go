@@ -20,14 +20,17 @@ import (
 )
 
 // inFrame runs a JavaScript function in the document of the page's iframe #desk, with this bound
-// to the element sel finds there once it shows: the CRM's origin differs from the desk's, so the
-// top page's scripts cannot reach into the frame, but the browser's tools can.
+// to the element sel finds there, and tries again until it returns without throwing: the frame
+// navigates after each action, so a node found may belong to a document still loading or already
+// gone. The CRM's origin differs from the desk's, so the top page's scripts cannot reach into the
+// frame, but the browser's tools can.
 func inFrame[T any](t *testing.T, ctx context.Context, sel, fn string) T {
 	t.Helper()
 	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var out T
-	err := chromedp.Do(wait, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	var last error
+	attempt := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		frames, err := chromedp.Nodes(`#desk`)(ctx, tg)
 		if err != nil {
 			return err
@@ -42,11 +45,17 @@ func inFrame[T any](t *testing.T, ctx context.Context, sel, fn string) T {
 		}
 		out, err = chromedp.CallFunctionOn[T](fn, func(p *runtime.CallFunctionOnParams) { p.ObjectID = obj.Object.ObjectID })(ctx, tg)
 		return err
-	}))
-	if err != nil {
-		t.Fatalf("in the frame, once %s shows: %v", sel, err)
+	})
+	for {
+		if last = chromedp.Do(wait, attempt); last == nil {
+			return out
+		}
+		select {
+		case <-wait.Done():
+			t.Fatalf("in the frame, once %s shows: %v", sel, last)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return out
 }
 
 // layout380 is what the sidebar's layout looks like in its frame: the elements wider than their

@@ -18,9 +18,11 @@ run: build
 		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
 		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" exec bin/web serve
 
-## test: every test, against real PostgreSQL and headless Chromium.
+## test: every test, against real PostgreSQL and headless Chromium; npm installs axe-core, which
+## the accessibility test injects into the pages.
 test:
 	@scripts/chromium
+	@npm install --no-audit --no-fund --loglevel=error
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test $(TEST_FLAGS) ./...
 

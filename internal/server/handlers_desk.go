@@ -135,13 +135,33 @@ func (s *Server) renderHandoff(c echo.Context, id, flash string, status int) err
 }
 
 func (s *Server) handleSidebar(c echo.Context) error {
+	return s.renderSidebar(c, c.Param("id"), "", http.StatusOK)
+}
+
+func (s *Server) renderSidebar(c echo.Context, id, flash string, status int) error {
 	s.allowFraming(c)
-	v, err := s.loadHandoff(c.Request().Context(), currentUser(c), c.Param("id"))
+	v, err := s.loadHandoff(c.Request().Context(), currentUser(c), id)
 	if err != nil {
 		return err
 	}
-	v.Sidebar = true
-	return s.render(c, http.StatusOK, views.SidebarPage(v))
+	v.Sidebar, v.Flash = true, flash
+	return s.render(c, status, views.SidebarPage(v))
+}
+
+// framed reports whether the browser sent the request from inside a frame: the sidebar in a CRM.
+// Its answer goes back to the sidebar, the one page a CRM may frame; the package page or the
+// queue would be refused by frame-ancestors and leave the agent an empty box. Sec-Fetch-Dest is
+// set by the browser on every navigation, the sidebar's forms included, and a page cannot forge
+// it; the forms themselves stay the same as on the package page, whose action panel the socket
+// replaces with the same component.
+func framed(c echo.Context) bool { return c.Request().Header.Get("Sec-Fetch-Dest") == "iframe" }
+
+// packagePage is where an action on package id leads: the sidebar when it came from one.
+func packagePage(c echo.Context, id string) string {
+	if framed(c) {
+		return "/sidebar/" + id
+	}
+	return "/handoffs/" + id
 }
 
 // allowFraming lets the configured CRM origins embed this response.
@@ -160,6 +180,9 @@ func (s *Server) actionFailed(c echo.Context, id string, err error) error {
 	code := desk.ErrorCode(err)
 	if code == desk.Internal {
 		return err
+	}
+	if framed(c) {
+		return s.renderSidebar(c, id, desk.ErrorMessage(err), statusOf[code])
 	}
 	return s.renderHandoff(c, id, desk.ErrorMessage(err), statusOf[code])
 }
@@ -181,16 +204,20 @@ func (s *Server) handleAccept(c echo.Context) error {
 	if err := s.actions.Accept(c.Request().Context(), currentUser(c), id); err != nil {
 		return s.actionFailed(c, id, err)
 	}
-	return c.Redirect(http.StatusSeeOther, "/handoffs/"+id)
+	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }
 
 // closing runs an action after which the package leaves the agent's hands, and goes back to the
-// queue the package was in.
+// queue the package was in; in a sidebar, which holds one package, it shows the package as it is
+// now.
 func (s *Server) closing(c echo.Context, act func(ctx context.Context, user auth.User, id string) (from string, err error)) error {
 	id := c.Param("id")
 	from, err := act(c.Request().Context(), currentUser(c), id)
 	if err != nil {
 		return s.actionFailed(c, id, err)
+	}
+	if framed(c) {
+		return c.Redirect(http.StatusSeeOther, "/sidebar/"+id)
 	}
 	return c.Redirect(http.StatusSeeOther, "/queues/"+from)
 }
@@ -234,5 +261,5 @@ func (s *Server) handleReply(c echo.Context) error {
 	if err != nil {
 		return s.actionFailed(c, id, err)
 	}
-	return c.Redirect(http.StatusSeeOther, "/handoffs/"+id)
+	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }

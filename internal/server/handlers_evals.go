@@ -3,12 +3,109 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/views"
 )
+
+// handleEvals shows, per source agent, what agents made of its work over ?window= (24h, 7d, 30d).
+func (s *Server) handleEvals(c echo.Context) error {
+	w, err := evals.ParseWindow(c.QueryParam("window"))
+	if err != nil {
+		return err
+	}
+	stats, err := evals.Stats(c.Request().Context(), s.db, w, time.Now())
+	if err != nil {
+		return err
+	}
+	v := views.EvalsView{Viewer: *viewer(c), Window: w.Name}
+	for _, o := range evals.Windows() {
+		v.Windows = append(v.Windows, o.Name)
+	}
+	for _, a := range stats {
+		v.Agents = append(v.Agents, agentEvalsOf(a, w))
+	}
+	return s.render(c, http.StatusOK, views.EvalsPage(v))
+}
+
+func agentEvalsOf(a evals.AgentStats, w evals.Window) views.AgentEvals {
+	v := views.AgentEvals{
+		SourceAgent: a.SourceAgent, Drafts: a.Drafts, FromScratch: a.FromScratch, Packages: a.Packages,
+		AsIs: percent(a.AsIsShare()), MedianChars: number(a.MedianChars), MedianWords: number(a.MedianWords),
+	}
+	for _, t := range a.Tags {
+		v.Tags = append(v.Tags, views.Share{Value: t.Value, N: t.N, Percent: percent(t.Share)})
+	}
+	for _, r := range a.Returns {
+		v.Returns = append(v.Returns, views.Share{Value: r.Value, N: r.N, Percent: percent(r.Share)})
+	}
+	layout := "15:04"
+	if w.Bucket >= 24*time.Hour {
+		layout = "Jan 2"
+	} else if w.Span > 24*time.Hour {
+		layout = "Jan 2 15h"
+	}
+	points := make([]views.TrendPoint, len(a.Points))
+	for i, p := range a.Points {
+		points[i] = views.TrendPoint{Label: p.Start.UTC().Format(layout), AsIs: p.AsIs, ReturnRate: p.ReturnRate, MedianChars: p.MedianChars}
+	}
+	v.Chart = views.NewTrendChart(points, fmt.Sprintf(
+		"Over the last %s (UTC, one point per %s): %s of %d drafts sent as is, a median edit distance of %s characters, and %d of %d packages returned to the bot.",
+		w.Name, strings.TrimSuffix(w.Bucket.String(), "0m0s"), v.AsIs, a.Drafts, v.MedianChars, a.Returned, a.Packages))
+	for _, e := range a.Worst {
+		v.Worst = append(v.Worst, views.WorstEdit{Href: "/evals/replies/" + strconv.FormatInt(e.ID, 10), HandoffID: e.HandoffID,
+			Editor: e.Editor, At: formatTime(&e.At), Chars: e.DistanceChars, Words: e.DistanceWords, Tags: e.Tags})
+	}
+	return v
+}
+
+// handleEvalDiff shows a reply record's draft and final side by side, masked like the package's
+// notes for the viewer.
+func (s *Server) handleEvalDiff(c echo.Context) error {
+	ctx := c.Request().Context()
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return desk.Errorf(desk.NotFound, "no reply record %q", c.Param("id"))
+	}
+	r, err := evals.ReplyRecord(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	user := currentUser(c)
+	item, _, err := s.visibleItem(ctx, user, r.HandoffID)
+	if err != nil {
+		return err
+	}
+	vis := visibility(user, item)
+	draft, final := item.Package.MaskNoteFor(vis, r.Draft), item.Package.MaskNoteFor(vis, r.Final)
+	v := views.EvalDiffView{Viewer: *viewer(c), HandoffID: r.HandoffID, SourceAgent: r.SourceAgent, Editor: r.Editor,
+		At: formatTime(&r.At), Chars: r.DistanceChars, Words: r.DistanceWords, Tags: r.Tags,
+		Masked: draft != r.Draft || final != r.Final}
+	for _, seg := range evals.Compare(draft, final).Words {
+		switch seg.Op {
+		case evals.Equal:
+			v.Draft = append(v.Draft, views.DiffPart{Text: seg.Text})
+			v.Final = append(v.Final, views.DiffPart{Text: seg.Text})
+		case evals.Delete:
+			v.Draft = append(v.Draft, views.DiffPart{Text: seg.Text, Changed: true})
+		case evals.Insert:
+			v.Final = append(v.Final, views.DiffPart{Text: seg.Text, Changed: true})
+		}
+	}
+	return s.render(c, http.StatusOK, views.EvalDiffPage(v))
+}
+
+func percent(share float64) string { return strconv.FormatFloat(share*100, 'f', 0, 64) + "%" }
+
+func number(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // handleEvalsExport streams the eval records the query selects as JSON lines, masked for the
 // exporting user's role (or redacted, with redact=true).

@@ -38,6 +38,8 @@ func (s *Server) routes() {
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))
 	e.GET("/dashboard", s.handleDashboard, supervisor)
+	e.GET("/evals", s.handleEvals, supervisor)
+	e.GET("/evals/replies/:id", s.handleEvalDiff, supervisor)
 	e.GET("/evals/export.jsonl", s.handleEvalsExport, supervisor)
 
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)

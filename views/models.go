@@ -152,7 +152,6 @@ type SentReply struct {
 // HandoffView is the package view, also the CRM sidebar.
 type HandoffView struct {
 	Viewer              *Viewer
-	Sidebar             bool
 	Card                Card
 	ContactID           string
 	ContactEmail        string

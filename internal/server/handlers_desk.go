@@ -144,7 +144,7 @@ func (s *Server) renderSidebar(c echo.Context, id, flash string, status int) err
 	if err != nil {
 		return err
 	}
-	v.Sidebar, v.Flash = true, flash
+	v.Flash = flash
 	return s.render(c, status, views.SidebarPage(v))
 }
 

@@ -255,6 +255,24 @@ func TestBrowserEditsTheDraftAndSends(t *testing.T) {
 			t.Errorf("stored segment %d = %+v, the page showed %+v", i, stored[i], page[i])
 		}
 	}
+	// The export, as a trainer would take it, holds exactly the diff the agent saw.
+	app.user(t, "ada@example.com", auth.RoleAdmin)
+	ada := app.client(t)
+	app.login(t, ada, "ada@example.com")
+	resp, body := get(t, ada, app.URL+"/evals/export.jsonl?kind=reply")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("export: %d\n%.300s", resp.StatusCode, body)
+	}
+	var exported struct {
+		Final    string          `json:"final"`
+		WordDiff []evals.Segment `json:"word_diff"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &exported); err != nil {
+		t.Fatalf("export is not one record: %v\n%.300s", err, body)
+	}
+	if exported.Final != final || fmt.Sprint(exported.WordDiff) != fmt.Sprint(stored) {
+		t.Errorf("exported %q with diff %+v, want %q with the diff the page showed %+v", exported.Final, exported.WordDiff, final, stored)
+	}
 
 	deadline := time.After(30 * time.Second)
 	for {

@@ -105,16 +105,16 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 // has eval records to look at: a draft sent as is, an edited one, and a reply written from
 // scratch.
 var demoReplies = []struct {
-	id, problem, draft, final string
-	tags                      []string
+	id, contact, problem, draft, final string
+	tags                               []string
 }{
-	{"ho_demo_reply_as_is", "Customer asks when the refund for order 1182 arrives.",
+	{"ho_demo_reply_as_is", "Jo Rivera", "Customer asks when the refund for order 1182 arrives.",
 		"Hi Jo, your refund for order 1182 was issued yesterday; it reaches your card within 5 business days.",
 		"Hi Jo, your refund for order 1182 was issued yesterday; it reaches your card within 5 business days.", nil},
-	{"ho_demo_reply_edited", "Customer was charged twice for the June plan and wants one charge back.",
+	{"ho_demo_reply_edited", "Sam Patel", "Customer was charged twice for the June plan and wants one charge back.",
 		"Hello, we have refunded both charges and cancelled your plan.",
 		"Hello Sam, we have refunded the duplicate charge; your June plan stays active.", []string{"factual_error", "tone"}},
-	{"ho_demo_reply_scratch", "Customer wants an invoice with the company's VAT number on it.",
+	{"ho_demo_reply_scratch", "Lee Chen", "Customer wants an invoice with the company's VAT number on it.",
 		"", "Hi Lee, I've reissued invoice INV-2291 with your VAT number; it is in your account under Billing.", []string{"missing_info"}},
 }
 
@@ -134,7 +134,7 @@ func seedReplies(ctx context.Context, db *pgxpool.Pool, users *auth.Service) err
 		pkg := map[string]any{
 			"schema_version": "1.0", "handoff_id": d.id, "source_run_id": fmt.Sprintf("run_demo_%d", i+1),
 			"source_agent": "tier1-support", "target_profile": "billing_t2", "transfer_mode": "warm",
-			"trigger": "policy_boundary", "contact": map[string]any{"id": fmt.Sprintf("cust_demo_%d", i+1)},
+			"trigger": "policy_boundary", "contact": map[string]any{"id": fmt.Sprintf("cust_demo_%d", i+1), "display_name": d.contact},
 			"problem_statement": d.problem, "locale": "en-US",
 		}
 		if d.draft != "" {

@@ -67,6 +67,19 @@ type Card struct {
 	NeedsSupervisor  bool
 	Rejections       int
 	SortKey          string
+	// Repeat: the contact had another package closed in the last 7 days.
+	Repeat bool
+}
+
+// EarlierHandoff is one of the contact's earlier packages, in a queue the viewer may see.
+type EarlierHandoff struct {
+	ID      string
+	At      string
+	Queue   string
+	Trigger string
+	// Outcome is the package's status, and its resolution code when it has one.
+	Outcome string
+	Handler string
 }
 
 // QueueView is the live queue page.
@@ -172,6 +185,8 @@ type HandoffView struct {
 	HandoffChain        []string
 	Transcript          []Turn
 	Notes               []Note
+	// Earlier are the contact's packages of the last 90 days before this one, newest first.
+	Earlier []EarlierHandoff
 	// Editor is the co-pilot editor, for the agent who accepted the package; nil for everyone else.
 	Editor *Editor
 	// Replies are the replies sent on the package, oldest first.

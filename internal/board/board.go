@@ -48,7 +48,11 @@ type Item struct {
 	// RequiredEntityKeys are the entities the queue requires of every package: cards show them
 	// first.
 	RequiredEntityKeys []string
-	Package            handoff.Package
+	// Repeat says the package's contact had another package closed in the last 7 days: the seed's
+	// headline metric counts a contact escalated again within 7 days. The card's own query asks it
+	// (an EXISTS on handoffs_contact_closed_idx), not one query per card.
+	Repeat  bool
+	Package handoff.Package
 }
 
 // Priority names the item's rank.
@@ -98,7 +102,10 @@ const itemSelect = `
 	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
 		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys,
-		q.required_entity_keys, h.package
+		q.required_entity_keys,
+		EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = h.contact_id AND r.id <> h.id
+			AND r.closed_at >= now() - interval '7 days'),
+		h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the
@@ -134,7 +141,7 @@ func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, e
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
 		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys,
-		&it.RequiredEntityKeys, &pkg)
+		&it.RequiredEntityKeys, &it.Repeat, &pkg)
 	if err != nil {
 		return Item{}, err
 	}
@@ -243,4 +250,42 @@ func (b *Board) Notes(ctx context.Context, id int64) ([]Note, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Note])
+}
+
+// HistoryLimit caps the list: a contact the intake guard lets through 10 times a day would
+// otherwise fill the view.
+const HistoryLimit = 20
+
+// Earlier is one of a contact's earlier packages, as the package view lists it: nothing in it is
+// masked by a queue's PII rule, so it needs no masking once the reader may see its queue.
+type Earlier struct {
+	PublicID  string
+	CreatedAt time.Time
+	Queue     string
+	Trigger   string
+	Status    handoff.Status
+	Outcome   string
+	// Handler is who held it last; empty if no one accepted it.
+	Handler string
+}
+
+// History lists the contact's packages created before package id in the last 90 days, newest
+// first, keeping only those in queues the reader may see: the reader's own queues, or every queue
+// when allQueues. A package the reader may not open is left out rather than listed without a
+// link, because its row alone would tell them that it exists, in which queue and how it ended.
+func (b *Board) History(ctx context.Context, id, readerID int64, allQueues bool) ([]Earlier, error) {
+	rows, err := b.db.Query(ctx, `
+		SELECT p.handoff_id, p.created_at, q.name, coalesce(p.package->>'trigger', ''), p.status,
+			coalesce(p.outcome, ''), coalesce(u.display_name, '')
+		FROM handoffs cur
+		JOIN handoffs p ON p.contact_id = cur.contact_id AND (p.created_at, p.id) < (cur.created_at, cur.id)
+		JOIN queues q ON q.id = p.queue_id
+		LEFT JOIN users u ON u.id = p.assignee_id
+		WHERE cur.id = $1 AND p.created_at >= now() - interval '90 days'
+			AND ($3 OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = p.queue_id AND m.user_id = $2))
+		ORDER BY p.created_at DESC, p.id DESC LIMIT $4`, id, readerID, allQueues, HistoryLimit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Earlier])
 }

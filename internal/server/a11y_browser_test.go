@@ -49,8 +49,9 @@ func checkA11y(t *testing.T, ctx context.Context, axe, page string) {
 	}
 }
 
-// axe-core finds no serious or critical violation on the queue page, the package view with the
-// co-pilot editor, the sidebar and /evals.
+// axe-core finds no serious or critical violation on the queue page (with a repeat card), the
+// package view with the co-pilot editor, the sidebar, a repeat contact's package with its earlier
+// handoffs, and /evals.
 func TestBrowserAccessibility(t *testing.T) {
 	t.Parallel()
 	source, err := os.ReadFile(axePath)
@@ -85,6 +86,13 @@ func TestBrowserAccessibility(t *testing.T) {
 		}
 	}
 	id := queued["handoff_id"].(string)
+	// The same customer again, from another bot (the intake guard refuses the same one within 30
+	// minutes): its card says repeat, and its view lists the package just resolved.
+	repeat := harbor(t, func(p map[string]any) {
+		p["handoff_id"], p["source_agent"] = "ho_a11y_repeat", "voice-support"
+		p["contact"].(map[string]any)["id"] = "cust_a11y"
+	})
+	expect(t, "submit", app.submit(t, key, repeat), http.StatusCreated)
 
 	ctx := browser(t)
 	browserLogin(t, ctx, app.URL, "dana@example.com")
@@ -100,6 +108,10 @@ func TestBrowserAccessibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkA11y(t, ctx, axe, "the sidebar")
+	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/handoffs/ho_a11y_repeat"), chromedp.WaitVisible(`[data-testid="earlier"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, ctx, axe, "the package view of a repeat contact, with the earlier handoffs")
 
 	sup := browser(t)
 	browserLogin(t, sup, app.URL, "sam@example.com")

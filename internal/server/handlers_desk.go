@@ -114,6 +114,11 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 		return views.HandoffView{}, err
 	}
 	v.Replies = repliesOf(item, user, replies)
+	earlier, err := s.board.History(ctx, item.ID, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
+	if err != nil {
+		return views.HandoffView{}, err
+	}
+	v.Earlier = earlierOf(earlier)
 	if perms.Reply {
 		v.Editor = editorOf(item, user)
 	}

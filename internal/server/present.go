@@ -43,8 +43,23 @@ func cardOf(item board.Item, v handoff.Visibility, entityLimit int) views.Card {
 		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, item.RequiredEntityKeys, entityLimit),
 		Sentiment: string(p.Sentiment), Channel: channel, EnqueuedAt: item.EnqueuedAt, SLA: item.SLA,
 		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
-		SortKey: item.SortKey(),
+		SortKey: item.SortKey(), Repeat: item.Repeat,
 	}
+}
+
+// earlierOf maps the contact's earlier packages to the view. History returned only those in queues
+// the viewer may see, and none of these fields falls under a queue's PII rule.
+func earlierOf(es []board.Earlier) []views.EarlierHandoff {
+	out := make([]views.EarlierHandoff, 0, len(es))
+	for _, e := range es {
+		outcome := string(e.Status)
+		if e.Outcome != "" {
+			outcome += ": " + e.Outcome
+		}
+		out = append(out, views.EarlierHandoff{ID: e.PublicID, At: formatTime(&e.CreatedAt), Queue: e.Queue,
+			Trigger: e.Trigger, Outcome: outcome, Handler: e.Handler})
+	}
+	return out
 }
 
 // entities lists a package's entities up to limit (0: all): those its queue requires first, in the

@@ -56,7 +56,8 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		notifier.Changed()
 		deliverer.Wake()
 	}
-	work := actions.New(db, time.Now, changed)
+	counts := metrics.New(db)
+	work := actions.New(db, time.Now, changed, counts)
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	people := auth.NewService(db)
 	// Whoever's access changed is checked against the database on their next request, on every
@@ -68,7 +69,6 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 			}
 		}
 	})
-	counts := metrics.New(db)
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
 		intake.New(db, time.Now, changed), work, board.New(db), hub, presence, counts)
 	if err != nil {

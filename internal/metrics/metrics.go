@@ -28,6 +28,8 @@ type Metrics struct {
 
 	intake          *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
+	toAccept        *prometheus.HistogramVec
+	toResolve       *prometheus.HistogramVec
 	sockets         prometheus.Gauge
 	framesSent      prometheus.Counter
 }
@@ -46,6 +48,16 @@ func New(db *pgxpool.Pool) *Metrics {
 			Help:    "Time to answer HTTP requests on the public port, by method, route template and status code.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"method", "route", "code"}),
+		toAccept: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "handoffdesk_time_to_accept_seconds",
+			Help:    "From a package's intake to an agent's accept, by the queue it was accepted in.",
+			Buckets: waitBuckets,
+		}, []string{"queue"}),
+		toResolve: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "handoffdesk_time_to_resolution_seconds",
+			Help:    "From a package's intake to its resolution, by the queue it was resolved in.",
+			Buckets: waitBuckets,
+		}, []string{"queue"}),
 		sockets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "handoffdesk_websocket_connections",
 			Help: "Open browser websockets.",
@@ -55,7 +67,7 @@ func New(db *pgxpool.Pool) *Metrics {
 			Help: "Frames written to browser websockets.",
 		}),
 	}
-	m.registry.MustRegister(m.intake, m.requestDuration, m.sockets, m.framesSent,
+	m.registry.MustRegister(m.intake, m.requestDuration, m.toAccept, m.toResolve, m.sockets, m.framesSent,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
 		m.registry.MustRegister(newPoolCollector(db), newStateCollector(db))
@@ -93,6 +105,20 @@ func statusLabel(status int) string {
 		return strconv.Itoa(status)
 	}
 	return statusLabels[status]
+}
+
+// waitBuckets span a human's pace: from seconds to a day, with the seed's 28- and 47-minute
+// medians between buckets of their own.
+var waitBuckets = []float64{5, 15, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 7200, 14400, 28800, 86400}
+
+// Accepted observes one package's time from intake to accept.
+func (m *Metrics) Accepted(queue string, took time.Duration) {
+	m.toAccept.WithLabelValues(queue).Observe(took.Seconds())
+}
+
+// Resolved observes one package's time from intake to resolution.
+func (m *Metrics) Resolved(queue string, took time.Duration) {
+	m.toResolve.WithLabelValues(queue).Observe(took.Seconds())
 }
 
 // SocketOpened and SocketClosed track open websockets.

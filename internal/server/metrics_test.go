@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -75,7 +76,8 @@ func TestMetricsCountAKnownSequence(t *testing.T) {
 	pkg := harbor(t, nil)
 	expect(t, "first submit", app.submit(t, key, pkg), http.StatusCreated)
 	expect(t, "replay", app.submit(t, key, pkg), http.StatusOK)
-	expect(t, "second package", app.submit(t, key, harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = "cust_2" })), http.StatusCreated)
+	second := harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = "cust_2" })
+	expect(t, "second package", app.submit(t, key, second), http.StatusCreated)
 	pkg["problem_statement"] = "Something else entirely."
 	expect(t, "same id, other body", app.submit(t, key, pkg), http.StatusConflict)
 	expect(t, "not JSON", app.api(t, http.MethodPost, "/api/v1/handoffs", key, []byte("x"), "Content-Type", "text/plain"), http.StatusUnsupportedMediaType)
@@ -126,6 +128,36 @@ func TestMetricsCountAKnownSequence(t *testing.T) {
 	}
 	if v := value(got, "handoffdesk_db_pool_acquires_total", nil); v < 1 {
 		t.Errorf("pool acquires = %v after a dozen requests, want some", v)
+	}
+	for _, name := range []string{"handoffdesk_time_to_accept_seconds", "handoffdesk_time_to_resolution_seconds"} {
+		if v := value(got, name, map[string]string{"queue": "billing_t2"}); v > 0 {
+			t.Errorf("%s count = %v before anyone acted, want none", name, v)
+		}
+	}
+
+	// The first package is picked from the list and accepted (the locking path), then resolved
+	// from the hold (the fast path); the second is reserved with Next, then accepted from the hold.
+	first := "/handoffs/" + pkg["handoff_id"].(string)
+	for _, step := range []string{first + "/accept", "/queues/billing_t2/next", "/handoffs/" + second["handoff_id"].(string) + "/accept"} {
+		if status, _, body := postForm(t, agent, app.URL+step, nil); status != http.StatusSeeOther {
+			t.Fatalf("POST %s: %d\n%s", step, status, body)
+		}
+	}
+	if status, _, body := postForm(t, agent, app.URL+first+"/resolve", url.Values{"code": {"refunded"}}); status != http.StatusSeeOther {
+		t.Fatalf("resolve: %d\n%s", status, body)
+	}
+	got = app.scrape(t)
+	for _, c := range []struct {
+		name string
+		want float64
+	}{
+		{"handoffdesk_time_to_accept_seconds", 2},
+		{"handoffdesk_time_to_resolution_seconds", 1},
+		{"handoffdesk_queue_depth", 0},
+	} {
+		if v := value(got, c.name, map[string]string{"queue": "billing_t2"}); v != c.want {
+			t.Errorf("after two accepts and a resolve, %s{queue=billing_t2} = %v, want %v", c.name, v, c.want)
+		}
 	}
 }
 

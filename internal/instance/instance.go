@@ -51,12 +51,14 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		_, err := db.Exec(ctx, `SELECT pg_notify($1, $2)`, live.Channel, payload)
 		return err
 	}, logger)
-	deliverer := webhook.NewDeliverer(db, logger, opts.Webhook)
+	counts := metrics.New(db)
+	hooks := opts.Webhook
+	hooks.Metrics = counts
+	deliverer := webhook.NewDeliverer(db, logger, hooks)
 	changed := func() {
 		notifier.Changed()
 		deliverer.Wake()
 	}
-	counts := metrics.New(db)
 	work := actions.New(db, time.Now, changed, counts)
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	people := auth.NewService(db)

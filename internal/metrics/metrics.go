@@ -30,6 +30,7 @@ type Metrics struct {
 	requestDuration *prometheus.HistogramVec
 	toAccept        *prometheus.HistogramVec
 	toResolve       *prometheus.HistogramVec
+	deliveries      *prometheus.CounterVec
 	sockets         prometheus.Gauge
 	framesSent      prometheus.Counter
 }
@@ -58,6 +59,10 @@ func New(db *pgxpool.Pool) *Metrics {
 			Help:    "From a package's intake to its resolution, by the queue it was resolved in.",
 			Buckets: waitBuckets,
 		}, []string{"queue"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoffdesk_webhook_deliveries_total",
+			Help: "Webhook requests sent, by the state they left their row in: delivered, pending (failed, to be retried) or dead (failed for good).",
+		}, []string{"outcome"}),
 		sockets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "handoffdesk_websocket_connections",
 			Help: "Open browser websockets.",
@@ -67,7 +72,7 @@ func New(db *pgxpool.Pool) *Metrics {
 			Help: "Frames written to browser websockets.",
 		}),
 	}
-	m.registry.MustRegister(m.intake, m.requestDuration, m.toAccept, m.toResolve, m.sockets, m.framesSent,
+	m.registry.MustRegister(m.intake, m.requestDuration, m.toAccept, m.toResolve, m.deliveries, m.sockets, m.framesSent,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
 		m.registry.MustRegister(newPoolCollector(db), newStateCollector(db))
@@ -120,6 +125,9 @@ func (m *Metrics) Accepted(queue string, took time.Duration) {
 func (m *Metrics) Resolved(queue string, took time.Duration) {
 	m.toResolve.WithLabelValues(queue).Observe(took.Seconds())
 }
+
+// Delivery counts one webhook request by the state it left its outbox row in.
+func (m *Metrics) Delivery(state string) { m.deliveries.WithLabelValues(state).Inc() }
 
 // SocketOpened and SocketClosed track open websockets.
 func (m *Metrics) SocketOpened() { m.sockets.Inc() }

@@ -62,10 +62,12 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	work := actions.New(db, time.Now, changed, counts)
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	people := auth.NewService(db)
-	// Whoever's access changed is checked against the database on their next request, on every
-	// instance, before any socket of theirs hears of the change and the browser reloads.
+	// Each event's lag, from its change to its publishing here, is observed. Whoever's access
+	// changed is checked against the database on their next request, on every instance, before any
+	// socket of theirs hears of the change and the browser reloads.
 	hub.Observe(func(b live.Batch) {
 		for _, e := range b.Events {
+			counts.Published(e.At)
 			if e.Kind.ChangesAccess() {
 				people.ForgetUser(e.UserID)
 			}

@@ -31,6 +31,7 @@ type Metrics struct {
 	toAccept        *prometheus.HistogramVec
 	toResolve       *prometheus.HistogramVec
 	deliveries      *prometheus.CounterVec
+	feedLag         prometheus.Histogram
 	sockets         prometheus.Gauge
 	framesSent      prometheus.Counter
 }
@@ -63,6 +64,11 @@ func New(db *pgxpool.Pool) *Metrics {
 			Name: "handoffdesk_webhook_deliveries_total",
 			Help: "Webhook requests sent, by the state they left their row in: delivered, pending (failed, to be retried) or dead (failed for good).",
 		}, []string{"outcome"}),
+		feedLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "handoffdesk_event_feed_lag_seconds",
+			Help:    "From a change (its event's time, by the clock of the instance that made it) to this instance's hub publishing it to its websockets.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
 		sockets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "handoffdesk_websocket_connections",
 			Help: "Open browser websockets.",
@@ -72,7 +78,7 @@ func New(db *pgxpool.Pool) *Metrics {
 			Help: "Frames written to browser websockets.",
 		}),
 	}
-	m.registry.MustRegister(m.intake, m.requestDuration, m.toAccept, m.toResolve, m.deliveries, m.sockets, m.framesSent,
+	m.registry.MustRegister(m.intake, m.requestDuration, m.toAccept, m.toResolve, m.deliveries, m.feedLag, m.sockets, m.framesSent,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
 		m.registry.MustRegister(newPoolCollector(db), newStateCollector(db))
@@ -128,6 +134,9 @@ func (m *Metrics) Resolved(queue string, took time.Duration) {
 
 // Delivery counts one webhook request by the state it left its outbox row in.
 func (m *Metrics) Delivery(state string) { m.deliveries.WithLabelValues(state).Inc() }
+
+// Published observes the lag of one event the hub publishes, made at at.
+func (m *Metrics) Published(at time.Time) { m.feedLag.Observe(time.Since(at).Seconds()) }
 
 // SocketOpened and SocketClosed track open websockets.
 func (m *Metrics) SocketOpened() { m.sockets.Inc() }

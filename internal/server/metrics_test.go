@@ -146,7 +146,15 @@ func TestMetricsCountAKnownSequence(t *testing.T) {
 	if status, _, body := postForm(t, agent, app.URL+first+"/resolve", url.Values{"code": {"refunded"}}); status != http.StatusSeeOther {
 		t.Fatalf("resolve: %d\n%s", status, body)
 	}
+	// Observers see each batch before any socket does: a frame after the hello means the hub has
+	// published, and measured, at least one event.
+	if f := readFrame(t, conn); f.Type == "hello" {
+		t.Fatalf("second frame %+v, want a batch", f)
+	}
 	got = app.scrape(t)
+	if v := value(got, "handoffdesk_event_feed_lag_seconds", nil); v < 1 {
+		t.Errorf("event feed lag observations = %v after a frame was sent, want at least 1", v)
+	}
 	for _, c := range []struct {
 		name string
 		want float64

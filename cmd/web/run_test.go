@@ -186,8 +186,13 @@ var listenLine = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // The returned function stops it and returns what run returned.
 func startServe(t *testing.T, getenv func(string) string) (string, func() error) {
 	t.Helper()
+	return startServeTo(t, getenv, &syncBuffer{})
+}
+
+// startServeTo is startServe that logs to out.
+func startServeTo(t *testing.T, getenv func(string) string, out *syncBuffer) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
 	done := make(chan struct{})
 	var runErr error
 	go func() {

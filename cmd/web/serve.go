@@ -71,10 +71,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())
 		}
+		opts := instance.Options{Server: cfg, DatabaseURL: databaseURL(getenv), Webhook: webhook.Options{AllowPrivate: allowPrivate}}
+		if addr := getenv("METRICS_ADDR"); addr != "" {
+			opts.Metrics, err = net.Listen("tcp", addr)
+			if err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("METRICS_ADDR: %w", err)
+			}
+			logger.Info("serving metrics", "addr", opts.Metrics.Addr().String(), "url", "http://"+opts.Metrics.Addr().String()+"/metrics")
+		}
 		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL, "login", cfg.BaseURL+"/login")
-		return instance.Run(ctx, instance.Options{
-			Server: cfg, DatabaseURL: databaseURL(getenv), Webhook: webhook.Options{AllowPrivate: allowPrivate},
-		}, logger, db, ln)
+		return instance.Run(ctx, opts, logger, db, ln)
 	})
 }
 

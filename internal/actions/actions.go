@@ -27,6 +27,7 @@ import (
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
@@ -51,15 +52,19 @@ type Service struct {
 	changed func() // called after a commit, to wake the live desk
 	holds   holds
 	trips   *commit.Trips
+	counts  *metrics.Metrics
 }
 
-// New returns a Service over db that tells time with now and calls changed after every committed
-// change.
-func New(db *pgxpool.Pool, now func() time.Time, changed func()) *Service {
+// New returns a Service over db that tells time with now, calls changed after every committed
+// change, and observes each accept's and resolution's time in counts (nil: nowhere).
+func New(db *pgxpool.Pool, now func() time.Time, changed func(), counts *metrics.Metrics) *Service {
 	if changed == nil {
 		changed = func() {}
 	}
-	return &Service{db: db, now: now, changed: changed, holds: holds{m: make(map[string]hold)}, trips: commit.NewTrips(db)}
+	if counts == nil {
+		counts = metrics.New(nil)
+	}
+	return &Service{db: db, now: now, changed: changed, holds: holds{m: make(map[string]hold)}, trips: commit.NewTrips(db), counts: counts}
 }
 
 // held is a package row locked for an action, with its queue.
@@ -70,11 +75,13 @@ type held struct {
 	Queue    queue.Queue
 	// Member says whether the acting user works the package's queue.
 	Member bool
+	// CreatedAt is when the package came in, which time to accept and to resolution count from.
+	CreatedAt time.Time
 }
 
 // hold is what this instance remembers of the locked package once the user holds it.
 func (h held) hold(userID int64) hold {
-	return hold{publicID: h.PublicID, rowID: h.ID, apiKeyID: h.APIKeyID, queueID: h.Queue.ID, queue: h.Queue.Name, userID: userID}
+	return hold{publicID: h.PublicID, rowID: h.ID, apiKeyID: h.APIKeyID, queueID: h.Queue.ID, queue: h.Queue.Name, userID: userID, createdAt: h.CreatedAt}
 }
 
 // check applies the rules to the locked package.
@@ -92,11 +99,11 @@ func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (hel
 	err := tx.QueryRow(ctx, `
 		SELECT h.id, h.handoff_id, h.status, h.assignee_id, coalesce(u.display_name, ''), h.rejected_by, h.rejections,
 			h.needs_supervisor, h.offered_to, h.offered_until, h.api_key_id, h.queue_id,
-			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2)
+			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2), h.created_at
 		FROM handoffs h LEFT JOIN users u ON u.id = h.assignee_id
 		WHERE h.handoff_id = $1 FOR UPDATE OF h`, handoffID, user.ID).Scan(
 		&h.ID, &h.PublicID, &h.Status, &h.AssigneeID, &h.Assignee, &h.RejectedBy, &h.Rejections,
-		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID, &h.Member)
+		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID, &h.Member, &h.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return held{}, desk.Errorf(desk.NotFound, "no handoff %q", handoffID)
 	}
@@ -194,7 +201,7 @@ const nextSQL = `
 			$3 OR EXISTS (SELECT 1 FROM queue_members m, q WHERE m.queue_id = q.id AND m.user_id = u.id) AS may_act
 		FROM users u WHERE u.id = $2 FOR UPDATE
 	), held AS (
-		SELECT h.id, h.handoff_id, h.api_key_id, h.queue_id, hq.name
+		SELECT h.id, h.handoff_id, h.api_key_id, h.queue_id, hq.name, h.created_at
 		FROM handoffs h JOIN queues hq ON hq.id = h.queue_id
 		WHERE h.assignee_id = $2 AND h.status = 'reserved'
 	), pick AS (
@@ -212,7 +219,7 @@ const nextSQL = `
 		UPDATE handoffs h SET status = 'reserved', assignee_id = $2, reserved_until = $4::timestamptz + q.reservation_timeout,
 			updated_at = $4
 		FROM pick, q WHERE h.id = pick.id
-		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until
+		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at
 	), event AS (
 		INSERT INTO events (at, kind, queue_id, handoff_id, actor_user, detail)
 		SELECT $4, $5, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
@@ -220,7 +227,7 @@ const nextSQL = `
 	)
 	SELECT q.id, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
 		coalesce(r.id, held.id), coalesce(r.handoff_id, held.handoff_id), coalesce(r.api_key_id, held.api_key_id),
-		coalesce(held.queue_id, q.id), coalesce(held.name, q.name)
+		coalesce(held.queue_id, q.id), coalesce(held.name, q.name), coalesce(r.created_at, held.created_at)
 	FROM (SELECT) one LEFT JOIN q ON true LEFT JOIN me ON true LEFT JOIN reserved r ON true
 		LEFT JOIN held ON me.may_act`
 
@@ -230,12 +237,13 @@ const nextSQL = `
 func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (string, error) {
 	var queueID, rowID, apiKeyID, inQueueID *int64
 	var inQueue, handoffID *string
+	var createdAt *time.Time
 	var mayAct bool
 	var capacity, holding int
 	b := &pgx.Batch{}
 	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), events.Reserved)
 	err := a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
-		return br.QueryRow().Scan(&queueID, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID, &inQueueID, &inQueue)
+		return br.QueryRow().Scan(&queueID, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID, &inQueueID, &inQueue, &createdAt)
 	})
 	switch {
 	case err != nil:
@@ -251,7 +259,7 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (s
 		return "", desk.Errorf(desk.NotFound, "nothing is waiting for you in %s", queueName)
 	}
 	a.changed()
-	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *inQueueID, queue: *inQueue, userID: user.ID})
+	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *inQueueID, queue: *inQueue, userID: user.ID, createdAt: *createdAt})
 	return *handoffID, nil
 }
 
@@ -266,12 +274,17 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 		now := a.now()
 		done, err := a.fast(ctx, user, hd, `status = 'accepted', reserved_until = NULL, accepted_at = $6, updated_at = $6`,
 			`h.status = 'reserved'`, []any{now}, accepted(hd, now))
+		if done {
+			a.counts.Accepted(hd.queue, now.Sub(hd.createdAt))
+		}
 		if done || err != nil {
 			return err
 		}
 	}
 	var hd hold
+	var at time.Time
 	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		at = now
 		h, err := lockTo(ctx, tx, Accept, user, handoffID, now)
 		if err != nil {
 			return err
@@ -288,6 +301,7 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 	})
 	if err == nil {
 		a.holds.put(hd)
+		a.counts.Accepted(hd.queue, at.Sub(hd.createdAt))
 	}
 	return err
 }
@@ -381,22 +395,29 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 		now := a.now()
 		done, err := a.fast(ctx, user, hd, `status = $6, outcome = $7, outcome_note = NULLIF($8, ''), closed_at = $9, updated_at = $9,
 			reserved_until = NULL`, `h.status = ANY ($10)`, []any{status, outcome, note, now, from}, closed(hd, now), label(hd, now))
+		if done && act == Resolve {
+			a.counts.Resolved(hd.queue, now.Sub(hd.createdAt))
+		}
 		if done || err != nil {
 			return a.released(handoffID, hd.queue, err)
 		}
 	}
 	var queueName string
+	var took time.Duration
 	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, act, user, handoffID, now)
 		if err != nil {
 			return err
 		}
-		queueName = h.Queue.Name
+		queueName, took = h.Queue.Name, now.Sub(h.CreatedAt)
 		return apply(ctx, tx, `
 			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
 				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6)
 			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID}, closed(h.hold(user.ID), now), label(h.hold(user.ID), now))
 	})
+	if err == nil && act == Resolve {
+		a.counts.Resolved(queueName, took)
+	}
 	return a.released(handoffID, queueName, err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,6 +25,7 @@ type hold struct {
 	rowID, apiKeyID, queueID int64
 	queue                    string
 	userID                   int64 // the holder
+	createdAt                time.Time
 }
 
 // to fills in the package's side of c.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -19,6 +20,8 @@ type Event struct {
 	FromQueueID int64
 	HandoffID   int64
 	UserID      int64
+	// At is when the change was made, by the clock of the instance that made it.
+	At time.Time
 }
 
 // Mark is a position in the event stream: every event of a transaction whose xid is below it has
@@ -166,9 +169,9 @@ func read(ctx context.Context, db Querier, bound, inc string, xid uint64, limit 
 		)
 		SELECT head.inc, head.upto::text, head.waiting,
 			e.seq, e.kind, coalesce(e.queue_id, 0), coalesce(e.from_queue_id, 0), coalesce(e.handoff_id, 0),
-			coalesce(e.subject_user, 0), e.xid::text
+			coalesce(e.subject_user, 0), e.xid::text, e.at
 		FROM head LEFT JOIN LATERAL (
-			SELECT seq, kind, queue_id, from_queue_id, handoff_id, subject_user, xid FROM events
+			SELECT seq, kind, queue_id, from_queue_id, handoff_id, subject_user, xid, at FROM events
 			WHERE xid >= $1::text::xid8 AND xid < head.upto
 			ORDER BY xid, seq LIMIT $2
 		) e ON head.inc = $3`, strconv.FormatUint(xid, 10), limit, inc)
@@ -182,14 +185,15 @@ func read(ctx context.Context, db Querier, bound, inc string, xid uint64, limit 
 		var seq, queueID, fromQueueID, handoffID, userID *int64
 		var kind *Kind
 		var eventXID *string
-		if err := rows.Scan(&current, &upto, &p.waiting, &seq, &kind, &queueID, &fromQueueID, &handoffID, &userID, &eventXID); err != nil {
+		var at *time.Time
+		if err := rows.Scan(&current, &upto, &p.waiting, &seq, &kind, &queueID, &fromQueueID, &handoffID, &userID, &eventXID, &at); err != nil {
 			return page{}, err
 		}
 		if seq == nil {
 			continue
 		}
 		p.events = append(p.events, Event{Seq: *seq, Kind: *kind, QueueID: *queueID, FromQueueID: *fromQueueID,
-			HandoffID: *handoffID, UserID: *userID})
+			HandoffID: *handoffID, UserID: *userID, At: *at})
 		lastXID = *eventXID
 	}
 	if err := rows.Err(); err != nil {

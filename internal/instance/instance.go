@@ -17,6 +17,7 @@ import (
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/webhook"
@@ -35,6 +36,9 @@ type Options struct {
 	DatabaseURL   string
 	SweepInterval time.Duration
 	Webhook       webhook.Options
+	// Metrics is where /metrics is served (METRICS_ADDR); nil serves it nowhere. It is never the
+	// public listener: the desk's own port answers 404 for /metrics.
+	Metrics net.Listener
 }
 
 // Run serves on ln until ctx is done, then stops the server gracefully and the workers after it.
@@ -47,27 +51,36 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		_, err := db.Exec(ctx, `SELECT pg_notify($1, $2)`, live.Channel, payload)
 		return err
 	}, logger)
-	deliverer := webhook.NewDeliverer(db, logger, opts.Webhook)
+	counts := metrics.New(db)
+	hooks := opts.Webhook
+	hooks.Metrics = counts
+	deliverer := webhook.NewDeliverer(db, logger, hooks)
 	changed := func() {
 		notifier.Changed()
 		deliverer.Wake()
 	}
-	work := actions.New(db, time.Now, changed)
+	work := actions.New(db, time.Now, changed, counts)
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	people := auth.NewService(db)
-	// Whoever's access changed is checked against the database on their next request, on every
-	// instance, before any socket of theirs hears of the change and the browser reloads.
+	// Each event's lag, from its change to its publishing here, is observed. Whoever's access
+	// changed is checked against the database on their next request, on every instance, before any
+	// socket of theirs hears of the change and the browser reloads.
 	hub.Observe(func(b live.Batch) {
 		for _, e := range b.Events {
+			counts.Published(e.At)
 			if e.Kind.ChangesAccess() {
 				people.ForgetUser(e.UserID)
 			}
 		}
 	})
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
-		intake.New(db, time.Now, changed), work, board.New(db), hub, presence)
+		intake.New(db, time.Now, changed), work, board.New(db), hub, presence, counts)
 	if err != nil {
-		_ = ln.Close() // unused, it only gives its port back; the server's error is the one to report
+		// Unused, they only give their ports back; the server's error is the one to report.
+		_ = ln.Close()
+		if opts.Metrics != nil {
+			_ = opts.Metrics.Close()
+		}
 		return err
 	}
 
@@ -80,6 +93,13 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	workers.Go(func() { work.RunSweeper(workCtx, opts.SweepInterval, logger) })
 	workers.Go(func() { _ = deliverer.Run(workCtx) })
 	workers.Go(func() { purge(workCtx, people, logger) })
+	if opts.Metrics != nil {
+		workers.Go(func() {
+			if err := counts.Serve(workCtx, opts.Metrics); err != nil {
+				logger.Error("metrics listener stopped", "err", err)
+			}
+		})
+	}
 
 	err = srv.Serve(ctx, ln)
 	stopWork()

@@ -17,6 +17,7 @@ import (
 	"github.com/handoffdesk/desk/internal/handoff/handofftest"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -36,7 +37,7 @@ func TestDrainFailsReadinessWhileServing(t *testing.T) {
 	}
 	base := "http://" + ln.Addr().String()
 	s, err := New(Config{Addr: ln.Addr().String(), BaseURL: base, DrainPeriod: time.Minute}, logger, db, people, queues,
-		intake.New(db, time.Now, nil), actions.New(db, time.Now, nil), board.New(db), live.NewHub(db, logger), live.NewPresence(db, logger, nil))
+		intake.New(db, time.Now, nil), actions.New(db, time.Now, nil, nil), board.New(db), live.NewHub(db, logger), live.NewPresence(db, logger, nil), metrics.New(db))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
+	"github.com/handoffdesk/desk/internal/metrics"
 )
 
 // maxPackageBytes bounds a package body after decompression (spec: 256 KiB).
@@ -89,29 +90,52 @@ type submitAnswer struct {
 }
 
 func (s *Server) handleSubmitHandoff(c echo.Context) error {
+	receipt, err := s.submit(c)
+	if err != nil {
+		s.metrics.Intake("", intakeResult(err))
+		return err
+	}
+	status, result := http.StatusCreated, metrics.Created
+	if receipt.Replayed {
+		status, result = http.StatusOK, metrics.Replayed
+	}
+	s.metrics.Intake(receipt.Queue, result)
+	return c.JSON(status, submitAnswer{Receipt: receipt, URL: s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID})
+}
+
+func (s *Server) submit(c echo.Context) (intake.Receipt, error) {
 	body, err := readJSON(c)
 	if err != nil {
-		return err
+		return intake.Receipt{}, err
 	}
 	pkg, err := handoff.Decode(body)
 	var invalid *handoff.ValidationError
 	if errors.As(err, &invalid) {
 		// Report the queue's own rules in the same answer, so a bot fixes everything at once.
-		return s.intake.AddQueueRules(c.Request().Context(), pkg, err)
+		return intake.Receipt{}, s.intake.AddQueueRules(c.Request().Context(), pkg, err)
 	}
 	if err != nil {
-		return err
+		return intake.Receipt{}, err
 	}
 	receipt, err := s.intake.Submit(c.Request().Context(), sender(c), pkg)
 	if err != nil {
 		s.followUnanswered(err, pkg.HandoffID)
-		return err
 	}
-	status := http.StatusCreated
-	if receipt.Replayed {
-		status = http.StatusOK
+	return receipt, err
+}
+
+// intakeResult names a refusal for handoffdesk_intake_total: the guard's reason when it gave one
+// (a fixed vocabulary), else the error's code. The queue is left out of a refusal's labels since
+// the package may name any queue at all.
+func intakeResult(err error) string {
+	if u := unavailable(err); u != nil {
+		return u.Reason
 	}
-	return c.JSON(status, submitAnswer{Receipt: receipt, URL: s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID})
+	var e *desk.Error
+	if errors.As(err, &e) && e.Reason != "" {
+		return e.Reason
+	}
+	return desk.ErrorCode(err)
 }
 
 // followUnanswered logs what became of a package whose request ended before its batch answered

@@ -51,9 +51,11 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if c.Response().Status >= 500 {
 			level = slog.LevelWarn
 		}
+		took := time.Since(start)
+		s.metrics.Request(req.Method, c.Path(), c.Response().Status, took)
 		s.logger.LogAttrs(req.Context(), level, "request",
 			slog.String("method", req.Method), slog.String("path", req.URL.Path),
-			slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))
+			slog.Int("status", c.Response().Status), slog.Duration("duration", took))
 		return nil
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
@@ -62,6 +63,7 @@ type Server struct {
 	board    *board.Board
 	hub      *live.Hub
 	presence *live.Presence
+	metrics  *metrics.Metrics
 
 	echo          *echo.Echo
 	citations     citationLinks
@@ -84,7 +86,7 @@ type Server struct {
 
 // New builds a server from its dependencies.
 func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service,
-	intake *intake.Intake, actions *actions.Service, board *board.Board, hub *live.Hub, presence *live.Presence) (*Server, error) {
+	intake *intake.Intake, actions *actions.Service, board *board.Board, hub *live.Hub, presence *live.Presence, counts *metrics.Metrics) (*Server, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
@@ -108,6 +110,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		board:    board,
 		hub:      hub,
 		presence: presence,
+		metrics:  counts,
 		echo:     echo.New(),
 		// Browsers keep Secure cookies on https and on loopback (a secure context), which
 		// covers production and `make run`; a plain-http LAN address would lose its login.

@@ -33,6 +33,8 @@ type testApp struct {
 	DB     *pgxpool.Pool
 	Auth   *auth.Service
 	Queues *queue.Service
+	// MetricsURL is the /metrics of the instance started last, on its own listener.
+	MetricsURL string
 
 	cfg server.Config // what every instance is started with, besides its address
 	// hooks is how every instance delivers webhooks.
@@ -101,7 +103,12 @@ func (a *testApp) serve(t *testing.T, ln net.Listener) (string, func()) {
 	done := make(chan error, 1)
 	cfg := a.cfg
 	cfg.Addr, cfg.BaseURL = ln.Addr().String(), url
-	opts := instance.Options{Server: cfg, DatabaseURL: a.DBURL, SweepInterval: 200 * time.Millisecond, Webhook: a.hooks}
+	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.MetricsURL = "http://" + metricsLn.Addr().String() + "/metrics"
+	opts := instance.Options{Server: cfg, DatabaseURL: a.DBURL, SweepInterval: 200 * time.Millisecond, Webhook: a.hooks, Metrics: metricsLn}
 	go func() { done <- instance.Run(ctx, opts, logger, db, ln) }()
 	var once sync.Once
 	stop := func() {

@@ -90,6 +90,7 @@ func (s *Server) handleSocket(c echo.Context) error {
 		return nil // the upgrader has answered the client
 	}
 	opened, k.conn = true, conn
+	s.metrics.SocketOpened()
 	s.presence.Connect(w.user.ID)
 	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
 	// A session runs out without an event to say so; the page is closed as for a logout, and its
@@ -101,12 +102,12 @@ func (s *Server) handleSocket(c echo.Context) error {
 	// above, goes away, and the socket lives on in its reader alone.
 	// A failed write abandons the connection: closing it ends the reader, which tidies up, and a
 	// close error would say nothing more than the write's.
-	if err := writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
+	if err := s.writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
 		_ = conn.Close()
 	} else if since != "" {
 		if f, err := s.catchUpFrame(ctx, w, since, mark); err != nil {
 			k.failed(err)
-		} else if err := writeFrame(conn, f); err != nil {
+		} else if err := s.writeFrame(conn, f); err != nil {
 			_ = conn.Close()
 		}
 	}
@@ -149,6 +150,7 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 			_ = k.conn.Close()
 			return
 		}
+		k.s.metrics.FrameSent()
 	}
 	if k.pingDue.Swap(false) {
 		if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(turnWriteWait)); err != nil {
@@ -224,10 +226,15 @@ func (k *socket) close() {
 	k.s.presence.Disconnect(k.w.user.ID)
 	k.s.userSockets.give(k.w.user.ID)
 	_ = k.conn.Close()
+	k.s.metrics.SocketClosed()
 	k.s.sockets.Done()
 }
 
-func writeFrame(conn *websocket.Conn, f frame) error {
+func (s *Server) writeFrame(conn *websocket.Conn, f frame) error {
 	_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
-	return conn.WriteJSON(f)
+	if err := conn.WriteJSON(f); err != nil {
+		return err
+	}
+	s.metrics.FrameSent()
+	return nil
 }

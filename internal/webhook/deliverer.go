@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/commit"
+	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/postgres"
 )
 
@@ -60,7 +61,9 @@ type Options struct {
 	// AllowPrivate lets webhooks go to loopback, private and other addresses that are not public
 	// (WEBHOOK_ALLOW_PRIVATE=1): for local development and tests.
 	AllowPrivate bool
-	Timeout      time.Duration // the longest one request may take
+	// Metrics counts the deliveries' outcomes (nil: nowhere).
+	Metrics *metrics.Metrics
+	Timeout time.Duration // the longest one request may take
 	// MaxInFlight is how many requests at once one endpoint (a key's webhook URL) gets from this
 	// deliverer. More of its rows may be claimed, waiting for a slot, so that a fast endpoint's
 	// next request need not wait for a claim's round trip: as many as its pace lets finish well
@@ -117,6 +120,9 @@ func NewDeliverer(db *pgxpool.Pool, logger *slog.Logger, opts Options) *Delivere
 	defaultTo(&opts.BackoffBase, DefaultBackoffBase)
 	defaultTo(&opts.BreakerThreshold, DefaultBreakerThreshold)
 	defaultTo(&opts.BreakerCooldown, DefaultBreakerCooldown)
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New(nil)
+	}
 	d := &Deliverer{
 		db: db, logger: logger, opts: opts,
 		client:    newClient(opts.Timeout, opts.MaxInFlight, opts.AllowPrivate),
@@ -427,6 +433,7 @@ func (d *Deliverer) deliver(ctx context.Context, e *endpoint, row claimed) error
 		return nil
 	}
 	res := outcome(status, err, row.attempts, d.opts)
+	d.opts.Metrics.Delivery(res.state)
 	hold, opened := d.settle(row.apiKeyID, res.failed, took)
 	<-e.slots
 	d.done(row.apiKeyID)

@@ -48,6 +48,25 @@ func (p Package) MaskFor(v Visibility) Package {
 	p.Contact.Email = maskEmail(p.Contact.Email)
 	p.Contact.Phone = maskPhone(p.Contact.Phone)
 	p.Transcript = nil
+	m.maskFreeText(&p)
+	if len(p.StructuredEntities) > 0 {
+		entities := make(map[string]EntityValue, len(p.StructuredEntities))
+		for k, val := range p.StructuredEntities {
+			if slices.Contains(v.PIIEntityKeys, k) {
+				val = StringEntity(Masked)
+			} else {
+				val = m.maskEntity(val)
+			}
+			entities[k] = val
+		}
+		p.StructuredEntities = entities
+	}
+	return p
+}
+
+// maskFreeText masks the mentions in every field of p the bot wrote in its own words: the one list
+// of them, so that masking and redaction reach the same fields.
+func (m mentions) maskFreeText(p *Package) {
 	p.Reason = m.mask(p.Reason)
 	p.ProblemStatement = m.mask(p.ProblemStatement)
 	p.RecommendedNextStep = m.mask(p.RecommendedNextStep)
@@ -62,19 +81,6 @@ func (p Package) MaskFor(v Visibility) Package {
 		}
 		p.AttemptedActions = acts
 	}
-	if len(p.StructuredEntities) > 0 {
-		entities := make(map[string]EntityValue, len(p.StructuredEntities))
-		for k, val := range p.StructuredEntities {
-			if slices.Contains(v.PIIEntityKeys, k) {
-				val = StringEntity(Masked)
-			} else {
-				val = m.maskEntity(val)
-			}
-			entities[k] = val
-		}
-		p.StructuredEntities = entities
-	}
-	return p
 }
 
 // MaskNoteFor masks a note the desk's users wrote about p for v, as MaskFor masks p's own free

@@ -26,20 +26,7 @@ func (p Package) RedactFor(v Visibility) (Package, Redaction) {
 	r := Redaction{m: placeholdersOf(p, v.PIIEntityKeys)}
 	c := p.Contact
 	p.Contact = Contact{ID: c.ID, DisplayName: r.Text(c.DisplayName), Email: r.Text(c.Email), Phone: r.Text(c.Phone)}
-	p.Reason = r.Text(p.Reason)
-	p.ProblemStatement = r.Text(p.ProblemStatement)
-	p.RecommendedNextStep = r.Text(p.RecommendedNextStep)
-	p.DraftReply = r.Text(p.DraftReply)
-	p.OpenQuestions = r.m.maskAll(p.OpenQuestions)
-	p.Citations = r.m.maskAll(p.Citations)
-	if len(p.AttemptedActions) > 0 {
-		acts := make([]AttemptedAction, len(p.AttemptedActions))
-		for i, a := range p.AttemptedActions {
-			a.Result = r.Text(a.Result)
-			acts[i] = a
-		}
-		p.AttemptedActions = acts
-	}
+	r.m.maskFreeText(&p)
 	if len(p.StructuredEntities) > 0 {
 		entities := make(map[string]EntityValue, len(p.StructuredEntities))
 		for k, val := range p.StructuredEntities {

@@ -52,6 +52,10 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		return err
 	}, logger)
 	counts := metrics.New(db)
+	counts.ReadState(metrics.State{
+		Queues:  queue.NewService(db).Health,
+		Backlog: func(ctx context.Context) (int, error) { return webhook.Backlog(ctx, db) },
+	})
 	hooks := opts.Webhook
 	hooks.Metrics = counts
 	deliverer := webhook.NewDeliverer(db, logger, hooks)

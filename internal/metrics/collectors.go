@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/handoffdesk/desk/internal/queue"
 )
 
 // poolCollector reports pgxpool's statistics as they are at the scrape.
@@ -54,20 +56,24 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 // reported as a scrape error, rather than hold a pooled connection for long.
 const stateTimeout = 2 * time.Second
 
-// stateCollector reads the queues' depth and oldest waiting package and the webhook backlog when
-// scraped. The desk's state lives in the database, shared by every instance; counting it there
-// is exact whichever instance is scraped, where gauges kept in memory would each see only their
-// own instance's changes.
+// State is what a scrape asks the packages that own the desk's tables: the queues' lines of the
+// roster (queue) and the webhook backlog (webhook). The desk's state lives in the database, shared
+// by every instance, so it is read there when scraped, not counted by each instance.
+type State struct {
+	Queues  func(context.Context) ([]queue.Health, error)
+	Backlog func(context.Context) (int, error)
+}
+
 type stateCollector struct {
-	db                     *pgxpool.Pool
+	read                   State
 	depth, oldest, backlog *prometheus.Desc
 }
 
-func newStateCollector(db *pgxpool.Pool) *stateCollector {
+func newStateCollector(read State) *stateCollector {
 	return &stateCollector{
-		db:      db,
+		read:    read,
 		depth:   prometheus.NewDesc("handoffdesk_queue_depth", "Packages waiting in the queue for an agent (queued or reserved).", []string{"queue"}, nil),
-		oldest:  prometheus.NewDesc("handoffdesk_queue_oldest_waiting_seconds", "Age of the queue's longest-waiting package since it was enqueued; 0 when none waits.", []string{"queue"}, nil),
+		oldest:  prometheus.NewDesc("handoffdesk_queue_oldest_waiting_seconds", "Age of the queue's longest-waiting queued package since it was enqueued; 0 when none waits.", []string{"queue"}, nil),
 		backlog: prometheus.NewDesc("handoffdesk_webhook_outbox_backlog", "Webhook deliveries pending in the outbox, due or waiting for a retry.", nil, nil),
 	}
 }
@@ -81,33 +87,20 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
-	rows, err := c.db.Query(ctx, `
-		SELECT q.name, count(h.id), COALESCE(EXTRACT(EPOCH FROM now() - min(h.enqueued_at)), 0)::float8
-		FROM queues q
-		LEFT JOIN handoffs h ON h.queue_id = q.id AND h.status IN ('queued', 'reserved')
-		GROUP BY q.name`)
+	queues, err := c.read.Queues(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.depth, err)
-		return
 	}
-	for rows.Next() {
-		var name string
-		var depth int64
+	for _, q := range queues {
 		var oldest float64
-		if err := rows.Scan(&name, &depth, &oldest); err != nil {
-			ch <- prometheus.NewInvalidMetric(c.depth, err)
-			rows.Close()
-			return
+		if q.OldestWait != nil {
+			oldest = time.Since(*q.OldestWait).Seconds()
 		}
-		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(depth), name)
-		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest, name)
+		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(q.Waiting+q.Reserved), q.Name)
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest, q.Name)
 	}
-	if err := rows.Err(); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.depth, err)
-		return
-	}
-	var backlog int64
-	if err := c.db.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE state = 'pending'`).Scan(&backlog); err != nil {
+	backlog, err := c.read.Backlog(ctx)
+	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.backlog, err)
 		return
 	}

@@ -36,8 +36,7 @@ type Metrics struct {
 	framesSent      prometheus.Counter
 }
 
-// New builds an instance's registry. With db, the registry also reports the pool's statistics
-// and, queried when scraped, the queues' depth and oldest waiting age and the webhook backlog.
+// New builds an instance's registry. With db, the registry also reports the pool's statistics.
 func New(db *pgxpool.Pool) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
@@ -81,10 +80,14 @@ func New(db *pgxpool.Pool) *Metrics {
 	m.registry.MustRegister(m.intake, m.requestDuration, m.toAccept, m.toResolve, m.deliveries, m.feedLag, m.sockets, m.framesSent,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if db != nil {
-		m.registry.MustRegister(newPoolCollector(db), newStateCollector(db))
+		m.registry.MustRegister(newPoolCollector(db))
 	}
 	return m
 }
+
+// ReadState has the registry report, as read when scraped, the queues' depth and oldest waiting
+// age and the webhook backlog.
+func (m *Metrics) ReadState(read State) { m.registry.MustRegister(newStateCollector(read)) }
 
 // Registry is the instance's registry, for tests that read it directly.
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }

@@ -45,9 +45,8 @@ const presenceCTE = `
 		SELECT user_id, CASE WHEN bool_and(away) THEN 'away' ELSE 'online' END AS status
 		FROM presence WHERE seen_at > now() - $1::interval GROUP BY user_id)`
 
-// Roster reads the whole roster in two queries.
-func (s *Service) Roster(ctx context.Context) (Roster, error) {
-	var r Roster
+// Health reads every enabled queue's line of the roster in one query.
+func (s *Service) Health(ctx context.Context) ([]Health, error) {
 	rows, err := s.db.Query(ctx, `WITH `+presenceCTE+`
 		SELECT q.name,
 			count(h.id) FILTER (WHERE h.status = 'queued'),
@@ -61,12 +60,19 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 			AND h.closed_at IS NULL
 		WHERE q.enabled GROUP BY q.id ORDER BY q.name`, PresenceStale)
 	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Health])
+}
+
+// Roster reads the whole roster in two queries.
+func (s *Service) Roster(ctx context.Context) (Roster, error) {
+	var r Roster
+	var err error
+	if r.Queues, err = s.Health(ctx); err != nil {
 		return r, err
 	}
-	if r.Queues, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Health]); err != nil {
-		return r, err
-	}
-	rows, err = s.db.Query(ctx, `WITH `+presenceCTE+`
+	rows, err := s.db.Query(ctx, `WITH `+presenceCTE+`
 		SELECT u.id, u.display_name, u.role, coalesce(p.status, 'offline'),
 			(SELECT count(*) FROM handoffs h WHERE h.assignee_id = u.id
 				AND h.closed_at IS NULL),

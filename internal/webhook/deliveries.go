@@ -81,3 +81,12 @@ func Deliveries(ctx context.Context, db Querier, f DeliveryFilter) ([]Delivery, 
 	}
 	return deliveries, nil
 }
+
+// Backlog counts the deliveries pending in the outbox, due or waiting for a retry.
+func Backlog(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE state = 'pending'`).Scan(&n)
+	return n, err
+}

@@ -107,7 +107,7 @@ func TestCommandsRejectBadInput(t *testing.T) {
 		{[]string{"queue", "add", "--name", "x", "--refund-threshold", "-5"}, "is not a decimal amount"},
 		{[]string{"queue", "add", "--name", "x", "--parent", "billing_t2", "--accepts-top-level-transfers"}, "is not top-level"},
 		{[]string{"apikey", "add", "--name", "k"}, "--queues is required"},
-		{[]string{"apikey", "add", "--name", "k", "--queues", "billing_t2", "--webhook-url", "ftp://x"}, "must be an absolute http(s) URL"},
+		{[]string{"apikey", "add", "--name", "k", "--queues", "billing_t2", "--webhook-url", "ftp://x"}, "must be an absolute https URL"},
 		{[]string{"migrate", "extra"}, `unexpected argument "extra"`},
 		{[]string{"user", "remove"}, `want "user add", "user disable" or "user role"`},
 		{[]string{"user", "disable"}, "--email is required"},

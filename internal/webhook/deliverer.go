@@ -564,6 +564,11 @@ func (d *Deliverer) post(ctx context.Context, row claimed) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !d.opts.AllowPrivate {
+		if err := refuseHTTP(req.URL); err != nil {
+			return 0, err
+		}
+	}
 	timestamp := strconv.FormatInt(d.wallClock().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)

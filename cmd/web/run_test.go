@@ -109,7 +109,7 @@ func TestCommandsRejectBadInput(t *testing.T) {
 		{[]string{"apikey", "add", "--name", "k"}, "--queues is required"},
 		{[]string{"apikey", "add", "--name", "k", "--queues", "billing_t2", "--webhook-url", "ftp://x"}, "must be an absolute https URL"},
 		{[]string{"migrate", "extra"}, `unexpected argument "extra"`},
-		{[]string{"user", "remove"}, `want "user add", "user disable" or "user role"`},
+		{[]string{"user", "remove"}, `want "user add", "user disable", "user role" or "user sso-only"`},
 		{[]string{"user", "disable"}, "--email is required"},
 		{[]string{"user", "disable", "--email", "nobody@example.com"}, "no enabled user has email nobody@example.com"},
 		{[]string{"user", "role", "--email", "nobody@example.com", "--role", "emperor"}, `role "emperor" is not one of`},

@@ -114,4 +114,3 @@ func TestRotatedSecretSignsBesideTheNewUntilTheOverlapEnds(t *testing.T) {
 		t.Errorf("an unknown key: %v, want not found", err)
 	}
 }
-

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,33 @@ func TestBrowserSSOFromTheSidebarOpensAPopup(t *testing.T) {
 	var sessions int
 	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM sessions`).Scan(&sessions); err != nil || sessions != 1 {
 		t.Errorf("%d sessions (%v), want the frame's one only", sessions, err)
+	}
+}
+
+// At the top level, "Sign in with SSO" is a plain link: the browser goes to the provider and
+// comes back logged in, to the page it first asked for.
+func TestBrowserSSOAtTheTopLevel(t *testing.T) {
+	t.Parallel()
+	idp := newIdentityProvider(t)
+	app := setupWith(t, server.Config{OIDC: idp.config()})
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+
+	ctx := browser(t)
+	idp.person("dana@example.com", true)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(app.URL+"/queues/billing_t2"),
+		chromedp.WaitVisible(`[data-testid="sso-start"]`),
+		chromedp.Click(`[data-testid="sso-start"]`),
+		chromedp.WaitVisible(`[data-testid="viewer"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	at, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[location.pathname, document.querySelector('[data-testid="viewer"]').innerText]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, viewer := at[0], at[1]
+	if path != "/queues/billing_t2" || !strings.HasPrefix(viewer, "dana") {
+		t.Errorf("after single sign-on the browser is at %s as %q, want /queues/billing_t2 as dana", path, viewer)
 	}
 }

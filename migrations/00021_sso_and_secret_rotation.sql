@@ -24,8 +24,11 @@ INSERT INTO sso_settings DEFAULT VALUES;
 -- the browser that started it (browser_hash, of a cookie only that browser has), holds the nonce
 -- and the PKCE verifier, and lives for minutes. A sign-in in a popup ends as a ticket: the popup
 -- hands it to the sidebar that opened it, which trades it once for a session of its own.
+-- address is the client's (as login throttling counts it): anyone may start a sign-in, so the
+-- sign-ins one address has under way are capped.
 CREATE TABLE sso_logins (
     state_hash   bytea PRIMARY KEY,
+    address      text NOT NULL,
     browser_hash bytea NOT NULL,
     nonce        text NOT NULL,
     verifier     text NOT NULL,
@@ -37,6 +40,7 @@ CREATE TABLE sso_logins (
     CHECK ((ticket_hash IS NULL) = (user_id IS NULL))
 );
 CREATE INDEX sso_logins_expires_at_idx ON sso_logins (expires_at);
+CREATE INDEX sso_logins_address_idx ON sso_logins (address, expires_at);
 
 -- A rotation is logged like every change. Added NOT VALID, as in 00011: every row already in the
 -- log passed the narrower check.

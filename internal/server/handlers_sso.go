@@ -26,9 +26,9 @@ func (s *Server) handleSSOStart(c echo.Context) error {
 	if popup {
 		keepOpener(c)
 	}
-	started, err := s.sso.Start(c.Request().Context(), safeNext(c.QueryParam("next")), popup)
+	started, err := s.sso.Start(c.Request().Context(), safeNext(c.QueryParam("next")), popup, c.RealIP())
 	if err != nil {
-		return err
+		return s.ssoRefused(c, err)
 	}
 	c.SetCookie(&http.Cookie{Name: ssoCookie, Value: started.Browser, Path: "/sso/", MaxAge: 600, //nolint:gosec // G124: HttpOnly, Lax, and Secure wherever a browser keeps it, as the session's.
 		HttpOnly: true, Secure: s.secureCookies, SameSite: http.SameSiteLaxMode})
@@ -87,6 +87,7 @@ func (s *Server) ssoRefused(c echo.Context, err error) error {
 		return err
 	}
 	s.logger.Info("sso refused", "reason", refusal.Message)
+	setRetryAfter(c, refusal)
 	return s.render(c, statusOf[refusal.Code], views.LoginPage(views.LoginView{Error: desk.ErrorMessage(err), SSO: true}))
 }
 

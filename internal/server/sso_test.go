@@ -402,3 +402,30 @@ func TestSSOAbsentWithoutAnIssuer(t *testing.T) {
 		t.Errorf("/sso/start without an identity provider: %d, want 404 naming OIDC_ISSUER:\n%s", got.status, got.body)
 	}
 }
+
+// Anyone may start a sign-in, and each start is a row: one address has at most 30 under way.
+func TestSSOStartsAreCappedPerAddress(t *testing.T) {
+	t.Parallel()
+	idp := newIdentityProvider(t)
+	app := setupWith(t, server.Config{OIDC: idp.config()})
+	c := app.client(t)
+	for i := range 30 {
+		if got := fetch(t, c, http.MethodGet, app.URL+"/sso/start", nil); got.status != http.StatusSeeOther {
+			t.Fatalf("start %d: %d, want 303", i+1, got.status)
+		}
+	}
+	got := fetch(t, c, http.MethodGet, app.URL+"/sso/start", nil)
+	if got.status != http.StatusTooManyRequests || got.header.Get("Retry-After") == "" ||
+		!strings.Contains(got.body, "30 sign-ins are under way from this address") {
+		t.Errorf("the 31st start: %d (Retry-After %q), want 429 saying why:\n%s", got.status, got.header.Get("Retry-After"), got.body)
+	}
+	// Once one is gone (finished, or purged past its time), another may start.
+	app.user(t, "dana@example.com", auth.RoleAgent)
+	if _, err := app.DB.Exec(context.Background(), `DELETE FROM sso_logins WHERE ctid IN (SELECT ctid FROM sso_logins LIMIT 1)`); err != nil {
+		t.Fatal(err)
+	}
+	idp.person("dana@example.com", true)
+	if got, _ := signIn(t, app, app.client(t), "/sso/start", nil); got.status != http.StatusSeeOther {
+		t.Errorf("a start with a place free: %d, want 303 after signing in:\n%s", got.status, got.body)
+	}
+}

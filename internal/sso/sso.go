@@ -62,6 +62,11 @@ const (
 	ticketTTL = time.Minute
 )
 
+// maxStartsPerAddress caps the sign-ins one client address has under way: starting one writes a
+// row, and anyone may start one. A person needs one or two; an office behind one NAT address
+// shares the cap.
+const maxStartsPerAddress = 30
+
 // providerTimeout bounds each request to the identity provider.
 const providerTimeout = 10 * time.Second
 
@@ -119,21 +124,29 @@ type Started struct {
 	Browser string
 }
 
-// Start begins a sign-in that returns to next (a path on the desk) and, in a popup, ends as a
-// ticket for the window that opened it.
-func (s *Service) Start(ctx context.Context, next string, popup bool) (Started, error) {
+// Start begins a sign-in from a client address that returns to next (a path on the desk) and, in
+// a popup, ends as a ticket for the window that opened it.
+func (s *Service) Start(ctx context.Context, next string, popup bool, address string) (Started, error) {
 	conf, _, err := s.oauth()
 	if err != nil {
 		return Started{}, err
 	}
 	state, nonce, browser := rand.Text(), rand.Text(), rand.Text()
 	verifier := oauth2.GenerateVerifier()
-	_, err = s.db.Exec(ctx, `
-		INSERT INTO sso_logins (state_hash, browser_hash, nonce, verifier, next, popup, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		hash(state), hash(browser), nonce, verifier, next, popup, s.now().Add(loginTTL))
+	now := s.now()
+	// The count and the insert are one statement, not one transaction: parallel starts can pass
+	// the cap by as many as run at once, which bounds the rows all the same.
+	tag, err := s.db.Exec(ctx, `
+		INSERT INTO sso_logins (state_hash, address, browser_hash, nonce, verifier, next, popup, expires_at)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8
+		WHERE (SELECT count(*) FROM sso_logins WHERE address = $2 AND expires_at > $9) < $10`,
+		hash(state), auth.ThrottleKey(address), hash(browser), nonce, verifier, next, popup, now.Add(loginTTL), now, maxStartsPerAddress)
 	if err != nil {
 		return Started{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		return Started{}, &desk.Error{Code: desk.RateLimited, RetryAfter: loginTTL,
+			Message: fmt.Sprintf("%d sign-ins are under way from this address; finish one, or try again within %s", maxStartsPerAddress, loginTTL)}
 	}
 	return Started{
 		URL:     conf.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)),
@@ -159,6 +172,7 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 	}
 	var (
 		browserHash       []byte
+		address           string
 		nonce, verifier   string
 		f                 Finished
 		expires           time.Time
@@ -169,8 +183,8 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 	)
 	err = s.db.QueryRow(ctx, `
 		DELETE FROM sso_logins WHERE state_hash = $1 AND ticket_hash IS NULL
-		RETURNING browser_hash, nonce, verifier, next, popup, expires_at`, stateHash).
-		Scan(&browserHash, &nonce, &verifier, &f.Next, &f.Popup, &expires)
+		RETURNING address, browser_hash, nonce, verifier, next, popup, expires_at`, stateHash).
+		Scan(&address, &browserHash, &nonce, &verifier, &f.Next, &f.Popup, &expires)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Finished{}, refusedWithReason("this sign-in is unknown or was used already; start again")
@@ -223,9 +237,9 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 	}
 	f.Ticket = rand.Text()
 	_, err = s.db.Exec(ctx, `
-		INSERT INTO sso_logins (state_hash, browser_hash, nonce, verifier, next, popup, expires_at, ticket_hash, user_id)
-		VALUES ($1, $2, '', '', $3, true, $4, $5, $6)`,
-		stateHash, browserHash, f.Next, s.now().Add(ticketTTL), hash(f.Ticket), f.User.ID)
+		INSERT INTO sso_logins (state_hash, address, browser_hash, nonce, verifier, next, popup, expires_at, ticket_hash, user_id)
+		VALUES ($1, $2, $3, '', '', $4, true, $5, $6, $7)`,
+		stateHash, address, browserHash, f.Next, s.now().Add(ticketTTL), hash(f.Ticket), f.User.ID)
 	return f, err
 }
 

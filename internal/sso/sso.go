@@ -171,13 +171,13 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 		return Finished{}, err
 	}
 	var (
-		browserHash       []byte
-		address           string
-		nonce, verifier   string
-		f                 Finished
-		expires           time.Time
-		stateHash         = hash(state)
-		refusedWithReason = func(format string, args ...any) error {
+		browserHash     []byte
+		address         string
+		nonce, verifier string
+		f               Finished
+		expires         time.Time
+		stateHash       = hash(state)
+		refused         = func(format string, args ...any) error {
 			return desk.Errorf(desk.Unauthorized, "single sign-on refused: "+format, args...)
 		}
 	)
@@ -187,32 +187,32 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 		Scan(&address, &browserHash, &nonce, &verifier, &f.Next, &f.Popup, &expires)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return Finished{}, refusedWithReason("this sign-in is unknown or was used already; start again")
+		return Finished{}, refused("this sign-in is unknown or was used already; start again")
 	case err != nil:
 		return Finished{}, err
 	case !s.now().Before(expires):
-		return Finished{}, refusedWithReason("this sign-in took over %s; start again", loginTTL)
+		return Finished{}, refused("this sign-in took over %s; start again", loginTTL)
 	case browser == "" || !slices.Equal(browserHash, hash(browser)):
-		return Finished{}, refusedWithReason("this sign-in was started in another browser; start again here")
+		return Finished{}, refused("this sign-in was started in another browser; start again here")
 	}
 	token, err := conf.Exchange(oidc.ClientContext(ctx, &http.Client{Timeout: providerTimeout}), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return Finished{}, refusedWithReason("the identity provider did not take the sign-in's code: %v", err)
+		return Finished{}, refused("the identity provider did not take the sign-in's code: %v", err)
 	}
 	raw, _ := token.Extra("id_token").(string)
 	if raw == "" {
-		return Finished{}, refusedWithReason("the identity provider sent no ID token")
+		return Finished{}, refused("the identity provider sent no ID token")
 	}
 	idToken, err := provider.Verifier(&oidc.Config{ClientID: s.cfg.ClientID, Now: s.now}).Verify(oidc.ClientContext(ctx, &http.Client{Timeout: providerTimeout}), raw)
 	var expired *oidc.TokenExpiredError
 	if errors.As(err, &expired) {
-		return Finished{}, refusedWithReason("the ID token expired at %s", expired.Expiry.UTC().Format(time.RFC3339))
+		return Finished{}, refused("the ID token expired at %s", expired.Expiry.UTC().Format(time.RFC3339))
 	}
 	if err != nil {
-		return Finished{}, refusedWithReason("the ID token does not verify: %v", err)
+		return Finished{}, refused("the ID token does not verify: %v", err)
 	}
 	if idToken.Nonce != nonce {
-		return Finished{}, refusedWithReason("the ID token's nonce is not this sign-in's")
+		return Finished{}, refused("the ID token's nonce is not this sign-in's")
 	}
 	var claims struct {
 		Email         string `json:"email"`
@@ -220,13 +220,13 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 		Name          string `json:"name"`
 	}
 	if err := idToken.Claims(&claims); err != nil {
-		return Finished{}, refusedWithReason("the ID token's claims cannot be read: %v", err)
+		return Finished{}, refused("the ID token's claims cannot be read: %v", err)
 	}
 	if claims.Email == "" {
-		return Finished{}, refusedWithReason("the identity provider sent no email (the desk asks for the email scope)")
+		return Finished{}, refused("the identity provider sent no email (the desk asks for the email scope)")
 	}
 	if claims.EmailVerified == nil || !*claims.EmailVerified {
-		return Finished{}, refusedWithReason("the identity provider has not verified %s", claims.Email)
+		return Finished{}, refused("the identity provider has not verified %s", claims.Email)
 	}
 	if err := s.allowedDomain(claims.Email); err != nil {
 		return Finished{}, err

@@ -196,8 +196,12 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 		return Finished{}, refused("this sign-in was started in another browser; start again here")
 	}
 	token, err := conf.Exchange(oidc.ClientContext(ctx, &http.Client{Timeout: providerTimeout}), code, oauth2.VerifierOption(verifier))
-	if err != nil {
+	var answered *oauth2.RetrieveError
+	if errors.As(err, &answered) {
 		return Finished{}, refused("the identity provider did not take the sign-in's code: %v", err)
+	}
+	if err != nil {
+		return Finished{}, desk.Errorf(desk.Unavailable, "the identity provider at %s cannot be reached: %v", s.cfg.Issuer, err)
 	}
 	raw, _ := token.Extra("id_token").(string)
 	if raw == "" {

@@ -27,7 +27,9 @@
     const u = new URL(start.href);
     u.searchParams.set("popup", "1");
     popup = window.open(u.href, "handoff-desk-sso", "popup,width=520,height=680");
-    if (!popup) location.href = start.href; // popups blocked: try in the frame, which may be refused
+    // Blocked: the frame cannot go to the provider itself, which refuses to be framed.
+    const blocked = document.querySelector("[data-sso-blocked]");
+    if (blocked) blocked.hidden = !!popup;
   });
   window.addEventListener("message", (event) => {
     if (event.origin !== location.origin || !popup || event.source !== popup) return;

@@ -3,5 +3,5 @@ package static
 
 import "embed"
 
-//go:embed css/app.css js/desk.js js/reply.js
+//go:embed css/app.css js/desk.js js/reply.js js/sso.js
 var FS embed.FS

@@ -18,6 +18,14 @@ type LoginView struct {
 	Email string
 	Error string
 	Next  string
+	// SSO shows "Sign in with SSO" (the desk has an identity provider).
+	SSO bool
+}
+
+// SSOPopupView is the end of a sign-in in a popup: the ticket the sidebar that opened it trades
+// for a session (the ticket knows where the sidebar goes next).
+type SSOPopupView struct {
+	Ticket string
 }
 
 // QueueSummary is one row of "my queues".

@@ -26,6 +26,7 @@ func required(command string, flags map[string]string) error {
 func userAdd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
 	var email, name, role, password, queues string
 	var capacity int
+	var ssoOnly bool
 	err := parseFlags("user add", args, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&email, "email", "", "login email")
 		fs.StringVar(&name, "name", "", "display name")
@@ -33,11 +34,16 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 		fs.StringVar(&password, "password", "", "initial password")
 		fs.StringVar(&queues, "queues", "", "comma-separated queues the user works")
 		fs.IntVar(&capacity, "capacity", auth.DefaultCapacity, "packages held at once")
+		fs.BoolVar(&ssoOnly, "sso-only", false, "signs in with single sign-on only (no password needed)")
 	})
 	if err != nil {
 		return err
 	}
-	if err := required("user add", map[string]string{"email": email, "name": name, "role": role, "password": password}); err != nil {
+	needed := map[string]string{"email": email, "name": name, "role": role}
+	if !ssoOnly {
+		needed["password"] = password
+	}
+	if err := required("user add", needed); err != nil {
 		return err
 	}
 	parsedRole, err := auth.ParseRole(role)
@@ -51,7 +57,7 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 			return fmt.Errorf("user add: %w", err)
 		}
 		user, err := auth.NewService(db).CreateUser(ctx, auth.NewUser{
-			Email: email, DisplayName: name, Role: parsedRole, Password: password, Capacity: capacity,
+			Email: email, DisplayName: name, Role: parsedRole, Password: password, Capacity: capacity, SSOOnly: ssoOnly,
 		})
 		if err != nil {
 			return fmt.Errorf("user add: %w", err)

@@ -22,18 +22,22 @@ const usage = `usage: web [command] [flags]
 commands:
   serve        run the desk (the default)
   migrate      apply database migrations and exit
-  user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N]
+  user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N] [--sso-only]
   user disable --email E         turn a login off: its sessions end and its open pages close
   user role    --email E --role agent|supervisor|admin
   queue add    --name N [--parent P] [--ttl 24h] [--reservation-timeout 2m] [--refund-threshold 50.00]
   queue remove-member --name N --email E
   apikey add   --name N --queues a,b [--webhook-url URL]
+  apikey rotate --name N [--overlap 24h]   a new webhook signing secret; the old one signs too until the overlap ends
+  user sso-only --email E [--off]          password login off for the user (--off: on again)
+  sso unknown-emails refuse|create         what signing in with an email no user has does
   seed-demo    create demo queues, users and a bot key, and print them
   evals export [--format F] [--queue Q] [--source_agent A] [--kind K] [--since T] [--until T] [--redact] [--role R]
                the eval records as JSON lines on stdout, as GET /evals/export.jsonl gives them
 
 environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES,
-             TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, WEBHOOK_ALLOW_PRIVATE, LOG_FORMAT (text|json)
+             TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, WEBHOOK_ALLOW_PRIVATE, LOG_FORMAT (text|json),
+             OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ALLOWED_DOMAINS
 `
 
 // run is the whole program; main only wires it to the process. Tests call it directly.
@@ -72,6 +76,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return queueRemoveMember(ctx, args, getenv, stdout, logger)
 	case "apikey add":
 		return apikeyAdd(ctx, args, getenv, stdout, logger)
+	case "apikey rotate":
+		return apikeyRotate(ctx, args, getenv, stdout, logger)
+	case "user sso-only":
+		return userSSOOnly(ctx, args, getenv, stdout, logger)
+	case "sso unknown-emails":
+		return ssoUnknownEmails(ctx, args, getenv, stdout, logger)
 	case "seed-demo":
 		return seedDemo(ctx, args, getenv, stdout, logger)
 	case "evals export":
@@ -80,16 +90,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		_, err := io.WriteString(stdout, usage)
 		return err
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role, queue add|remove-member, apikey add, seed-demo or evals export)", command)
+		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role|sso-only, queue add|remove-member, apikey add|rotate, sso unknown-emails, seed-demo or evals export)", command)
 	}
 }
 
 // subcommands are the commands that take a second word.
 var subcommands = map[string][]string{
-	"user":   {"add", "disable", "role"},
+	"user":   {"add", "disable", "role", "sso-only"},
 	"queue":  {"add", "remove-member"},
-	"apikey": {"add"},
+	"apikey": {"add", "rotate"},
 	"evals":  {"export"},
+	"sso":    {"unknown-emails"},
 }
 
 // spelled lists a command's subcommands as a person reads them: "user add", "user disable" or

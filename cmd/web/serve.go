@@ -53,6 +53,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	oidc, err := oidcConfig(getenv)
+	if err != nil {
+		return err
+	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -67,6 +71,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			CitationSchemes: strings.Fields(strings.ReplaceAll(cmp.Or(getenv("CITATION_SCHEMES"), "crm policy"), ",", " ")),
 			RequestTimeout:  requestTimeout,
 			DrainPeriod:     drainPeriod,
+			OIDC:            oidc,
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

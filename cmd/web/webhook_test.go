@@ -18,7 +18,7 @@ var keyLine = regexp.MustCompile(`key:\s+(hdk_\S+)`)
 
 func TestAllowPrivateWebhooksSetting(t *testing.T) {
 	t.Parallel()
-	const local = "http://localhost:9000/hooks"
+	const local, plain = "https://localhost:9000/hooks", "http://bot.example.com/hooks"
 	strict := env(t)
 	if _, err := runCommand(t, strict, "queue", "add", "--name", "billing_t2"); err != nil {
 		t.Fatal(err)
@@ -28,13 +28,19 @@ func TestAllowPrivateWebhooksSetting(t *testing.T) {
 		!strings.Contains(err.Error(), "WEBHOOK_ALLOW_PRIVATE=1") {
 		t.Errorf("apikey add with a loopback webhook url: %v, want a refusal naming the address and WEBHOOK_ALLOW_PRIVATE=1", err)
 	}
+	_, err = runCommand(t, strict, "apikey", "add", "--name", "plain", "--queues", "billing_t2", "--webhook-url", plain)
+	if err == nil || !strings.Contains(err.Error(), "https only") || !strings.Contains(err.Error(), "WEBHOOK_ALLOW_PRIVATE=1") {
+		t.Errorf("apikey add with a plain http webhook url: %v, want a refusal naming https and WEBHOOK_ALLOW_PRIVATE=1", err)
+	}
 
 	allowed := env(t, "WEBHOOK_ALLOW_PRIVATE", "1")
 	if _, err := runCommand(t, allowed, "queue", "add", "--name", "billing_t2"); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runCommand(t, allowed, "apikey", "add", "--name", "local", "--queues", "billing_t2", "--webhook-url", local); err != nil || !keyLine.MatchString(out) {
-		t.Errorf("apikey add with WEBHOOK_ALLOW_PRIVATE=1: %v\n%s", err, out)
+	for name, url := range map[string]string{"local": local, "plain": plain} {
+		if out, err := runCommand(t, allowed, "apikey", "add", "--name", name, "--queues", "billing_t2", "--webhook-url", url); err != nil || !keyLine.MatchString(out) {
+			t.Errorf("apikey add %s with WEBHOOK_ALLOW_PRIVATE=1: %v\n%s", url, err, out)
+		}
 	}
 
 	// The setting is read before the database is opened: an unreachable one is never asked.
@@ -75,7 +81,13 @@ func TestServeDeliversToPrivateWebhooksOnlyWhenAllowed(t *testing.T) {
 			}
 			return getenv(k)
 		}
-		out, err := runCommand(t, allowing, "apikey", "add", "--name", "local-bot", "--queues", "billing_t2", "--webhook-url", bot.URL+"/hooks")
+		// Without the setting, plain http is refused before any dial, so the URL says https
+		// there: it is the dial to 127.0.0.1 that must be refused.
+		hookURL := bot.URL + "/hooks"
+		if allow == "" {
+			hookURL = strings.Replace(hookURL, "http://", "https://", 1)
+		}
+		out, err := runCommand(t, allowing, "apikey", "add", "--name", "local-bot", "--queues", "billing_t2", "--webhook-url", hookURL)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,5 @@
 // Package access changes what a person may reach: a logout, a disabled account, a new role, a
-// queue membership removed. Each change commits with its row in the event log, so that every
+// queue membership removed; and what a bot's key signs with, a rotated webhook secret. Each change commits with its row in the event log, so that every
 // instance, reading the log, closes the person's open sockets and forgets their cached sessions:
 // a page that stays open must not go on showing what was rendered for the access they had.
 //
@@ -78,6 +78,25 @@ func (s *Service) RemoveMember(ctx context.Context, userID int64, q queue.Queue,
 		return &events.Change{Kind: events.MemberRemoved, UserID: userID, QueueID: q.ID, Queue: q.Name,
 			ActorUser: nonZero(actor)}, nil
 	})
+}
+
+// RotateWebhookSecret gives a bot key a new webhook secret, the old one signing beside it for
+// overlap (see auth.RotateWebhookSecret). The new secret is returned to be shown once; the log
+// records the rotation and its window, never a secret.
+func (s *Service) RotateWebhookSecret(ctx context.Context, keyID int64, overlap time.Duration, actor int64) (auth.RotatedSecret, error) {
+	var r auth.RotatedSecret
+	err := s.change(ctx, func(tx pgx.Tx) (c *events.Change, err error) {
+		r, err = auth.RotateWebhookSecret(ctx, tx, keyID, overlap, s.now())
+		if err != nil {
+			return nil, err
+		}
+		detail := map[string]any{"api_key_id": r.Key.ID, "key": r.Key.Name, "overlap": overlap.String()}
+		if !r.PreviousUntil.IsZero() {
+			detail["previous_until"] = r.PreviousUntil.UTC()
+		}
+		return &events.Change{Kind: events.WebhookSecretRotated, ActorUser: nonZero(actor), Detail: detail}, nil
+	})
+	return r, err
 }
 
 // change runs f in a transaction and logs the change it returns in the same one; f returns nil

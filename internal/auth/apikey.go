@@ -87,11 +87,82 @@ func (s *Service) CreateAPIKey(ctx context.Context, n NewAPIKey) (IssuedAPIKey, 
 	if err != nil {
 		return IssuedAPIKey{}, err
 	}
-	secret, err := randomToken(32)
+	secret, err := newWebhookSecret()
 	if err != nil {
 		return IssuedAPIKey{}, err
 	}
-	return s.insertAPIKey(ctx, n, keyPrefix+body, "whsec_"+secret)
+	return s.insertAPIKey(ctx, n, keyPrefix+body, secret)
+}
+
+func newWebhookSecret() (string, error) {
+	secret, err := randomToken(32)
+	return "whsec_" + secret, err
+}
+
+// DefaultSecretOverlap is how long a rotated webhook secret keeps signing beside the new one: a
+// day, for a bot's operators to deploy the new secret without losing a delivery.
+const DefaultSecretOverlap = 24 * time.Hour
+
+// MaxSecretOverlap bounds the overlap: a secret thought to have leaked must not sign for months.
+const MaxSecretOverlap = 30 * 24 * time.Hour
+
+// RotatedSecret is a key's new webhook secret, shown once, and until when the old one also signs
+// (zero when it stopped at once).
+type RotatedSecret struct {
+	Key           APIKey
+	Secret        string
+	PreviousUntil time.Time
+}
+
+// RotateWebhookSecret gives the key a new webhook secret inside tx. For overlap after now, every
+// delivery is signed with the new secret and the one it replaces; with no overlap the old one
+// stops at once (a leaked secret). Only the secret just replaced is kept: a second rotation
+// within the window drops the older one. NotFound when no live key has the id.
+func RotateWebhookSecret(ctx context.Context, tx pgx.Tx, keyID int64, overlap time.Duration, now time.Time) (RotatedSecret, error) {
+	if overlap < 0 || overlap > MaxSecretOverlap {
+		return RotatedSecret{}, desk.Errorf(desk.Invalid, "overlap %s must be between 0 and %s", overlap, MaxSecretOverlap)
+	}
+	secret, err := newWebhookSecret()
+	if err != nil {
+		return RotatedSecret{}, err
+	}
+	r := RotatedSecret{Secret: secret}
+	var until *time.Time
+	if overlap > 0 {
+		r.PreviousUntil = now.Add(overlap)
+		until = &r.PreviousUntil
+	}
+	var webhookURL *string
+	err = tx.QueryRow(ctx, `
+		UPDATE api_keys SET webhook_secret = $2,
+			webhook_secret_previous = CASE WHEN $3::timestamptz IS NOT NULL THEN webhook_secret END,
+			webhook_secret_previous_until = $3
+		WHERE id = $1 AND revoked_at IS NULL
+		RETURNING id, name, key_prefix, webhook_url`, keyID, secret, until).
+		Scan(&r.Key.ID, &r.Key.Name, &r.Key.Prefix, &webhookURL)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return RotatedSecret{}, desk.Errorf(desk.NotFound, "no live API key has id %d", keyID)
+	}
+	if webhookURL != nil {
+		r.Key.WebhookURL = *webhookURL
+	}
+	r.Key.WebhookSecret = secret
+	return r, err
+}
+
+// APIKeyByName finds a live key by its name, for the command line.
+func (s *Service) APIKeyByName(ctx context.Context, name string) (APIKey, error) {
+	var k APIKey
+	var webhookURL *string
+	err := s.db.QueryRow(ctx, `SELECT id, name, key_prefix, webhook_url FROM api_keys WHERE name = $1 AND revoked_at IS NULL`,
+		strings.TrimSpace(name)).Scan(&k.ID, &k.Name, &k.Prefix, &webhookURL)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return APIKey{}, desk.Errorf(desk.NotFound, "no live API key is named %q", name)
+	}
+	if webhookURL != nil {
+		k.WebhookURL = *webhookURL
+	}
+	return k, err
 }
 
 // InsertAPIKeyWithSecrets stores a key whose secrets the caller chose. Only the demo seed uses it,

@@ -37,7 +37,7 @@ const (
 // at most the limit get a password check. Every transaction takes the email's lock before the
 // address's, so two of them cannot deadlock.
 func (s *Service) reserveFailure(ctx context.Context, email, address string) (int64, error) {
-	network := throttleKey(address)
+	network := ThrottleKey(address)
 	now := s.now()
 	var id int64
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -83,9 +83,10 @@ func (s *Service) releaseFailure(ctx context.Context, id int64) error {
 	return err
 }
 
-// throttleKey is the address a client is counted under. An IPv6 client is usually given a whole
-// /64 and may pick any address in it, so it counts as its /64.
-func throttleKey(address string) string {
+// ThrottleKey is the address a client is counted under, by login throttling and by single
+// sign-on's limit on sign-ins started. An IPv6 client is usually given a whole /64 and may pick
+// any address in it, so it counts as its /64.
+func ThrottleKey(address string) string {
 	ip, err := netip.ParseAddr(address)
 	if err != nil {
 		return address

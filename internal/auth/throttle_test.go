@@ -181,8 +181,8 @@ func TestThrottleKeyCountsAnIPv6ClientByItsSlash64(t *testing.T) {
 		"not an address":       "not an address",
 		"":                     "",
 	} {
-		if got := throttleKey(address); got != want {
-			t.Errorf("throttleKey(%q) = %q, want %q", address, got, want)
+		if got := ThrottleKey(address); got != want {
+			t.Errorf("ThrottleKey(%q) = %q, want %q", address, got, want)
 		}
 	}
 }

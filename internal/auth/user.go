@@ -71,6 +71,9 @@ type NewUser struct {
 	Role        Role
 	Password    string
 	Capacity    int // packages held at once; 0 means the default
+	// SSOOnly users sign in through the identity provider only; their password, if any, is
+	// refused. One without a password gets a random one nobody knows.
+	SSOOnly bool
 }
 
 // MinPasswordLen follows NIST SP 800-63B: length matters, composition rules do not.
@@ -95,6 +98,13 @@ func (n *NewUser) validate() error {
 	}
 	if !n.Role.Valid() {
 		return desk.Errorf(desk.Invalid, "role %q is not one of agent, supervisor, admin", n.Role)
+	}
+	if n.SSOOnly && n.Password == "" {
+		random, err := randomToken(32)
+		if err != nil {
+			return err
+		}
+		n.Password = random
 	}
 	if len(n.Password) < MinPasswordLen {
 		return desk.Errorf(desk.Invalid, "password must be at least %d characters", MinPasswordLen)
@@ -153,9 +163,9 @@ func (s *Service) CreateUser(ctx context.Context, n NewUser) (User, error) {
 	}
 	u := User{Email: n.Email, DisplayName: n.DisplayName, Role: n.Role, Capacity: n.Capacity}
 	err = s.db.QueryRow(ctx, `
-		INSERT INTO users (email, display_name, role, password_hash, capacity)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-		n.Email, n.DisplayName, n.Role, hash, n.Capacity).Scan(&u.ID)
+		INSERT INTO users (email, display_name, role, password_hash, capacity, password_login)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+		n.Email, n.DisplayName, n.Role, hash, n.Capacity, !n.SSOOnly).Scan(&u.ID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return User{}, desk.Errorf(desk.Conflict, "a user with email %s already exists", n.Email)
@@ -178,6 +188,19 @@ func scanUser(row pgx.Row) (User, error) {
 func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
 	return scanUser(s.db.QueryRow(ctx,
 		`SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1) AND NOT disabled`, strings.TrimSpace(email)))
+}
+
+// UserByID finds an enabled user by id.
+func (s *Service) UserByID(ctx context.Context, id int64) (User, error) {
+	return scanUser(s.db.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND NOT disabled`, id))
+}
+
+// SetSSOOnly turns a user's password login off (on, with false): an SSO-only user signs in through
+// the identity provider only. NotFound when no enabled user has the email.
+func (s *Service) SetSSOOnly(ctx context.Context, email string, ssoOnly bool) (User, error) {
+	return scanUser(s.db.QueryRow(ctx, `
+		UPDATE users SET password_login = $2 WHERE lower(email) = lower($1) AND NOT disabled
+		RETURNING `+userColumns, strings.TrimSpace(email), !ssoOnly))
 }
 
 // Authenticate checks an email and password from a client address. Both a wrong email and a wrong
@@ -206,9 +229,10 @@ func (s *Service) Authenticate(ctx context.Context, email, password, address str
 func (s *Service) checkPassword(ctx context.Context, email, password string) (User, error) {
 	var u User
 	var hash string
+	var passwordLogin bool
 	err := s.db.QueryRow(ctx,
-		`SELECT `+userColumns+`, password_hash FROM users WHERE lower(email) = lower($1) AND NOT disabled`,
-		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &hash)
+		`SELECT `+userColumns+`, password_hash, password_login FROM users WHERE lower(email) = lower($1) AND NOT disabled`,
+		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &hash, &passwordLogin)
 	unknown := errors.Is(err, pgx.ErrNoRows)
 	if err != nil && !unknown {
 		return User{}, err
@@ -228,6 +252,11 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 	}
 	if !ok || unknown {
 		return User{}, desk.Errorf(desk.Unauthorized, "email or password is wrong")
+	}
+	// Said only to whoever knows the password, so that it tells no one else the account exists.
+	// It counts as a failure towards throttling like a wrong password.
+	if !passwordLogin {
+		return User{}, desk.Errorf(desk.Unauthorized, "this account signs in with single sign-on only; use \"Sign in with SSO\"")
 	}
 	return u, nil
 }

@@ -31,12 +31,17 @@ const (
 	UserDisabled  Kind = "user_disabled"
 	RoleChanged   Kind = "role_changed"
 	MemberRemoved Kind = "member_removed" // they no longer work the queue (Event.QueueID)
+
+	// A bot key's webhook signing secret was replaced (detail: the key, and until when the old
+	// one still signs). Neither secret is logged.
+	WebhookSecretRotated Kind = "webhook_secret_rotated"
 )
 
 // Kinds lists every kind.
 func Kinds() []Kind {
 	return []Kind{Queued, Reserved, Released, Accepted, Rejected, Transferred, ReturnedToBot, Resolved,
-		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved, Reply}
+		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved, Reply,
+		WebhookSecretRotated}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a

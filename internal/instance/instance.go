@@ -20,13 +20,15 @@ import (
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/sso"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // SweepInterval is how often reservation timeouts and TTLs are enforced.
 const SweepInterval = 5 * time.Second
 
-// purgeInterval is how often expired sessions and old login failures are deleted.
+// purgeInterval is how often expired sessions, old login failures and single sign-ons past their
+// time are deleted.
 const purgeInterval = 10 * time.Minute
 
 // Options are what a desk instance needs besides the server's configuration.
@@ -96,7 +98,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	workers.Go(func() { presence.Run(workCtx) })
 	workers.Go(func() { work.RunSweeper(workCtx, opts.SweepInterval, logger) })
 	workers.Go(func() { _ = deliverer.Run(workCtx) })
-	workers.Go(func() { purge(workCtx, people, logger) })
+	workers.Go(func() { purge(workCtx, db, people, logger) })
 	if opts.Metrics != nil {
 		workers.Go(func() {
 			if err := counts.Serve(workCtx, opts.Metrics); err != nil {
@@ -111,7 +113,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	return err
 }
 
-func purge(ctx context.Context, people *auth.Service, logger *slog.Logger) {
+func purge(ctx context.Context, db *pgxpool.Pool, people *auth.Service, logger *slog.Logger) {
 	ticker := time.NewTicker(purgeInterval)
 	defer ticker.Stop()
 	for {
@@ -119,6 +121,11 @@ func purge(ctx context.Context, people *auth.Service, logger *slog.Logger) {
 			logger.Warn("purging sessions", "err", err)
 		} else if n > 0 {
 			logger.Info("purged expired sessions and login failures", "rows", n)
+		}
+		if n, err := sso.Purge(ctx, db, time.Now()); err != nil && ctx.Err() == nil {
+			logger.Warn("purging single sign-ons", "err", err)
+		} else if n > 0 {
+			logger.Info("purged expired single sign-ons", "rows", n)
 		}
 		select {
 		case <-ctx.Done():

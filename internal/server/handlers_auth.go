@@ -19,7 +19,7 @@ func (s *Server) handleLoginForm(c echo.Context) error {
 	if viewer(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return s.render(c, http.StatusOK, views.LoginPage(views.LoginView{Next: c.QueryParam("next")}))
+	return s.render(c, http.StatusOK, views.LoginPage(views.LoginView{Next: c.QueryParam("next"), SSO: s.sso != nil}))
 }
 
 func (s *Server) handleLogin(c echo.Context) error {
@@ -33,22 +33,14 @@ func (s *Server) handleLogin(c echo.Context) error {
 		if errors.As(err, &refusal) {
 			setRetryAfter(c, refusal)
 		}
-		return s.render(c, statusOf[code], views.LoginPage(views.LoginView{Email: email, Error: desk.ErrorMessage(err), Next: next}))
+		return s.render(c, statusOf[code], views.LoginPage(views.LoginView{Email: email, Error: desk.ErrorMessage(err), Next: next, SSO: s.sso != nil}))
 	}
 	if err != nil {
 		return err
 	}
-	if old, err := c.Cookie(sessionCookie); err == nil {
-		if err := s.access.SignOut(c.Request().Context(), old.Value); err != nil {
-			return err
-		}
-	}
-	sess, err := s.auth.StartSession(c.Request().Context(), user.ID)
-	if err != nil {
+	if err := s.signIn(c, user, "password"); err != nil {
 		return err
 	}
-	s.setSessionCookie(c, sess)
-	s.logger.Info("login", "user_id", user.ID, "role", user.Role)
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }
 

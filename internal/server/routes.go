@@ -21,6 +21,9 @@ func (s *Server) routes() {
 	e.GET("/login", s.handleLoginForm)
 	e.POST("/login", s.handleLogin)
 	e.POST("/logout", s.handleLogout)
+	e.GET("/sso/start", s.handleSSOStart)
+	e.GET("/sso/callback", s.handleSSOCallback)
+	e.POST("/sso/complete", s.handleSSOComplete)
 
 	agent := private(s.requireRole(auth.RoleAgent))
 	e.GET("/", s.handleHome, agent)

@@ -26,6 +26,7 @@ import (
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/sso"
 )
 
 // Config is what the server reads from the environment.
@@ -45,6 +46,8 @@ type Config struct {
 	// DrainPeriod is how long, once asked to stop, the server keeps serving while /readyz answers
 	// 503, so that load balancers stop sending it requests before it stops accepting them.
 	DrainPeriod time.Duration
+	// OIDC is the identity provider for single sign-on (OIDC_*); unset, passwords only.
+	OIDC sso.Config
 }
 
 // DefaultRequestTimeout is the request deadline when REQUEST_TIMEOUT is unset.
@@ -64,6 +67,7 @@ type Server struct {
 	hub      *live.Hub
 	presence *live.Presence
 	metrics  *metrics.Metrics
+	sso      *sso.Service // nil without an identity provider
 
 	echo          *echo.Echo
 	citations     citationLinks
@@ -93,6 +97,9 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	}
 	citations, err := newCitationLinks(cfg.CitationSchemes)
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.OIDC.Check(); err != nil {
 		return nil, err
 	}
 	if cfg.RequestTimeout <= 0 {
@@ -127,6 +134,9 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		ReadBufferSize:  maxMessageSize,
 		WriteBufferSize: 4096,
 		WriteBufferPool: &sync.Pool{},
+	}
+	if cfg.OIDC.Enabled() {
+		s.sso = sso.New(db, authService, cfg.OIDC, base.JoinPath("/sso/callback").String())
 	}
 	if err := s.csrf.AddTrustedOrigin(base.Scheme + "://" + base.Host); err != nil {
 		return nil, err

@@ -213,7 +213,10 @@ type claimed struct {
 	attempts   int // including this one
 	webhookURL string
 	secret     string
-	claimedAt  time.Time // by the clock its lease was counted from
+	// previous is the secret the key's last rotation replaced, while its overlap lasts: the
+	// delivery is signed with both, so that the bot may still hold either.
+	previous  string
+	claimedAt time.Time // by the clock its lease was counted from
 }
 
 // pass claims the due rows that their endpoints have room for and starts each on sending; failed
@@ -339,10 +342,13 @@ func (d *Deliverer) claim(ctx context.Context, keys []int64, quotas []int32) ([]
 	err := d.lightly(ctx, func(rows pgx.Rows) (err error) {
 		claims, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 			var c claimed
-			var webhookURL *string
-			err := row.Scan(&c.id, &c.apiKeyID, &c.eventID, &c.event, &c.body, &c.attempts, &webhookURL, &c.secret)
+			var webhookURL, previous *string
+			err := row.Scan(&c.id, &c.apiKeyID, &c.eventID, &c.event, &c.body, &c.attempts, &webhookURL, &c.secret, &previous)
 			if webhookURL != nil {
 				c.webhookURL = *webhookURL
+			}
+			if previous != nil {
+				c.previous = *previous
 			}
 			return c, err
 		})
@@ -367,7 +373,8 @@ func (d *Deliverer) claim(ctx context.Context, keys []int64, quotas []int32) ([]
 			state = CASE WHEN k.webhook_url IS NULL THEN 'no_endpoint' ELSE o.state END
 		FROM api_keys k
 		WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND k.id = o.api_key_id
-		RETURNING o.id, o.api_key_id, o.event_id, o.event, o.payload, o.attempts, k.webhook_url, k.webhook_secret`,
+		RETURNING o.id, o.api_key_id, o.event_id, o.event, o.payload, o.attempts, k.webhook_url, k.webhook_secret,
+			CASE WHEN k.webhook_secret_previous_until > coalesce($1::timestamptz, now()) THEN k.webhook_secret_previous END`,
 		d.clock(), keys, quotas, d.firstQuota(), d.opts.Lease)
 	if err != nil {
 		return nil, fmt.Errorf("claim webhooks: %w", err)
@@ -564,12 +571,22 @@ func (d *Deliverer) post(ctx context.Context, row claimed) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !d.opts.AllowPrivate {
+		if err := refuseHTTP(req.URL); err != nil {
+			return 0, err
+		}
+	}
 	timestamp := strconv.FormatInt(d.wallClock().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set(timestampHeader, timestamp)
-	req.Header.Set(signatureHeader, signature(row.secret, timestamp, row.body))
-	req.Header.Set(legacySignatureHeader, legacySignature(row.secret, row.body))
+	signatures, legacy := signature(row.secret, timestamp, row.body), legacySignature(row.secret, row.body)
+	if row.previous != "" {
+		signatures += ", " + signature(row.previous, timestamp, row.body)
+		legacy += ", " + legacySignature(row.previous, row.body)
+	}
+	req.Header.Set(signatureHeader, signatures)
+	req.Header.Set(legacySignatureHeader, legacy)
 	req.Header.Set("X-Handoff-Event-Id", row.eventID)
 	req.Header.Set("X-Handoff-Event", row.event)
 	resp, err := d.client.Do(req)

@@ -31,17 +31,25 @@ func publicOnly() *ssrf.Guardian {
 	return ssrf.New(ssrf.WithAnyPort())
 }
 
+// httpsOnlyHint ends the refusal of a plain http URL: a webhook carries the package's events and
+// its signature, which anyone on the way could read, and the body could be changed on the way.
+const httpsOnlyHint = "webhooks use https only (WEBHOOK_ALLOW_PRIVATE=1 also allows http, for local development)"
+
 // CheckURL refuses a webhook URL that the desk would not deliver to: one that is not an absolute
-// http(s) URL, or, unless allowPrivate, one whose host is or resolves to an address that is not
-// public. A host that does not resolve now is accepted: its address can change before the first
-// delivery anyway, and the deliverer checks the address it dials every time.
+// https URL (http too when allowPrivate), or, unless allowPrivate, one whose host is or resolves
+// to an address that is not public. A host that does not resolve now is accepted: its address can
+// change before the first delivery anyway, and the deliverer checks the address it dials every
+// time.
 func CheckURL(ctx context.Context, raw string, allowPrivate bool) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return desk.Errorf(desk.Invalid, "webhook url %q must be an absolute http(s) URL", raw)
+		return desk.Errorf(desk.Invalid, "webhook url %q must be an absolute https URL", raw)
 	}
 	if allowPrivate {
 		return nil
+	}
+	if u.Scheme != "https" {
+		return desk.Errorf(desk.Invalid, "webhook url %q: %s", raw, httpsOnlyHint)
 	}
 	host := u.Hostname()
 	var addrs []netip.Addr
@@ -100,6 +108,14 @@ func refusePrivate(guard *ssrf.Guardian) func(network, address string, _ syscall
 		}
 		return nil
 	}
+}
+
+// refuseHTTP refuses, at delivery, a plain http URL stored while the deployment allowed it.
+func refuseHTTP(u *url.URL) error {
+	if u.Scheme != "https" {
+		return fmt.Errorf("refused %s: %s", u.Redacted(), httpsOnlyHint)
+	}
+	return nil
 }
 
 // newClient is the deliverer's HTTP client: at most timeout per request, no redirects (a bot's

@@ -121,6 +121,9 @@ func (s *Server) submit(c echo.Context) (intake.Receipt, error) {
 	if err != nil {
 		s.followUnanswered(err, pkg.HandoffID)
 	}
+	if err == nil && !receipt.Replayed && pkg.TransferMode == handoff.TransferModeWarm {
+		s.ring(c.Request().Context(), &receipt)
+	}
 	return receipt, err
 }
 

@@ -255,10 +255,14 @@ func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(
 			}
 		}
 		if outcome != "" {
+			// Ended before the next offer is written: the package's live offer must be gone.
 			if err := endOffer(b, w, outcome, now); err != nil {
 				return err
 			}
-			w.offerUser = nil
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			b, w.offerUser = &pgx.Batch{}, nil
 		}
 		if rang, err = ring(ctx, tx, b, w, now); err != nil {
 			return err
@@ -347,7 +351,7 @@ func (a *Service) Withdraw(ctx context.Context, userID int64) error {
 // sweepRings ends the offers that timed out, went stale or lost their agent, and rings for the
 // warm packages that ring nobody, a package at a time. SKIP LOCKED leaves a package another
 // instance is ringing to it.
-func (a *Service) sweepRings(ctx context.Context) (int, error) {
+func (a *Service) sweepRings(ctx context.Context) error {
 	rows, err := a.db.Query(ctx, `
 		(SELECT o.handoff_id FROM offers o JOIN handoffs h ON h.id = o.handoff_id
 		WHERE o.ended_at IS NULL AND (o.until <= $1 OR h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id
@@ -358,18 +362,18 @@ func (a *Service) sweepRings(ctx context.Context) (int, error) {
 			AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL)
 		ORDER BY h.warm_until LIMIT $3)`, a.now(), queue.PresenceStale, sweepBatch)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for _, id := range ids {
 		if _, err := a.advance(ctx, id, true, nil); err != nil {
-			return len(ids), err
+			return err
 		}
 	}
-	return len(ids), nil
+	return nil
 }
 
 // ringDue tells the sweeper when a ring this instance made runs out, so that it is timed out on

@@ -27,9 +27,8 @@ func (a *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return released, err
 	}
-	rings, err := a.sweepRings(ctx)
-	released += rings
-	if err != nil {
+	// Rings move no package: they are not counted.
+	if err := a.sweepRings(ctx); err != nil {
 		return released, err
 	}
 	expired, err := a.sweep(ctx, `

@@ -21,7 +21,7 @@ type RingView struct {
 	ID          string
 	Queue       string
 	Problem     string // masked for the viewer
-	UntilMillis int64 // the end of the accept window, for the countdown
+	UntilMillis int64  // the end of the accept window, for the countdown
 }
 
 // LoginView is the login form, possibly redisplayed after a failure.

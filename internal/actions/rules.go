@@ -18,7 +18,7 @@ const (
 	Return   Action = "return" // to the bot
 	Transfer Action = "transfer"
 	Resolve  Action = "resolve"
-	Reply    Action = "reply" // send the customer a reply, from the bot's draft or from scratch
+	Reply    Action = "reply"   // send the customer a reply, from the bot's draft or from scratch
 	Decline  Action = "decline" // turn down the ring of a warm package
 )
 

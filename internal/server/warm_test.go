@@ -245,6 +245,7 @@ func TestWarmOffersNeverDoubleAcrossTwoInstances(t *testing.T) {
 			on = other
 		}
 		pkg := warmPackage(t)
+		pkg["contact"].(map[string]any)["id"] = fmt.Sprintf("cust_warm_%d", i)
 		ids = append(ids, pkg["handoff_id"].(string))
 		submits.Go(func() {
 			ans := on.api(t, http.MethodPost, "/api/v1/handoffs", key, pkg)

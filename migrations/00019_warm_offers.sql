@@ -31,8 +31,10 @@ CREATE INDEX offers_due_idx ON offers (until) WHERE ended_at IS NULL;
 -- The fair choice reads each agent's last offer; a package's rung agents come from its offers.
 CREATE INDEX offers_agent_idx ON offers (user_id, offered_at);
 CREATE INDEX offers_handoff_idx ON offers (handoff_id);
--- The fair choice also reads each agent's last accept.
+-- The fair choice also reads each agent's last accept, and the estimated wait a queue's last
+-- accepts (docs/warm.md).
 CREATE INDEX handoffs_accepted_by_idx ON handoffs (assignee_id, accepted_at) WHERE accepted_at IS NOT NULL;
+CREATE INDEX handoffs_queue_accepted_idx ON handoffs (queue_id, accepted_at) WHERE accepted_at IS NOT NULL;
 
 -- Offers and their ends are in the log; warm_timeout also tells the bot. NOT VALID as in 00013.
 ALTER TABLE events DROP CONSTRAINT events_kind_check;
@@ -59,6 +61,7 @@ ALTER TABLE events DROP CONSTRAINT events_kind_check;
 ALTER TABLE events ADD CONSTRAINT events_kind_check CHECK (kind IN ('queued', 'reserved', 'released',
     'accepted', 'rejected', 'transferred', 'returned_to_bot', 'resolved', 'expired', 'canceled', 'presence',
     'signed_out', 'user_disabled', 'role_changed', 'member_removed', 'reply')) NOT VALID;
+DROP INDEX handoffs_queue_accepted_idx;
 DROP INDEX handoffs_accepted_by_idx;
 DROP TABLE offers;
 DROP INDEX handoffs_warm_idx;

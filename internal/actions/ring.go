@@ -393,7 +393,7 @@ func EstimatedWait(ctx context.Context, db queue.Querier, queueID int64) (time.D
 	err := db.QueryRow(ctx, `
 		SELECT coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY took) FROM (
 			SELECT accepted_at - created_at AS took FROM handoffs
-			WHERE queue_id = $1 AND accepted_at > now() - interval '1 day'
+			WHERE queue_id = $1 AND accepted_at IS NOT NULL AND accepted_at > now() - interval '1 day'
 			ORDER BY accepted_at DESC LIMIT 50) recent), (SELECT sla FROM queues WHERE id = $1))`, queueID).Scan(&wait)
 	return wait, err
 }

@@ -219,7 +219,9 @@ type arrivals struct {
 	wake chan struct{}
 }
 
-func newArrivals() *arrivals { return &arrivals{at: map[string]time.Time{}, wake: make(chan struct{}, 1)} }
+func newArrivals() *arrivals {
+	return &arrivals{at: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+}
 
 func (a *arrivals) mark(what string) {
 	now := time.Now()

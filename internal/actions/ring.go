@@ -49,9 +49,7 @@ type Ringing struct {
 // Offer is a live ring, as the agent's pages show it. The package is unmasked: the caller masks
 // it for the agent.
 type Offer struct {
-	RowID         int64
 	PublicID      string
-	QueueID       int64
 	Queue         string
 	Until         time.Time
 	Package       handoff.Package
@@ -225,8 +223,8 @@ func warmTimeout(b *pgx.Batch, w warmRow, reason string, now time.Time) error {
 
 // advance moves a warm package on: it ends its offer when that timed out, went stale (the package
 // moved on) or lost its agent (no fresh presence), and rings the next agent when the package is
-// still warm and rings nobody. why, when set, ends the offer of that agent (a decline, a
-// withdrawal) whatever its time; check vets the locked row first.
+// still warm and rings nobody. why, when set, vets the locked row and names how its offer ends
+// whatever its time (a decline); skip leaves a row another transaction holds to it.
 func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(tx pgx.Tx, w warmRow, now time.Time) (string, error)) (*Ringing, error) {
 	var rang *Ringing
 	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
@@ -402,10 +400,10 @@ func EstimatedWait(ctx context.Context, db queue.Querier, queueID int64) (time.D
 func (a *Service) LiveOffer(ctx context.Context, userID int64) (*Offer, error) {
 	var o Offer
 	err := a.db.QueryRow(ctx, `
-		SELECT h.id, h.handoff_id, q.id, q.name, o.until, h.package, q.pii_min_role, q.pii_entity_keys
+		SELECT h.handoff_id, q.name, o.until, h.package, q.pii_min_role, q.pii_entity_keys
 		FROM offers o JOIN handoffs h ON h.id = o.handoff_id JOIN queues q ON q.id = h.queue_id
 		WHERE o.user_id = $1 AND o.ended_at IS NULL AND h.status = 'queued' AND h.offered_to = $1 AND o.until > $2`,
-		userID, a.now()).Scan(&o.RowID, &o.PublicID, &o.QueueID, &o.Queue, &o.Until, &o.Package, &o.PIIMinRole, &o.PIIEntityKeys)
+		userID, a.now()).Scan(&o.PublicID, &o.Queue, &o.Until, &o.Package, &o.PIIMinRole, &o.PIIEntityKeys)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"sync"
 	"testing"
@@ -329,4 +330,27 @@ func TestWarmOffersNeverDoubleAcrossTwoInstances(t *testing.T) {
 		t.Errorf("%d of 10 packages told their bot accepted or warm_timeout", settled)
 	}
 	t.Logf("%d offers across 10 packages and 5 agents", offers)
+}
+
+// axe-core finds no serious or critical violation on a page with a ring on it, the ring being an
+// alert whose buttons are labelled.
+func TestBrowserRingIsAccessible(t *testing.T) {
+	t.Parallel()
+	source, err := os.ReadFile(axePath)
+	if err != nil {
+		t.Fatalf("axe-core is missing: run `npm install` (make generate does): %v", err)
+	}
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	dana := app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	openQueue(t, ctx, app.URL, "billing_t2")
+	app.waitOnline(t, dana)
+	pkg := warmPackage(t)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#ring [role="alert"][data-handoff="`+pkg["handoff_id"].(string)+`"]`)); err != nil {
+		t.Fatalf("the ring: %v", err)
+	}
+	checkA11y(t, ctx, string(source), "the queue page with a ring")
 }

@@ -95,9 +95,13 @@ func (a *Service) RunSweeper(ctx context.Context, interval time.Duration, logger
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("reading the next ring's end", "err", err)
 		}
-		ring.Reset(max(time.Until(armed), 0))
-		if armed.IsZero() {
+		// A ring already due that this pass left (another instance holds its package) waits for
+		// the tick: arming for it would sweep in a loop.
+		if d := time.Until(armed); d > 0 {
+			ring.Reset(d)
+		} else {
 			ring.Stop()
+			armed = time.Time{}
 		}
 		for waiting := true; waiting; {
 			select {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -353,4 +354,41 @@ func TestBrowserRingIsAccessible(t *testing.T) {
 		t.Fatalf("the ring: %v", err)
 	}
 	checkA11y(t, ctx, string(source), "the queue page with a ring")
+}
+
+// An agent whose last socket closes loses their ring at once, not at the end of its window: the
+// next agent's socket, on the other instance, rings, and the first offer ended withdrawn rather
+// than timed out.
+func TestRingMovesOnWhenTheAgentsLastSocketCloses(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	other := twoInstances(t, app)
+	key := app.botKey(t, "tier1", "billing_t2")
+	alex := app.user(t, "alex@example.com", auth.RoleAgent, "billing_t2")
+	bea := app.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
+	ac, bc := app.client(t), app.client(t)
+	app.login(t, ac, "alex@example.com")
+	other.login(t, bc, "bea@example.com")
+	alexConn, _ := app.dialed(t, ac, "")
+	beaConn, _ := other.dialed(t, bc, "")
+	app.waitOnline(t, alex, bea)
+
+	pkg := warmPackage(t)
+	id := pkg["handoff_id"].(string)
+	ans := app.submit(t, key, pkg)
+	expect(t, "submit", ans, http.StatusCreated)
+	if ans.Body["offered_to"] != "alex" {
+		t.Fatalf("201 %s, want offered_to alex", ans.Raw)
+	}
+	if html := readUntil(t, alexConn, "ring"); !strings.Contains(html, `data-handoff="`+id+`"`) {
+		t.Fatalf("alex's ring frame %s", html)
+	}
+	alexConn.Close()
+	if html := readUntil(t, beaConn, "ring"); !strings.Contains(html, `data-handoff="`+id+`"`) {
+		t.Fatalf("bea's ring frame %s", html)
+	}
+	var outcome string
+	if err := app.DB.QueryRow(t.Context(), `SELECT outcome FROM offers WHERE user_id = $1`, alex.ID).Scan(&outcome); err != nil || outcome != "withdrawn" {
+		t.Errorf("alex's offer ended %q, %v; want withdrawn", outcome, err)
+	}
 }

@@ -209,7 +209,7 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			return frame{}, err
 		}
 		f.Fragments = append(f.Fragments, ring)
-		f.Ring = ring.HTML != "" && strings.Contains(ring.HTML, `data-testid="ring"`)
+		f.Ring = strings.Contains(ring.HTML, `data-testid="ring"`)
 	}
 	seen := map[int64]bool{}
 	for _, e := range b.Events {

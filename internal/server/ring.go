@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -79,6 +80,6 @@ func (s *Server) ring(ctx context.Context, r *intake.Receipt) {
 		r.OfferedTo = rang.Agent
 		return
 	}
-	wait := int(rang.EstimatedWait.Round(1e9).Seconds())
+	wait := int(rang.EstimatedWait.Round(time.Second).Seconds())
 	r.EstimatedWaitSeconds = &wait
 }

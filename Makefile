@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export soak db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export bench-warm soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -67,6 +67,11 @@ bench-desk:
 bench-webhook:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchwebhook $(BENCH_FLAGS)
+
+## bench-warm: the warm bridge across two instances (intake → ring, click → accepted webhook) vs cold packages, ~20 s.
+bench-warm:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchwarm $(BENCH_FLAGS)
 
 ## bench-export: the eval export of 10,000 and 100,000 records vs a bare scan of the same rows, ~1 minute.
 bench-export:

@@ -11,6 +11,17 @@ type Viewer struct {
 	Email        string
 	Role         string
 	IsSupervisor bool
+	// Ring is the warm package ringing for the viewer, shown at the top of every page; nil when
+	// none rings.
+	Ring *RingView
+}
+
+// RingView is a warm package ringing for the viewer: accept it within the window, or decline.
+type RingView struct {
+	ID          string
+	Queue       string
+	Problem     string // masked for the viewer
+	UntilMillis int64  // the end of the accept window, for the countdown
 }
 
 // LoginView is the login form, possibly redisplayed after a failure.
@@ -42,6 +53,8 @@ type QueueSummary struct {
 type HomeView struct {
 	Viewer Viewer
 	Queues []QueueSummary
+	// Live keeps the page's ring current; the page itself watches nothing.
+	Live LiveConfig
 }
 
 // ErrorView is a full-page error for browsers.
@@ -224,6 +237,7 @@ type AgentLoad struct {
 	Holding  int
 	Capacity int
 	Queues   string
+	Ringing  string // the warm package ringing for the agent, if any
 }
 
 // RosterView is the supervisors' live roster.

@@ -92,6 +92,8 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 	if err := json.Unmarshal(raw, &b.body); err != nil {
 		return nil, teardown, err
 	}
+	// The pull desk, as measured before warm packages rang agents: cmd/benchwarm measures rings.
+	b.pkg.TransferMode, b.body["transfer_mode"] = handoff.TransferModeCold, string(handoff.TransferModeCold)
 
 	pgInfo, settings, err := loadtest.DescribeServer(ctx, cfg.adminURL, "synchronous_commit", "fsync", "max_connections", "autovacuum")
 	if err != nil {

@@ -53,6 +53,8 @@ type Service struct {
 	holds   holds
 	trips   *commit.Trips
 	counts  *metrics.Metrics
+	// due carries to the sweeper when a ring this instance made runs out (ring.go).
+	due chan time.Time
 }
 
 // New returns a Service over db that tells time with now, calls changed after every committed
@@ -64,7 +66,8 @@ func New(db *pgxpool.Pool, now func() time.Time, changed func(), counts *metrics
 	if counts == nil {
 		counts = metrics.New(nil)
 	}
-	return &Service{db: db, now: now, changed: changed, holds: holds{m: make(map[string]hold)}, trips: commit.NewTrips(db), counts: counts}
+	return &Service{db: db, now: now, changed: changed, holds: holds{m: make(map[string]hold)}, trips: commit.NewTrips(db), counts: counts,
+		due: make(chan time.Time, 1)}
 }
 
 // held is a package row locked for an action, with its queue.
@@ -77,6 +80,8 @@ type held struct {
 	Member bool
 	// CreatedAt is when the package came in, which time to accept and to resolution count from.
 	CreatedAt time.Time
+	// Warm says that the package is in its warm phase, ringing agents (ring.go).
+	Warm bool
 }
 
 // hold is what this instance remembers of the locked package once the user holds it.
@@ -99,11 +104,14 @@ func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (hel
 	err := tx.QueryRow(ctx, `
 		SELECT h.id, h.handoff_id, h.status, h.assignee_id, coalesce(u.display_name, ''), h.rejected_by, h.rejections,
 			h.needs_supervisor, h.offered_to, h.offered_until, h.api_key_id, h.queue_id,
-			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2), h.created_at
+			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2), h.created_at,
+			h.warm_until IS NOT NULL,
+			EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL AND o.user_id = h.offered_to)
 		FROM handoffs h LEFT JOIN users u ON u.id = h.assignee_id
 		WHERE h.handoff_id = $1 FOR UPDATE OF h`, handoffID, user.ID).Scan(
 		&h.ID, &h.PublicID, &h.Status, &h.AssigneeID, &h.Assignee, &h.RejectedBy, &h.Rejections,
-		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID, &h.Member, &h.CreatedAt)
+		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID, &h.Member, &h.CreatedAt,
+		&h.Warm, &h.Ringing)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return held{}, desk.Errorf(desk.NotFound, "no handoff %q", handoffID)
 	}
@@ -217,7 +225,7 @@ const nextSQL = `
 		LIMIT 1 FOR UPDATE SKIP LOCKED
 	), reserved AS (
 		UPDATE handoffs h SET status = 'reserved', assignee_id = $2, reserved_until = $4::timestamptz + q.reservation_timeout,
-			updated_at = $4
+			updated_at = $4, warm_until = NULL
 		FROM pick, q WHERE h.id = pick.id
 		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at
 	), event AS (
@@ -267,8 +275,9 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (s
 // pick from the list. Across all agents and instances exactly one accept wins.
 func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) error {
 	accepted := func(hd hold, now time.Time) events.Change {
+		took := now.Sub(hd.createdAt).Round(time.Millisecond).Seconds()
 		return hd.to(events.Change{Kind: events.Accepted, Status: handoff.StatusAccepted, ActorUser: &user.ID,
-			Assignee: user.DisplayName, At: now})
+			Assignee: user.DisplayName, At: now, SecondsToAccept: &took})
 	}
 	if hd, ok := a.holds.get(handoffID, user.ID); ok {
 		now := a.now()
@@ -295,9 +304,27 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 			}
 		}
 		hd = h.hold(user.ID)
-		return apply(ctx, tx, `
-			UPDATE handoffs SET status = 'accepted', assignee_id = $2, reserved_until = NULL, accepted_at = $3, updated_at = $3
-			WHERE id = $1`, []any{h.ID, user.ID, now}, accepted(hd, now))
+		b := &pgx.Batch{}
+		if h.Ringing {
+			// The ring ends with the accept: its agent's, or, once its window passed, another's.
+			outcome := offerTaken
+			if *h.OfferedTo == user.ID {
+				outcome = offerAccepted
+			}
+			b.Queue(`UPDATE offers SET ended_at = $2, outcome = $3 WHERE handoff_id = $1 AND ended_at IS NULL`, h.ID, now, outcome)
+			if err := events.Queue(b, hd.to(events.Change{Kind: events.OfferEnded, Status: handoff.StatusAccepted, UserID: *h.OfferedTo,
+				At: now, Detail: map[string]any{"outcome": outcome}})); err != nil {
+				return err
+			}
+		}
+		b.Queue(`
+			UPDATE handoffs SET status = 'accepted', assignee_id = $2, reserved_until = NULL, accepted_at = $3, updated_at = $3,
+				warm_until = NULL
+			WHERE id = $1`, h.ID, user.ID, now)
+		if err := record(b, accepted(hd, now), nil); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err == nil {
 		a.holds.put(hd)

@@ -18,7 +18,8 @@ const (
 	Return   Action = "return" // to the bot
 	Transfer Action = "transfer"
 	Resolve  Action = "resolve"
-	Reply    Action = "reply" // send the customer a reply, from the bot's draft or from scratch
+	Reply    Action = "reply"   // send the customer a reply, from the bot's draft or from scratch
+	Decline  Action = "decline" // turn down the ring of a warm package
 )
 
 // State is what the rules need to know of a package.
@@ -33,6 +34,9 @@ type State struct {
 	// OfferedTo is the preferred agent, who alone may take the package until OfferedUntil.
 	OfferedTo    *int64
 	OfferedUntil *time.Time
+	// Ringing says that the offer is a warm package's ring (issue #15) rather than a preferred
+	// agent's head start.
+	Ringing bool
 }
 
 // HeldBy reports whether the user holds the package (reserved or accepted).
@@ -76,6 +80,12 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 			return desk.Errorf(desk.Forbidden, "%s is not yours to answer", st.PublicID)
 		}
 		return nil
+	case Decline:
+		// A ring is its agent's alone to turn down; supervisors do not decline for them.
+		if !st.Ringing || st.OfferedTo == nil || *st.OfferedTo != user.ID || st.Status != handoff.StatusQueued {
+			return desk.Errorf(desk.Conflict, "%s is not ringing for you", st.PublicID)
+		}
+		return nil
 	}
 	return desk.Errorf(desk.Invalid, "%q is not an action", act)
 }
@@ -107,6 +117,8 @@ func mayClaim(user auth.User, supervisor bool, st State, now time.Time) error {
 		return desk.Errorf(desk.Conflict, "you rejected %s; it is for someone else now", st.PublicID)
 	case st.NeedsSupervisor && !supervisor:
 		return desk.Errorf(desk.Forbidden, "%s was rejected %d times and waits for a supervisor", st.PublicID, st.Rejections)
+	case st.Ringing && st.OfferedTo != nil && st.OfferedUntil != nil && *st.OfferedTo != user.ID && now.Before(*st.OfferedUntil):
+		return desk.Errorf(desk.Conflict, "%s is ringing for another agent until %s", st.PublicID, st.OfferedUntil.Format(time.Kitchen))
 	case st.OfferedTo != nil && *st.OfferedTo != user.ID && st.OfferedUntil != nil && now.Before(*st.OfferedUntil):
 		return desk.Errorf(desk.Conflict, "%s is offered to its preferred agent until %s", st.PublicID, st.OfferedUntil.Format(time.Kitchen))
 	}

@@ -102,3 +102,37 @@ func TestCheckNamesWhoTookIt(t *testing.T) {
 		t.Fatalf("accept of a taken package: %v", err)
 	}
 }
+
+// A ring is its agent's alone: only they may decline it, and others' accepts are refused while it
+// rings, with a message that says so.
+func TestCheckRing(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	until := now.Add(20 * time.Second)
+	me, other := auth.User{ID: 1, Role: auth.RoleAgent}, int64(2)
+	supervisor := auth.User{ID: 3, Role: auth.RoleSupervisor}
+	ringing := func(to int64) State {
+		return State{PublicID: "h1", Status: handoff.StatusQueued, OfferedTo: &to, OfferedUntil: &until, Ringing: true}
+	}
+	if err := Check(Decline, me, true, ringing(me.ID), now); err != nil {
+		t.Errorf("the ringing agent's decline: %v", err)
+	}
+	if err := Check(Accept, me, true, ringing(me.ID), now); err != nil {
+		t.Errorf("the ringing agent's accept: %v", err)
+	}
+	for _, u := range []auth.User{me, supervisor} {
+		if err := Check(Decline, u, true, ringing(other), now); desk.ErrorCode(err) != desk.Conflict {
+			t.Errorf("%s declines another's ring: %v, want a conflict", u.Role, err)
+		}
+		err := Check(Accept, u, true, ringing(other), now)
+		if desk.ErrorCode(err) != desk.Conflict || !strings.Contains(desk.ErrorMessage(err), "ringing for another agent") {
+			t.Errorf("%s accepts another's ring: %v, want a conflict saying it rings for another", u.Role, err)
+		}
+	}
+	if err := Check(Accept, me, true, ringing(other), until); err != nil {
+		t.Errorf("an accept once the window ran out: %v", err)
+	}
+	if err := Check(Decline, me, true, State{PublicID: "h1", Status: handoff.StatusQueued}, now); desk.ErrorCode(err) != desk.Conflict {
+		t.Errorf("a decline of what rings nobody: %v, want a conflict", err)
+	}
+}

@@ -27,6 +27,10 @@ func (a *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return released, err
 	}
+	// Rings move no package: they are not counted.
+	if err := a.sweepRings(ctx); err != nil {
+		return released, err
+	}
 	expired, err := a.sweep(ctx, `
 		UPDATE handoffs h SET status = 'expired', outcome = 'expired', closed_at = $1, updated_at = $1
 		FROM (SELECT id FROM handoffs WHERE status = 'queued' AND expires_at <= $1
@@ -73,21 +77,56 @@ func (a *Service) sweep(ctx context.Context, update string, kind events.Kind, st
 	}
 }
 
-// RunSweeper sweeps every interval until ctx is done. A failed sweep is a warning: reservations
-// and TTLs go unenforced until one succeeds.
+// RunSweeper sweeps every interval until ctx is done, and also when the earliest ring runs out,
+// whichever instance made it: an accept window is kept to the moment, not to the next tick. A
+// failed sweep is a warning: reservations, rings and TTLs go unenforced until one succeeds.
 func (a *Service) RunSweeper(ctx context.Context, interval time.Duration, logger *slog.Logger) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	ring := time.NewTimer(interval)
+	defer ring.Stop()
 	for {
 		if n, err := a.Sweep(ctx); err != nil && ctx.Err() == nil {
 			logger.Warn("sweep failed", "err", err)
 		} else if n > 0 {
 			logger.Info("swept", "packages", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+		armed, err := a.nextRingDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("reading the next ring's end", "err", err)
+		}
+		// A ring already due that this pass left (another instance holds its package) waits for
+		// the tick: arming for it would sweep in a loop.
+		if d := time.Until(armed); d > 0 {
+			ring.Reset(d)
+		} else {
+			ring.Stop()
+			armed = time.Time{}
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				waiting = false
+			case <-ring.C:
+				waiting = false
+			case at := <-a.due:
+				if armed.IsZero() || at.Before(armed) {
+					armed = at
+					ring.Reset(max(time.Until(at), 0))
+				}
+			}
 		}
 	}
+}
+
+// nextRingDue is when the earliest live ring runs out, or zero when nothing rings.
+func (a *Service) nextRingDue(ctx context.Context) (time.Time, error) {
+	var at *time.Time
+	err := a.db.QueryRow(ctx, `SELECT min(until) FROM offers WHERE ended_at IS NULL`).Scan(&at)
+	if at == nil {
+		return time.Time{}, err
+	}
+	return *at, err
 }

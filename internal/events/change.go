@@ -35,9 +35,12 @@ type Change struct {
 	Assignee  string
 	// Text is a reply's text, for the bot's webhook only: the log records that a reply was sent,
 	// and the reply itself is kept by evals.
-	Text   string
-	Detail map[string]any
-	At     time.Time
+	Text string
+	// SecondsToAccept is, on Accepted, how long the package waited for its agent (the bot's
+	// webhook carries it).
+	SecondsToAccept *float64
+	Detail          map[string]any
+	At              time.Time
 	// UserID is the person whose access changed, for the kinds that change it.
 	UserID int64
 }
@@ -76,6 +79,7 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 			hooks = append(hooks, webhook.Event{
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
 				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, OccurredAt: c.At,
+				SecondsToAccept: c.SecondsToAccept,
 			})
 		}
 	}

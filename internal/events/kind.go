@@ -25,6 +25,14 @@ const (
 	// conversation and passes the reply on to the customer's channel.
 	Reply Kind = "reply"
 
+	// Warm transfers (issue #15). An offer rings one agent (Event.UserID) for the queue's accept
+	// window; its end (detail.outcome: accepted, declined, timed_out, withdrawn, taken) frees the
+	// agent's ring. A warm package that finds nobody to ring tells its bot warm_timeout
+	// (reason: no_agent_online, all_declined, waited_too_long) and waits like any other.
+	Offered     Kind = "offered"
+	OfferEnded  Kind = "offer_ended"
+	WarmTimeout Kind = "warm_timeout"
+
 	// The changes of a person's access. Each names its subject (Event.UserID), whose open sockets
 	// every instance closes: what they show was rendered for the access they had.
 	SignedOut     Kind = "signed_out" // one of their sessions ended
@@ -41,7 +49,7 @@ const (
 func Kinds() []Kind {
 	return []Kind{Queued, Reserved, Released, Accepted, Rejected, Transferred, ReturnedToBot, Resolved,
 		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved, Reply,
-		WebhookSecretRotated}
+		WebhookSecretRotated, Offered, OfferEnded, WarmTimeout}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a
@@ -58,8 +66,12 @@ func (k Kind) ChangesAccess() bool {
 // kinds (a reservation, its release, presence) are no business of the bot's.
 func (k Kind) TellsBot() bool {
 	switch k {
-	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply:
+	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply, WarmTimeout:
 		return true
 	}
 	return false
 }
+
+// Rings reports whether changes of this kind start or end a ring: they name the ringing agent
+// (Event.UserID), whose every open page shows or drops the ring.
+func (k Kind) Rings() bool { return k == Offered || k == OfferEnded }

@@ -24,7 +24,7 @@ func TestKindsAreTheTablesKinds(t *testing.T) {
 	}
 	for _, k := range append(Kinds(), "forged") {
 		var subject *int64
-		if k.ChangesAccess() {
+		if k.ChangesAccess() || k.Rings() {
 			subject = &userID
 		}
 		_, err := db.Exec(ctx, `INSERT INTO events (kind, subject_user) VALUES ($1, $2)`, k, subject)
@@ -50,7 +50,7 @@ func TestOnlyAccessChangesNameTheirSubject(t *testing.T) {
 	}
 	for _, k := range Kinds() {
 		var subject *int64
-		if !k.ChangesAccess() {
+		if !k.ChangesAccess() && !k.Rings() {
 			subject = &userID
 		}
 		_, err := db.Exec(ctx, `INSERT INTO events (kind, subject_user) VALUES ($1, $2)`, k, subject)

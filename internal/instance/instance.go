@@ -67,6 +67,13 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	}
 	work := actions.New(db, time.Now, changed, counts)
 	presence := live.NewPresence(db, logger, notifier.Changed)
+	presence.WhenGone(func(ctx context.Context, userIDs []int64) {
+		for _, id := range userIDs {
+			if err := work.Withdraw(ctx, id); err != nil && ctx.Err() == nil {
+				logger.Warn("withdrawing the ring of an agent who went offline", "user", id, "err", err)
+			}
+		}
+	})
 	people := auth.NewService(db)
 	// Each event's lag, from its change to its publishing here, is observed. Whoever's access
 	// changed is checked against the database on their next request, on every instance, before any

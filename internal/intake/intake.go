@@ -52,6 +52,10 @@ type Receipt struct {
 	Position int `json:"position"`
 	// Escalated is set when a long handoff chain sent the package to the queue's escalation target.
 	Escalated bool `json:"escalated,omitempty"`
+	// A warm package's first ring: the agent it rings, or, when it rings nobody, the queue's
+	// estimated wait (actions.Ring).
+	OfferedTo            string `json:"offered_to,omitempty"`
+	EstimatedWaitSeconds *int   `json:"estimated_wait_seconds,omitempty"`
 	// Replayed is set when the same id and body had already been accepted.
 	Replayed bool `json:"-"`
 }
@@ -234,6 +238,7 @@ type admission struct {
 	rank         int
 	offeredTo    *int64
 	offeredUntil *time.Time
+	warmUntil    *time.Time // a warm package's end of ringing
 }
 
 // submit decides on every package of the batch and writes the admitted ones, in two round trips:
@@ -333,8 +338,14 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 	if err != nil {
 		return nil, err
 	}
-	offeredTo, offeredUntil, err := offer(ctx, conn, q, p.PreferredAgent, now)
-	if err != nil {
+	// A warm package rings its agents once committed (actions.Ring), its preferred agent first;
+	// a cold one gives its preferred agent a head start.
+	var offeredTo *int64
+	var offeredUntil, warm *time.Time
+	if p.TransferMode == handoff.TransferModeWarm {
+		until := now.Add(q.WarmWait)
+		warm = &until
+	} else if offeredTo, offeredUntil, err = offer(ctx, conn, q, p.PreferredAgent, now); err != nil {
 		return nil, err
 	}
 	priority := p.Priority
@@ -342,7 +353,8 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 		priority = handoff.Priority(q.DefaultPriority)
 	}
 	sub.receipt = Receipt{HandoffID: p.HandoffID, Status: handoff.StatusQueued, Queue: q.Name, Escalated: escalated}
-	return &admission{s: sub, id: s.ids[i], queue: q, rank: priority.Rank(), offeredTo: offeredTo, offeredUntil: offeredUntil}, nil
+	return &admission{s: sub, id: s.ids[i], queue: q, rank: priority.Rank(), offeredTo: offeredTo, offeredUntil: offeredUntil,
+		warmUntil: warm}, nil
 }
 
 // idTaken answers a handoff id that another key used first. Ids are unique across keys, so no
@@ -372,6 +384,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 		expires           = make([]time.Time, n)
 		offeredTo         = make([]*int64, n)
 		offeredUntil      = make([]*time.Time, n)
+		warmUntil         = make([]*time.Time, n)
 		changes           = make([]events.Change, n)
 	)
 	for i, a := range admitted {
@@ -379,7 +392,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 		ids[i], keys[i], queues[i], ranks[i] = a.id, a.s.sender.APIKeyID, a.queue.ID, int16(a.rank) //nolint:gosec // G115: Priority.Rank is at most the number of priorities (4).
 		handoffIDs[i], contacts[i], sources[i] = p.HandoffID, p.Contact.ID, p.SourceAgent
 		packages[i], digests[i] = string(a.s.canonical), a.s.digest
-		expires[i], offeredTo[i], offeredUntil[i] = now.Add(a.queue.TTL), a.offeredTo, a.offeredUntil
+		expires[i], offeredTo[i], offeredUntil[i], warmUntil[i] = now.Add(a.queue.TTL), a.offeredTo, a.offeredUntil, a.warmUntil
 		changes[i] = events.Change{
 			HandoffID: a.id, PublicID: p.HandoffID, QueueID: a.queue.ID, Queue: a.queue.Name, APIKeyID: a.s.sender.APIKeyID,
 			Kind: events.Queued, Status: handoff.StatusQueued, ActorBot: &a.s.sender.APIKeyID, Reason: string(p.Trigger), At: now,
@@ -388,15 +401,15 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 	b := &pgx.Batch{}
 	b.Queue(`
 		INSERT INTO handoffs (id, handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent,
-			package, body_sha256, created_at, enqueued_at, expires_at, updated_at, offered_to, offered_until)
+			package, body_sha256, created_at, enqueued_at, expires_at, updated_at, offered_to, offered_until, warm_until)
 		OVERRIDING SYSTEM VALUE
 		SELECT id, handoff_id, api_key_id, queue_id, 'queued', priority_rank, contact_id, source_agent,
-			package::json, body_sha256, $13, $13, expires_at, $13, offered_to, offered_until
+			package::json, body_sha256, $13, $13, expires_at, $13, offered_to, offered_until, warm_until
 		FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::smallint[], $6::text[], $7::text[],
-			$8::text[], $9::bytea[], $10::timestamptz[], $11::bigint[], $12::timestamptz[])
+			$8::text[], $9::bytea[], $10::timestamptz[], $11::bigint[], $12::timestamptz[], $14::timestamptz[])
 			AS t(id, handoff_id, api_key_id, queue_id, priority_rank, contact_id, source_agent,
-				package, body_sha256, expires_at, offered_to, offered_until)`,
-		ids, handoffIDs, keys, queues, ranks, contacts, sources, packages, digests, expires, offeredTo, offeredUntil, now)
+				package, body_sha256, expires_at, offered_to, offered_until, warm_until)`,
+		ids, handoffIDs, keys, queues, ranks, contacts, sources, packages, digests, expires, offeredTo, offeredUntil, now, warmUntil)
 	if err := events.Queue(b, changes...); err != nil {
 		return err
 	}

@@ -32,7 +32,12 @@ type Presence struct {
 	users   map[int64]*sockets
 	dirty   chan struct{}
 	changed func()
+	gone    func(ctx context.Context, userIDs []int64)
 }
+
+// WhenGone has gone called, after each write, with the users whose last socket on this instance
+// closed: a warm package ringing for one of them rings someone else at once. Call it before Run.
+func (p *Presence) WhenGone(gone func(ctx context.Context, userIDs []int64)) { p.gone = gone }
 
 type sockets struct {
 	open, away int
@@ -131,6 +136,9 @@ func (p *Presence) flush(ctx context.Context, announce bool) error {
 		SELECT $1, u, c, coalesce(u = ANY($5::bigint[]), false), now() FROM unnest($3::bigint[], $4::int[]) AS t(u, c)
 		ON CONFLICT (instance_id, user_id) DO UPDATE SET sockets = excluded.sockets, away = excluded.away, seen_at = now()`,
 		p.instance, gone, online, counts, away)
+	if err == nil && len(gone) > 0 && p.gone != nil {
+		p.gone(ctx, gone)
+	}
 	if err != nil || !announce {
 		return err
 	}

@@ -31,6 +31,7 @@ type AgentLoad struct {
 	Holding  int
 	Capacity int
 	Queues   []string
+	Ringing  string // the warm package ringing for the agent (actions' offers), if any
 }
 
 // Roster is what supervisors watch: every queue's health and every agent's presence and load.
@@ -78,7 +79,9 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 				AND h.closed_at IS NULL),
 			u.capacity,
 			coalesce((SELECT array_agg(q.name ORDER BY q.name) FROM queue_members m JOIN queues q ON q.id = m.queue_id
-				WHERE m.user_id = u.id), '{}')
+				WHERE m.user_id = u.id), '{}'),
+			coalesce((SELECT h.handoff_id FROM offers o JOIN handoffs h ON h.id = o.handoff_id
+				WHERE o.user_id = u.id AND o.ended_at IS NULL), '')
 		FROM users u LEFT JOIN presence_now p ON p.user_id = u.id
 		WHERE NOT u.disabled AND u.role IN ('agent', 'supervisor')
 		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale)

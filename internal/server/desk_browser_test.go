@@ -118,7 +118,11 @@ func TestBrowserSeesPackageArriveAndWorksIt(t *testing.T) {
 		{"transfer-form", `[data-testid="transfer-form"] input[name="note"]`, "refund specialist please", "queued"},
 	}
 	for i, a := range actions {
-		pkg := harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = "cust_ui_" + a.form })
+		// Cold: dana is online, and a warm package would ring her (warm_test.go tests the ring).
+		pkg := harbor(t, func(p map[string]any) {
+			p["contact"].(map[string]any)["id"] = "cust_ui_" + a.form
+			p["transfer_mode"] = "cold"
+		})
 		pid := pkg["handoff_id"].(string)
 		expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
 		if err := chromedp.Do(ctx, chromedp.WaitVisible(`#card-`+pid), chromedp.Click(`#card-`+pid+` [data-open]`),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -29,6 +30,8 @@ type frame struct {
 	Fragments []fragment  `json:"fragments,omitempty"`
 	// Urgent names urgent packages that just arrived, for the opt-in desktop notification.
 	Urgent []string `json:"urgent,omitempty"`
+	// Ring says that a warm package rings for the socket's user: the page sounds the tone.
+	Ring bool `json:"ring,omitempty"`
 }
 
 // errorFrame tells the browser that what it shows could not be brought up to date. The message
@@ -63,6 +66,9 @@ func (w *watcher) watches(e events.Event) bool {
 	if e.Kind.ChangesAccess() {
 		return e.UserID == w.user.ID
 	}
+	if e.Kind.Rings() && e.UserID == w.user.ID {
+		return true // the ring shows on every page of its agent
+	}
 	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
 		slices.Contains(w.queueIDs, e.FromQueueID)
 }
@@ -88,7 +94,7 @@ func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*webs
 		}
 		return prepared(f)
 	}
-	if key, ok := w.shareKey(items); ok {
+	if key, ok := w.shareKey(items); ok && !w.rings(b) {
 		return memo(b.Shared, key, encode)
 	}
 	return encode()
@@ -134,6 +140,12 @@ func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
 		}
 	}
 	return frameKey{queues: w.queueKey, role: w.user.Role}, true
+}
+
+// rings reports whether the batch starts or ends a ring of w's user: their frame carries the
+// ring slot, which is theirs alone.
+func (w watcher) rings(b live.Batch) bool {
+	return slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.Rings() && e.UserID == w.user.ID })
 }
 
 // catchUpWindow is how many events, of the whole desk, a browser that comes back is caught up on.
@@ -190,6 +202,14 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			return frame{}, err
 		}
 		f.Fragments = append(f.Fragments, roster)
+	}
+	if w.rings(b) {
+		ring, err := s.ringFragment(ctx, w.user)
+		if err != nil {
+			return frame{}, err
+		}
+		f.Fragments = append(f.Fragments, ring)
+		f.Ring = strings.Contains(ring.HTML, `data-testid="ring"`)
 	}
 	seen := map[int64]bool{}
 	for _, e := range b.Events {

@@ -121,6 +121,10 @@ func (s *Server) submit(c echo.Context) (intake.Receipt, error) {
 	if err != nil {
 		s.followUnanswered(err, pkg.HandoffID)
 	}
+	// A replay answers as the first answer did: who it rings now, or the estimate.
+	if err == nil && receipt.Status == handoff.StatusQueued && pkg.TransferMode == handoff.TransferModeWarm {
+		s.ring(c.Request().Context(), &receipt)
+	}
 	return receipt, err
 }
 

@@ -28,7 +28,7 @@ func (s *Server) rosterView(ctx context.Context) (views.RosterView, error) {
 	}
 	for _, a := range r.Agents {
 		v.Agents = append(v.Agents, views.AgentLoad{Name: a.Name, Role: a.Role, Status: a.Status, Holding: a.Holding,
-			Capacity: a.Capacity, Queues: strings.Join(a.Queues, ", ")})
+			Capacity: a.Capacity, Queues: strings.Join(a.Queues, ", "), Ringing: a.Ringing})
 	}
 	return v, nil
 }

@@ -25,5 +25,5 @@ func (s *Server) handleHome(c echo.Context) error {
 			rows[i].OverSLA = rows[i].OldestWait > q.SLA
 		}
 	}
-	return s.render(c, http.StatusOK, views.HomePage(views.HomeView{Viewer: *viewer(c), Queues: rows}))
+	return s.render(c, http.StatusOK, views.HomePage(views.HomeView{Viewer: *viewer(c), Queues: rows, Live: views.LiveConfig{Mark: string(s.hub.Mark())}}))
 }

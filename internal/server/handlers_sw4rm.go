@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/handoff/sw4rm"
 )
 
@@ -53,10 +54,20 @@ func (s *Server) handleSW4RM(c echo.Context) error {
 	if receipt.Replayed {
 		status = http.StatusOK
 	}
+	metadata := map[string]string{
+		"queue": receipt.Queue, "position": strconv.Itoa(receipt.Position), "url": s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID,
+	}
+	// A warm request (preserve_history) rings an agent as the desk's own warm packages do.
+	if receipt.Status == handoff.StatusQueued && pkg.TransferMode == handoff.TransferModeWarm {
+		s.ring(ctx, &receipt)
+		if receipt.OfferedTo != "" {
+			metadata["offered_to"] = receipt.OfferedTo
+		} else if receipt.EstimatedWaitSeconds != nil {
+			metadata["estimated_wait_seconds"] = strconv.Itoa(*receipt.EstimatedWaitSeconds)
+		}
+	}
 	return c.JSON(status, sw4rm.Response{
 		RequestID: req.RequestID, Accepted: true, HandoffID: receipt.HandoffID, Status: sw4rm.StatusOf(receipt.Status),
-		Metadata: map[string]string{
-			"queue": receipt.Queue, "position": strconv.Itoa(receipt.Position), "url": s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID,
-		},
+		Metadata: metadata,
 	})
 }

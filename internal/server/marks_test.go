@@ -150,7 +150,9 @@ func TestSocketReloadsAfterTheDatabaseRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	readFrame(t, open) // hello
-	first := harbor(t, nil)
+	// Cold: a warm package would ring dana in a batch of its own after the card's, and the
+	// restart could cut that batch's render short (a 1011 rather than the reload this is about).
+	first := harbor(t, func(p map[string]any) { p["transfer_mode"] = "cold" })
 	expect(t, "submit before the restart", app.submit(t, key, first), http.StatusCreated)
 	before := untilCard(t, open, first["handoff_id"].(string)).Mark
 

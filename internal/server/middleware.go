@@ -280,11 +280,13 @@ func viewer(c echo.Context) *views.Viewer {
 	if !ok {
 		return nil
 	}
+	ring, _ := c.Get(ringKey).(*views.RingView)
 	return &views.Viewer{
 		Name:         user.DisplayName,
 		Email:        user.Email,
 		Role:         string(user.Role),
 		IsSupervisor: user.Role.AtLeast(auth.RoleSupervisor),
+		Ring:         ring,
 	}
 }
 

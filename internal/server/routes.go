@@ -12,7 +12,8 @@ import (
 // routes lists every route of the desk in one place, each with the least role it needs.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput)
+	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput,
+		s.loadRing)
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
@@ -38,6 +39,7 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
 	e.POST("/handoffs/:id/reply", s.handleReply, agent)
 	e.GET("/ws", s.handleSocket, agent)
+	e.POST("/handoffs/:id/decline", s.handleDecline, agent) // a warm package's ring
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))
 	e.GET("/dashboard", s.handleDashboard, supervisor)

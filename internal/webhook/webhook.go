@@ -21,17 +21,20 @@ import (
 
 // Event is one status change of a handoff package, addressed to the API key that sent it.
 type Event struct {
-	HandoffID  string
-	APIKeyID   int64
-	Event      string // the kind of change (events.Kind)
-	Status     string // the package's status after the change
-	Queue      string
-	Reason     string // optional
-	Note       string // optional
-	Outcome    string // optional
-	Assignee   string // optional: the agent's display name
-	Text       string // a reply's text, unmasked: the bot sends it on to the customer
-	OccurredAt time.Time
+	HandoffID string
+	APIKeyID  int64
+	Event     string // the kind of change (events.Kind)
+	Status    string // the package's status after the change
+	Queue     string
+	Reason    string // optional
+	Note      string // optional
+	Outcome   string // optional
+	Assignee  string // optional: the agent's display name
+	Text      string // a reply's text, unmasked: the bot sends it on to the customer
+	// SecondsToAccept is, on accepted, how long the package waited for its agent: what the
+	// customer of a warm transfer waited through.
+	SecondsToAccept *float64
+	OccurredAt      time.Time
 }
 
 // payload is the body the bot receives. Its fields are a public contract: rename none.
@@ -47,6 +50,8 @@ type payload struct {
 	Outcome    string    `json:"outcome,omitempty"`
 	Assignee   string    `json:"assignee,omitempty"`
 	Text       string    `json:"text,omitempty"`
+	// SecondsToAccept is set on accepted.
+	SecondsToAccept *float64 `json:"seconds_to_accept,omitempty"`
 }
 
 // Queue adds the outbox insert of events to a batch that the caller sends inside its
@@ -85,6 +90,8 @@ func insert(events []Event) (string, []any, error) {
 			Outcome:    e.Outcome,
 			Assignee:   e.Assignee,
 			Text:       e.Text,
+
+			SecondsToAccept: e.SecondsToAccept,
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)

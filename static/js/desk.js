@@ -137,6 +137,7 @@
     if (empty && cards) empty.classList.toggle("hidden", cards.children.length > 0);
     tick();
     if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
+    if (frame.ring) announceRing();
   }
 
   // reload loads the page afresh: the server could not catch it up (it was away too long, or the
@@ -179,6 +180,12 @@
 
   function tick() {
     const now = Date.now();
+    // The ring's accept window counts down to the second; the server times it out.
+    for (const el of document.querySelectorAll("#ring [data-until]")) {
+      const left = Math.max(0, Math.ceil((Number(el.dataset.until) - now) / 1000));
+      const countdown = el.querySelector("[data-countdown]");
+      if (countdown) countdown.textContent = left + "s";
+    }
     for (const el of document.querySelectorAll("[data-since]")) {
       const age = now - Number(el.dataset.since);
       el.textContent = formatAge(age);
@@ -205,6 +212,21 @@
     if ("Notification" in window && Notification.permission === "granted") {
       new Notification("Urgent handoff waiting", { body: ids.join(", "), tag: "desk-urgent" });
     }
+    tone();
+  }
+  // announceRing sounds a warm package's ring once per package, when notifications are on.
+  let rang = "";
+  function announceRing() {
+    const ring = document.querySelector("#ring [data-handoff]");
+    if (!ring || ring.dataset.handoff === rang) return;
+    rang = ring.dataset.handoff;
+    if (localStorage.getItem("desk.notify") !== "on") return;
+    if ("Notification" in window && Notification.permission === "granted") {
+      new Notification("Warm transfer for you", { body: rang, tag: "desk-ring" });
+    }
+    tone();
+  }
+  function tone() {
     try {
       const audio = new AudioContext();
       const tone = audio.createOscillator();
@@ -229,6 +251,13 @@
     if (ev.key === "Escape" && target.matches("input, textarea, select")) { target.blur(); return; }
     if (ev.ctrlKey || ev.metaKey || ev.altKey || target.matches("input, textarea, select")) return;
     const key = ev.key.toLowerCase();
+    // A ring takes A and X while it rings, whatever has the focus.
+    const ring = document.querySelector("#ring [data-handoff]");
+    if (ring && (key === "a" || key === "x")) {
+      ring.querySelector(key === "a" ? "[data-ring-accept]" : "[data-ring-decline]")?.click();
+      ev.preventDefault();
+      return;
+    }
     const card = target.closest && target.closest("#cards > li");
     if (key === "j") { moveFocus(1); ev.preventDefault(); return; }
     if (key === "k") { moveFocus(-1); ev.preventDefault(); return; }
@@ -244,5 +273,6 @@
   // Focus starts on the first card, so J/K/A work without a click.
   if (document.activeElement === document.body) cards()[0]?.focus();
   tick();
+  announceRing();
   connect();
 })();

@@ -1,0 +1,411 @@
+package actions
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// Warm transfers ring one agent at a time (issue #15). While a warm package is in its warm phase
+// (handoffs.warm_until set), it is offered to one qualifying agent for the queue's accept window;
+// a decline, a timeout or the agent going offline offers it to the next one, and when nobody is
+// left, or the warm wait has run out, the bot hears warm_timeout and the package waits like any
+// other. The database holds one live offer per package and one per agent (migration 00019): the
+// package's row lock orders the offers of one package, and the agent's index entry makes a second
+// instance's offer to the same agent wait and then find the conflict.
+
+// Reasons a warm phase ends without an accept, as the bot's warm_timeout names them.
+const (
+	WarmNoAgentOnline = "no_agent_online"
+	WarmAllDeclined   = "all_declined"
+	WarmWaitedTooLong = "waited_too_long"
+)
+
+// How an offer ended (offers.outcome, and the offer_ended event's detail).
+const (
+	offerAccepted  = "accepted"
+	offerDeclined  = "declined"
+	offerTimedOut  = "timed_out"
+	offerWithdrawn = "withdrawn" // the agent's last socket closed
+	offerTaken     = "taken"     // the package moved on by another way (an accept from the list, a transfer, a cancel)
+)
+
+// Ringing is where a warm package stands after intake: ringing an agent, or waiting.
+type Ringing struct {
+	Agent string // the display name of the agent it rings; "" when it rings nobody
+	Until time.Time
+	// EstimatedWait is, when it rings nobody, the queue's recent median time to accept.
+	EstimatedWait time.Duration
+}
+
+// Offer is a live ring, as the agent's pages show it. The package is unmasked: the caller masks
+// it for the agent.
+type Offer struct {
+	PublicID      string
+	Queue         string
+	Until         time.Time
+	Package       handoff.Package
+	PIIMinRole    string
+	PIIEntityKeys []string
+}
+
+// warmRow is a package locked for a ring.
+type warmRow struct {
+	id, queueID, apiKeyID int64
+	publicID, queue       string
+	status                handoff.Status
+	warmUntil             *time.Time
+	preferred             string
+	rejectedBy            []int64
+	needsSupervisor       bool
+	acceptWindow          time.Duration
+	// The live offer, if any, and whether it is still the package's ring.
+	offerUser  *int64
+	offerName  string
+	offerUntil *time.Time
+	// offerStale: the package moved on without the offer (an accept from the list, a transfer,
+	// a cancel); offerOnline: its agent has a fresh presence.
+	offerStale, offerOnline bool
+}
+
+// lockWarm locks the package's row and reads what a ring needs. skip makes it give up (ok false)
+// when another transaction holds the row: the sweeper leaves that package to whoever has it.
+func lockWarm(ctx context.Context, tx pgx.Tx, rowID int64, skip bool) (warmRow, bool, error) {
+	var w warmRow
+	lockClause := "FOR UPDATE OF h"
+	if skip {
+		lockClause += " SKIP LOCKED"
+	}
+	err := tx.QueryRow(ctx, `
+		SELECT h.id, h.handoff_id, h.status, h.queue_id, q.name, h.api_key_id, h.warm_until,
+			coalesce(h.package->>'preferred_agent', ''), h.rejected_by, h.needs_supervisor, q.accept_window
+		FROM handoffs h JOIN queues q ON q.id = h.queue_id WHERE h.id = $1 `+lockClause, rowID).Scan(
+		&w.id, &w.publicID, &w.status, &w.queueID, &w.queue, &w.apiKeyID, &w.warmUntil,
+		&w.preferred, &w.rejectedBy, &w.needsSupervisor, &w.acceptWindow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return w, false, nil
+	}
+	if err != nil {
+		return w, false, err
+	}
+	// The offer is read after the row lock: every offer of this package is made under it.
+	err = tx.QueryRow(ctx, `
+		SELECT o.user_id, u.display_name, o.until,
+			h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id,
+			EXISTS (SELECT 1 FROM presence p WHERE p.user_id = o.user_id AND p.seen_at > now() - $2::interval)
+		FROM offers o JOIN users u ON u.id = o.user_id JOIN handoffs h ON h.id = o.handoff_id
+		WHERE o.handoff_id = $1 AND o.ended_at IS NULL`, rowID, queue.PresenceStale).Scan(
+		&w.offerUser, &w.offerName, &w.offerUntil, &w.offerStale, &w.offerOnline)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	return w, true, err
+}
+
+func (w warmRow) change(c events.Change) events.Change {
+	c.HandoffID, c.PublicID, c.QueueID, c.Queue, c.APIKeyID = w.id, w.publicID, w.queueID, w.queue, w.apiKeyID
+	return c
+}
+
+// endOffer ends the package's live offer with outcome, frees the package for others and records
+// the end, naming the agent whose ring stops.
+func endOffer(b *pgx.Batch, w warmRow, outcome string, now time.Time) error {
+	b.Queue(`UPDATE offers SET ended_at = $2, outcome = $3 WHERE handoff_id = $1 AND ended_at IS NULL`, w.id, now, outcome)
+	b.Queue(`UPDATE handoffs SET offered_to = NULL, offered_until = NULL WHERE id = $1 AND offered_to = $2`, w.id, *w.offerUser)
+	return events.Queue(b, w.change(events.Change{Kind: events.OfferEnded, Status: w.status, UserID: *w.offerUser, At: now,
+		Detail: map[string]any{"outcome": outcome, "agent": w.offerName}}))
+}
+
+// candidate is an online member of the package's queue, in the order the fair choice tries them.
+type candidate struct {
+	id     int64
+	name   string
+	passed bool // rung for this package before, or rejected it
+	free   bool // room for one more, no reservation or ring pending
+}
+
+// candidatesSQL lists the queue's online members (a fresh presence that is not away), best first:
+// the preferred agent, then whoever's last offer or accept is oldest (never first), then whoever
+// holds fewer packages, then the lowest user id, so that the order is total.
+// $1 queue, $2 package row, $3 rejected_by, $4 needs a supervisor, $5 preferred email, $6 stale.
+const candidatesSQL = `
+	WITH online AS (
+		SELECT user_id FROM presence WHERE seen_at > now() - $6::interval
+		GROUP BY user_id HAVING NOT bool_and(away)
+	), m AS (
+		SELECT u.id, u.display_name, u.email, u.capacity, u.role,
+			(SELECT count(*) FROM handoffs x WHERE x.assignee_id = u.id AND x.closed_at IS NULL) AS holding
+		FROM queue_members qm JOIN users u ON u.id = qm.user_id JOIN online o ON o.user_id = u.id
+		WHERE qm.queue_id = $1 AND NOT u.disabled
+	)
+	SELECT m.id, m.display_name,
+		m.id = ANY ($3::bigint[]) OR EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = $2 AND o.user_id = m.id),
+		m.holding < m.capacity
+			AND NOT EXISTS (SELECT 1 FROM handoffs x WHERE x.assignee_id = m.id AND x.status = 'reserved')
+			AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.user_id = m.id AND o.ended_at IS NULL)
+			AND (NOT $4 OR m.role <> 'agent')
+	FROM m
+	ORDER BY lower(m.email) = lower($5) DESC,
+		greatest((SELECT max(o.offered_at) FROM offers o WHERE o.user_id = m.id),
+			(SELECT max(x.accepted_at) FROM handoffs x WHERE x.assignee_id = m.id AND x.accepted_at IS NOT NULL)) ASC NULLS FIRST,
+		m.holding, m.id`
+
+// ring offers the locked warm package to the first qualifying agent, or ends its warm phase when
+// nobody is left or it waited too long. A package whose agents are all busy stays in its warm
+// phase, and the sweeper tries again. It returns the offer it made, if any.
+func ring(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w warmRow, now time.Time) (*Ringing, error) {
+	if w.status != handoff.StatusQueued || w.warmUntil == nil {
+		return nil, nil
+	}
+	if !now.Before(*w.warmUntil) {
+		return nil, warmTimeout(b, w, WarmWaitedTooLong, now)
+	}
+	rows, err := tx.Query(ctx, candidatesSQL, w.queueID, w.id, w.rejectedBy, w.needsSupervisor, w.preferred, queue.PresenceStale)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
+		var c candidate
+		return c, row.Scan(&c.id, &c.name, &c.passed, &c.free)
+	})
+	if err != nil {
+		return nil, err
+	}
+	left := 0
+	for _, c := range cs {
+		if c.passed {
+			continue
+		}
+		left++
+		if !c.free {
+			continue
+		}
+		until := now.Add(w.acceptWindow)
+		// A second instance ringing the same agent for another package waits here on the index
+		// entry, and then finds the conflict: the agent is busy and the next one is tried.
+		var offerID int64
+		err := tx.QueryRow(ctx, `
+			INSERT INTO offers (handoff_id, user_id, offered_at, until) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING RETURNING id`, w.id, c.id, now, until).Scan(&offerID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.Queue(`UPDATE handoffs SET offered_to = $2, offered_until = $3, updated_at = $4 WHERE id = $1`, w.id, c.id, until, now)
+		return &Ringing{Agent: c.name, Until: until}, events.Queue(b, w.change(events.Change{Kind: events.Offered,
+			Status: w.status, UserID: c.id, At: now, Detail: map[string]any{"agent": c.name, "until": until}}))
+	}
+	switch {
+	case len(cs) == 0:
+		return nil, warmTimeout(b, w, WarmNoAgentOnline, now)
+	case left == 0:
+		return nil, warmTimeout(b, w, WarmAllDeclined, now)
+	}
+	return nil, nil
+}
+
+// warmTimeout ends the package's warm phase: it waits in its queue like any other, and the bot
+// hears why nobody took it, so that it can tell the customer and fall back.
+func warmTimeout(b *pgx.Batch, w warmRow, reason string, now time.Time) error {
+	b.Queue(`UPDATE handoffs SET warm_until = NULL, updated_at = $2 WHERE id = $1`, w.id, now)
+	return events.Queue(b, w.change(events.Change{Kind: events.WarmTimeout, Status: w.status, Reason: reason, At: now}))
+}
+
+// advance moves a warm package on: it ends its offer when that timed out, went stale (the package
+// moved on) or lost its agent (no fresh presence), and rings the next agent when the package is
+// still warm and rings nobody. why, when set, vets the locked row and names how its offer ends
+// whatever its time (a decline); skip leaves a row another transaction holds to it.
+func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(tx pgx.Tx, w warmRow, now time.Time) (string, error)) (*Ringing, error) {
+	var rang *Ringing
+	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		w, ok, err := lockWarm(ctx, tx, rowID, skip)
+		if err != nil || !ok {
+			return err
+		}
+		b := &pgx.Batch{}
+		outcome := ""
+		if why != nil {
+			if outcome, err = why(tx, w, now); err != nil {
+				return err
+			}
+		}
+		if outcome == "" && w.offerUser != nil {
+			switch {
+			case w.offerStale:
+				outcome = offerTaken
+			case !w.offerOnline:
+				outcome = offerWithdrawn
+			case !now.Before(*w.offerUntil):
+				outcome = offerTimedOut
+			default:
+				rang = &Ringing{Agent: w.offerName, Until: *w.offerUntil}
+				return nil // it rings still
+			}
+		}
+		if outcome != "" {
+			// Ended before the next offer is written: the package's live offer must be gone.
+			if err := endOffer(b, w, outcome, now); err != nil {
+				return err
+			}
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			b, w.offerUser = &pgx.Batch{}, nil
+		}
+		if rang, err = ring(ctx, tx, b, w, now); err != nil {
+			return err
+		}
+		if b.Len() == 0 {
+			return nil
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err == nil && rang != nil {
+		a.ringDue(rang.Until)
+	}
+	return rang, err
+}
+
+// Ring offers a warm package that has just come in to its first agent. It answers who it rings,
+// or, when it rings nobody, the queue's estimated wait.
+func (a *Service) Ring(ctx context.Context, publicID string) (Ringing, error) {
+	var rowID, queueID int64
+	if err := a.db.QueryRow(ctx, `SELECT id, queue_id FROM handoffs WHERE handoff_id = $1`, publicID).Scan(&rowID, &queueID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Ringing{}, desk.Errorf(desk.NotFound, "no handoff %q", publicID)
+		}
+		return Ringing{}, err
+	}
+	rang, err := a.advance(ctx, rowID, false, nil)
+	if err != nil || rang != nil {
+		return derefRinging(rang), err
+	}
+	wait, err := EstimatedWait(ctx, a.db, queueID)
+	return Ringing{EstimatedWait: wait}, err
+}
+
+func derefRinging(r *Ringing) Ringing {
+	if r == nil {
+		return Ringing{}
+	}
+	return *r
+}
+
+// Decline turns down the ring the agent has for the package; it rings the next agent. It returns
+// the package's queue.
+func (a *Service) Decline(ctx context.Context, user auth.User, publicID string) (from string, err error) {
+	var rowID int64
+	if err := a.db.QueryRow(ctx, `SELECT id FROM handoffs WHERE handoff_id = $1`, publicID).Scan(&rowID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", desk.Errorf(desk.NotFound, "no handoff %q", publicID)
+		}
+		return "", err
+	}
+	_, err = a.advance(ctx, rowID, false, func(tx pgx.Tx, w warmRow, now time.Time) (string, error) {
+		from = w.queue
+		member, err := queue.IsMember(ctx, tx, user.ID, w.queueID)
+		if err != nil {
+			return "", err
+		}
+		st := State{PublicID: w.publicID, Status: w.status, OfferedTo: w.offerUser, OfferedUntil: w.offerUntil,
+			Ringing: w.offerUser != nil && !w.offerStale}
+		if err := Check(Decline, user, member, st, now); err != nil {
+			return "", err
+		}
+		return offerDeclined, nil
+	})
+	return from, err
+}
+
+// Withdraw takes back the ring of an agent whose last socket closed, at once rather than at the
+// end of the window, and rings the next agent. An agent still online elsewhere keeps it.
+func (a *Service) Withdraw(ctx context.Context, userID int64) error {
+	var rowID int64
+	err := a.db.QueryRow(ctx, `
+		SELECT o.handoff_id FROM offers o WHERE o.user_id = $1 AND o.ended_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM presence p WHERE p.user_id = $1 AND p.seen_at > now() - $2::interval)`,
+		userID, queue.PresenceStale).Scan(&rowID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// advance finds the offer without a presence and withdraws it.
+	_, err = a.advance(ctx, rowID, false, nil)
+	return err
+}
+
+// sweepRings ends the offers that timed out, went stale or lost their agent, and rings for the
+// warm packages that ring nobody, a package at a time. SKIP LOCKED leaves a package another
+// instance is ringing to it.
+func (a *Service) sweepRings(ctx context.Context) error {
+	rows, err := a.db.Query(ctx, `
+		(SELECT o.handoff_id FROM offers o JOIN handoffs h ON h.id = o.handoff_id
+		WHERE o.ended_at IS NULL AND (o.until <= $1 OR h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id
+			OR NOT EXISTS (SELECT 1 FROM presence p WHERE p.user_id = o.user_id AND p.seen_at > now() - $2::interval))
+		ORDER BY o.until LIMIT $3)
+		UNION
+		(SELECT h.id FROM handoffs h WHERE h.warm_until IS NOT NULL AND h.status = 'queued'
+			AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL)
+		ORDER BY h.warm_until LIMIT $3)`, a.now(), queue.PresenceStale, sweepBatch)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, err := a.advance(ctx, id, true, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ringDue tells the sweeper when a ring this instance made runs out, so that it is timed out on
+// time rather than at the next sweep.
+func (a *Service) ringDue(at time.Time) {
+	select {
+	case a.due <- at:
+	default:
+	}
+}
+
+// EstimatedWait is how long a package that rings nobody may expect to wait in the queue: the
+// median time to accept of the queue's last 50 accepted packages of the past day, or, without
+// any, the queue's SLA (docs/warm.md).
+func EstimatedWait(ctx context.Context, db queue.Querier, queueID int64) (time.Duration, error) {
+	var wait time.Duration
+	err := db.QueryRow(ctx, `
+		SELECT coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY took) FROM (
+			SELECT accepted_at - created_at AS took FROM handoffs
+			WHERE queue_id = $1 AND accepted_at IS NOT NULL AND accepted_at > now() - interval '1 day'
+			ORDER BY accepted_at DESC LIMIT 50) recent), (SELECT sla FROM queues WHERE id = $1))`, queueID).Scan(&wait)
+	return wait, err
+}
+
+// LiveOffer is the ring the agent has now, if any, for their pages.
+func (a *Service) LiveOffer(ctx context.Context, userID int64) (*Offer, error) {
+	var o Offer
+	err := a.db.QueryRow(ctx, `
+		SELECT h.handoff_id, q.name, o.until, h.package, q.pii_min_role, q.pii_entity_keys
+		FROM offers o JOIN handoffs h ON h.id = o.handoff_id JOIN queues q ON q.id = h.queue_id
+		WHERE o.user_id = $1 AND o.ended_at IS NULL AND h.status = 'queued' AND h.offered_to = $1 AND o.until > $2`,
+		userID, a.now()).Scan(&o.PublicID, &o.Queue, &o.Until, &o.Package, &o.PIIMinRole, &o.PIIEntityKeys)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return &o, err
+}

@@ -1,0 +1,318 @@
+package actions
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// online gives the users a fresh presence, as an open socket's instance writes it.
+func (d *testDesk) online(t *testing.T, users ...auth.User) {
+	t.Helper()
+	for _, u := range users {
+		if _, err := d.db.Exec(context.Background(), `
+			INSERT INTO presence (instance_id, user_id, sockets) VALUES ('test', $1, 1)
+			ON CONFLICT (instance_id, user_id) DO UPDATE SET seen_at = now()`, u.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// offline removes the user's presence, as their last socket's close does.
+func (d *testDesk) offline(t *testing.T, u auth.User) {
+	t.Helper()
+	if _, err := d.db.Exec(context.Background(), `DELETE FROM presence WHERE user_id = $1`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// warm submits a warm package and rings its first agent, as the intake handler does.
+func (d *testDesk) warm(t *testing.T, queueName string, edit func(*handoff.Package)) (string, Ringing) {
+	t.Helper()
+	id := d.submit(t, queueName, func(p *handoff.Package) {
+		p.TransferMode = handoff.TransferModeWarm
+		if edit != nil {
+			edit(p)
+		}
+	})
+	r, err := d.actions.Ring(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, r
+}
+
+// hooks lists the package's webhooks, in order, as event:reason.
+func (d *testDesk) hooks(t *testing.T, id string) []string {
+	t.Helper()
+	rows, err := d.db.Query(context.Background(), `SELECT event, payload->>'reason' FROM webhook_outbox WHERE handoff_id = $1 ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var event string
+		var reason *string
+		if err := rows.Scan(&event, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if reason != nil && event == "warm_timeout" {
+			event += ":" + *reason
+		}
+		out = append(out, event)
+	}
+	return out
+}
+
+// offers lists the package's offers in order, as agent:outcome.
+func (d *testDesk) offers(t *testing.T, id string) string {
+	t.Helper()
+	rows, err := d.db.Query(context.Background(), `
+		SELECT u.display_name || ':' || coalesce(o.outcome, 'live') FROM offers o JOIN users u ON u.id = o.user_id
+		JOIN handoffs h ON h.id = o.handoff_id WHERE h.handoff_id = $1 ORDER BY o.id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestWarmPackageRingsOneAgentWhoAloneMayAcceptIt(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	cy := d.agent(t, "cy", auth.RoleAgent, 3, "billing")
+	d.online(t, alex, bea, cy)
+
+	// bea is preferred: she rings first, although alex's id is lower.
+	id, r := d.warm(t, "billing", func(p *handoff.Package) { p.PreferredAgent = "BEA@example.com" })
+	if r.Agent != "bea" {
+		t.Fatalf("rang %q, want the preferred bea", r.Agent)
+	}
+	wantCode(t, "alex accepts bea's ring", d.actions.Accept(ctx, alex, id), desk.Conflict)
+	if _, err := d.actions.Next(ctx, alex, "billing"); desk.ErrorCode(err) != desk.NotFound {
+		t.Fatalf("alex's next while it rings bea = %v, want nothing for him", err)
+	}
+	wantCode(t, "alex declines bea's ring", errOf(d.actions.Decline(ctx, alex, id)), desk.Conflict)
+
+	// A second warm package cannot ring bea, who rings already: alex and cy never had an offer
+	// or an accept, so the tie goes to the lower id, alex.
+	second, r := d.warm(t, "billing", nil)
+	if r.Agent != "alex" {
+		t.Fatalf("second package rang %q, want alex (bea rings already; alex and cy tie, alex has the lower id)", r.Agent)
+	}
+
+	d.clock.Advance(1500 * time.Millisecond)
+	if err := d.actions.Accept(ctx, bea, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.offers(t, id); got != "bea:accepted" {
+		t.Errorf("offers %s, want bea:accepted", got)
+	}
+	var payload map[string]any
+	var raw []byte
+	if err := d.db.QueryRow(ctx, `SELECT payload FROM webhook_outbox WHERE handoff_id = $1 AND event = 'accepted'`, id).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if payload["assignee"] != "bea" || payload["seconds_to_accept"] != 1.5 {
+		t.Errorf("accepted webhook %s, want assignee bea and seconds_to_accept 1.5", raw)
+	}
+	if got := d.hooks(t, id); strings.Join(got, " ") != "queued accepted" {
+		t.Errorf("webhooks %v, want queued accepted", got)
+	}
+	if got := d.offers(t, second); got != "alex:live" {
+		t.Errorf("second package's offers %s, want alex:live", got)
+	}
+}
+
+func TestWarmTimeoutWhenNoAgentIsOnline(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	id, r := d.warm(t, "billing", nil)
+	if r.Agent != "" || r.EstimatedWait != 15*time.Minute {
+		t.Fatalf("ring %+v, want nobody and the queue's SLA as the estimate (no accepts yet)", r)
+	}
+	if got := d.hooks(t, id); strings.Join(got, " ") != "queued warm_timeout:no_agent_online" {
+		t.Errorf("webhooks %v, want queued warm_timeout:no_agent_online", got)
+	}
+	// It waits as any other package, and is pulled like one.
+	if got, err := d.actions.Next(ctx, alex, "billing"); err != nil || got != id {
+		t.Fatalf("next = %q, %v; want %s", got, err, id)
+	}
+
+	// With accepts behind it, the estimate is the queue's median time to accept.
+	d.clock.Advance(40 * time.Second)
+	if err := d.actions.Accept(ctx, alex, id); err != nil {
+		t.Fatal(err)
+	}
+	_, r = d.warm(t, "billing", nil)
+	if r.EstimatedWait < 39*time.Second || r.EstimatedWait > 41*time.Second {
+		t.Errorf("estimated wait %s, want the one accept's 40s", r.EstimatedWait)
+	}
+}
+
+func TestWarmTimeoutWhenAllDecline(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	d.online(t, alex, bea)
+	id, r := d.warm(t, "billing", nil)
+	if r.Agent != "alex" {
+		t.Fatalf("rang %q, want alex", r.Agent)
+	}
+	if _, err := d.actions.Decline(ctx, alex, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.offers(t, id); got != "alex:declined bea:live" {
+		t.Fatalf("offers %s, want alex:declined bea:live", got)
+	}
+	if _, err := d.actions.Decline(ctx, bea, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.hooks(t, id); strings.Join(got, " ") != "queued warm_timeout:all_declined" {
+		t.Errorf("webhooks %v, want queued warm_timeout:all_declined", got)
+	}
+	// The warm phase is over: a decline is refused, and anyone may take it.
+	wantCode(t, "decline after the warm phase", errOf(d.actions.Decline(ctx, bea, id)), desk.Conflict)
+	if err := d.actions.Accept(ctx, alex, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRingTimesOutOrIsWithdrawnAndRingsTheNext(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	cy := d.agent(t, "cy", auth.RoleAgent, 3, "billing")
+	d.online(t, alex, bea, cy)
+	if err := d.queues.SetWarm(ctx, "billing", 5*time.Second, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := d.warm(t, "billing", nil)
+
+	d.clock.Advance(4 * time.Second)
+	if _, err := d.actions.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.offers(t, id); got != "alex:live" {
+		t.Fatalf("offers %s before the window ran out, want alex:live", got)
+	}
+	d.clock.Advance(time.Second)
+	if _, err := d.actions.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.offers(t, id); got != "alex:timed_out bea:live" {
+		t.Fatalf("offers %s, want alex:timed_out bea:live", got)
+	}
+
+	// bea's last socket closes: her ring goes to cy at once, and alex, who let it ring out,
+	// is not rung again.
+	d.offline(t, bea)
+	if err := d.actions.Withdraw(ctx, bea.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.offers(t, id); got != "alex:timed_out bea:withdrawn cy:live" {
+		t.Fatalf("offers %s, want alex:timed_out bea:withdrawn cy:live", got)
+	}
+	if o, err := d.actions.LiveOffer(ctx, cy.ID); err != nil || o == nil || o.PublicID != id {
+		t.Fatalf("cy's live offer = %+v, %v; want %s", o, err, id)
+	}
+	if err := d.actions.Accept(ctx, cy, id); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	rows, err := d.db.Query(ctx, `SELECT e.kind || coalesce(':' || (e.detail->>'outcome'), '') FROM events e
+		JOIN handoffs h ON h.id = e.handoff_id WHERE h.handoff_id = $1 ORDER BY e.seq`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, k)
+	}
+	want := "queued offered offer_ended:timed_out offered offer_ended:withdrawn offered offer_ended:accepted accepted"
+	if strings.Join(kinds, " ") != want {
+		t.Errorf("events %v, want %s", kinds, want)
+	}
+}
+
+func TestWarmPackageWaitsForABusyAgentUntilItWaitedTooLong(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
+	d.online(t, alex)
+	// alex is at his capacity of one: he is online but cannot be rung.
+	held := d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeCold })
+	if err := d.actions.Accept(ctx, alex, held); err != nil {
+		t.Fatal(err)
+	}
+	id, r := d.warm(t, "billing", nil)
+	if r.Agent != "" {
+		t.Fatalf("rang %q, want nobody while alex is full", r.Agent)
+	}
+	if got := d.hooks(t, id); strings.Join(got, " ") != "queued" {
+		t.Fatalf("webhooks %v: a package whose agents are busy keeps waiting for one", got)
+	}
+	d.clock.Advance(time.Minute)
+	if _, err := d.actions.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.hooks(t, id); strings.Join(got, " ") != "queued warm_timeout:waited_too_long" {
+		t.Errorf("webhooks %v, want queued warm_timeout:waited_too_long", got)
+	}
+}
+
+// The database itself refuses a second live offer for one agent or one package, whatever code
+// races to write it.
+func TestDatabaseHoldsOneLiveOfferPerAgentAndPackage(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	one, two := d.submit(t, "billing", nil), d.submit(t, "billing", nil)
+	offer := func(handoffID string, u auth.User) error {
+		_, err := d.db.Exec(ctx, `INSERT INTO offers (handoff_id, user_id, offered_at, until)
+			SELECT id, $2, now(), now() + interval '20 seconds' FROM handoffs WHERE handoff_id = $1`, handoffID, u.ID)
+		return err
+	}
+	if err := offer(one, alex); err != nil {
+		t.Fatal(err)
+	}
+	if err := offer(two, alex); err == nil || !strings.Contains(err.Error(), "offers_live_agent_idx") {
+		t.Errorf("a second live offer to alex: %v, want offers_live_agent_idx to refuse it", err)
+	}
+	if err := offer(one, bea); err == nil || !strings.Contains(err.Error(), "offers_live_package_idx") {
+		t.Errorf("a second live offer of one package: %v, want offers_live_package_idx to refuse it", err)
+	}
+}

@@ -294,7 +294,7 @@ func exportQuery(f Filter) (string, []any) {
 	sql := `
 		SELECT e.kind, h.handoff_id, e.source_agent, e.source_run_id, q.name, e.trigger, coalesce(e.locale, ''), e.at,
 			e.draft, e.final, e.word_diff, e.unified_diff, e.edit_distance_chars, e.edit_distance_words, e.accepted_as_is,
-			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, q.pii_min_role, q.pii_entity_keys, h.package
+			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package
 		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id`
 	if len(where) > 0 {
 		sql += "\n\t\tWHERE " + strings.Join(where, " AND ")
@@ -316,13 +316,14 @@ type row struct {
 	code, note                                          *string
 	piiMinRole                                          string
 	piiKeys                                             []string
+	withholdTranscript                                  bool
 	pkg                                                 []byte
 }
 
 func (r *row) dest() []any {
 	return []any{&r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
 		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,
-		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.piiMinRole, &r.piiKeys, &r.pkg}
+		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg}
 }
 
 type exporter struct {
@@ -348,7 +349,7 @@ func (x *exporter) show(r *row) (shown, error) {
 	if err != nil {
 		return shown{}, fmt.Errorf("evals: the package of %s: %w", r.handoffID, err)
 	}
-	v := handoff.VisibilityFor(x.role, r.piiMinRole, r.piiKeys)
+	v := handoff.VisibilityFor(x.role, handoff.PIIRule{MinRole: r.piiMinRole, EntityKeys: r.piiKeys, WithholdTranscript: r.withholdTranscript})
 	if x.f.Redact {
 		masked, red := p.RedactFor(v)
 		return shown{masked, red.Text}, nil

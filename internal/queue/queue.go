@@ -42,6 +42,9 @@ type Queue struct {
 	// AcceptsTopLevelTransfers lets other top-level queues transfer packages into this one, when
 	// it is top-level itself (see CheckTransfer).
 	AcceptsTopLevelTransfers bool
+
+	// WithholdTranscript drops the transcript for roles below PIIMinRole instead of masking it.
+	WithholdTranscript bool
 }
 
 // Guards keep bots from flooding a contact with handoffs or bouncing one between agents.
@@ -141,13 +144,15 @@ func (s *Service) Create(ctx context.Context, n New) (Queue, error) {
 const columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_threshold::text,
 	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
-	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers`
+	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers,
+	withhold_transcript`
 
 func (q *Queue) scanTargets() []any {
 	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
 		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
 		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
-		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID, &q.AcceptsTopLevelTransfers}
+		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID, &q.AcceptsTopLevelTransfers,
+		&q.WithholdTranscript}
 }
 
 func scanQueue(row pgx.Row) (Queue, error) {

@@ -23,7 +23,7 @@ const cardEntities = 3
 
 // visibility is what user may see of item: the queue's PII rule applied to the user's role.
 func visibility(user auth.User, item board.Item) handoff.Visibility {
-	return handoff.VisibilityFor(user.Role, item.PIIMinRole, item.PIIEntityKeys)
+	return handoff.VisibilityFor(user.Role, item.PIIRule())
 }
 
 // cardOf maps a package, masked for the receiver, to its card. Masking happens here, before any

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/views"
@@ -115,7 +116,14 @@ func (s *Server) handleEvalsExport(c echo.Context) error {
 		return err
 	}
 	w := &startOnWrite{c: c}
-	n, err := evals.Export(c.Request().Context(), s.db, currentUser(c).Role, f, w)
+	user := currentUser(c)
+	var shown audit.Shown
+	n, err := evals.Export(c.Request().Context(), s.db, user.Role, f, w, shown.Add)
+	// One pii_views row for the export, written when it ends, also when it is cut short: what was
+	// sent was shown.
+	if recErr := audit.Record(context.WithoutCancel(c.Request().Context()), s.db, user.ID, audit.ViaExport, shown); recErr != nil {
+		s.logger.Error("record the evals export's PII reads", "err", recErr)
+	}
 	if err != nil && !w.started {
 		return err
 	}

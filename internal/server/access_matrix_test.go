@@ -57,14 +57,13 @@ type accessRow struct {
 	// ownSession makes the request with a session of its own: a logout must not end the session
 	// the other rows use.
 	ownSession bool
-	want          byRole
+	want       byRole
 }
 
 // What redirecting to the login page, refusing and not finding look like.
 const (
 	login   = http.StatusSeeOther
 	ok      = http.StatusOK
-	created = http.StatusCreated
 	denied  = http.StatusForbidden
 	missing = http.StatusNotFound
 	noKey   = http.StatusUnauthorized

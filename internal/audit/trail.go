@@ -118,7 +118,7 @@ func ParseCursor(s string) (Cursor, error) {
 	micros, err1 := strconv.ParseInt(at, 10, 64)
 	n, err2 := strconv.ParseInt(seq, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return Cursor{}, bad("after", "cursor %q is not one this desk made", s)
+		return Cursor{}, bad("after", "after %q is not a cursor this desk made", s)
 	}
 	return Cursor{At: time.UnixMicro(micros), Seq: n}, nil
 }
@@ -155,9 +155,9 @@ func (f Filter) Check(ctx context.Context, db Querier) (handoffID int64, err err
 	case err != nil:
 		return 0, err
 	case f.Package != "" && pkg == nil:
-		return 0, bad("package", "no package %q", f.Package)
+		return 0, bad("package", "package %q does not exist", f.Package)
 	case f.Actor != "" && actor == nil:
-		return 0, bad("actor", "no user with the email %q", f.Actor)
+		return 0, bad("actor", "actor %q: no user has this email", f.Actor)
 	case f.Queue != "" && queue == nil:
 		return 0, bad("queue", "queue %q does not exist", f.Queue)
 	}

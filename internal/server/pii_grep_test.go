@@ -240,3 +240,31 @@ func (l *frameLog) text() string {
 		}
 	}
 }
+
+// A queue can withhold the transcript from roles below its PII role instead of masking it.
+func TestQueueCanWithholdTheTranscript(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	const q = "withheld"
+	key := app.botKey(t, "pii_bot", q)
+	app.user(t, "agent@example.com", auth.RoleAgent, q)
+	app.user(t, "sup@example.com", auth.RoleSupervisor)
+	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET withhold_transcript = true WHERE name = $1`, q); err != nil {
+		t.Fatal(err)
+	}
+	agent, supervisor := app.client(t), app.client(t)
+	app.login(t, agent, "agent@example.com")
+	app.login(t, supervisor, "sup@example.com")
+	pkg := grepPackage(t, q)
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	for _, path := range []string{"/handoffs/", "/sidebar/"} {
+		page := mustGet(t, agent, app.URL+path+id)
+		if strings.Contains(page, "marmalade") || !strings.Contains(page, `data-testid="transcript-hidden"`) {
+			t.Errorf("%s: the agent gets the transcript the queue withholds:\n%s", path, page)
+		}
+	}
+	if page := mustGet(t, supervisor, app.URL+"/handoffs/"+id); !strings.Contains(page, grepTurn) {
+		t.Error("the supervisor lacks the transcript")
+	}
+}

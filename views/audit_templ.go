@@ -340,7 +340,7 @@ func AuditTable(es []AuditEntry) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<table class=\"mt-3 w-full rounded border border-slate-200 bg-white text-xs\" data-testid=\"audit\"><thead class=\"bg-slate-100 text-left uppercase tracking-wide text-slate-500\"><tr><th class=\"px-2 py-1\">Time</th><th class=\"px-2 py-1\">Actor</th><th class=\"px-2 py-1\">Kind</th><th class=\"px-2 py-1\">Package</th><th class=\"px-2 py-1\">Queue</th><th class=\"px-2 py-1\">Detail</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<table class=\"mt-3 w-full rounded border border-slate-200 bg-white text-xs\" data-testid=\"audit\"><thead class=\"bg-slate-100 text-left uppercase tracking-wide text-slate-700\"><tr><th class=\"px-2 py-1\">Time</th><th class=\"px-2 py-1\">Actor</th><th class=\"px-2 py-1\">Kind</th><th class=\"px-2 py-1\">Package</th><th class=\"px-2 py-1\">Queue</th><th class=\"px-2 py-1\">Detail</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -74,8 +74,8 @@ func (w *watcher) watches(e events.Event) bool {
 // messageFor encodes what one socket shows of a batch. Sockets that would receive the same frame
 // (the same queues and role, no package page or roster, holding none of the batch's packages)
 // share one encoded message: a busy queue watched by thousands of agents is rendered and
-// encoded once per role, not once per socket.
-// Sockets sharing a message share what it shows unmasked too: the same queues for the same role.
+// encoded once per role, not once per socket. They share what it shows unmasked too, which the
+// role and the queues decide.
 func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (message, error) {
 	if b.Resync {
 		return memo(b.Shared, "reload", func() (message, error) {

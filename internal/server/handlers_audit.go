@@ -61,11 +61,11 @@ func (s *Server) handleAudit(c echo.Context) error {
 	}
 	v.CSV, v.JSONL = "/audit/export.csv?"+base.Encode(), "/audit/export.jsonl?"+base.Encode()
 	if handoffID != 0 {
-		views, err := audit.ViewsOf(ctx, s.db, handoffID)
+		reads, err := audit.ViewsOf(ctx, s.db, handoffID)
 		if err != nil {
 			return err
 		}
-		for _, pv := range views {
+		for _, pv := range reads {
 			v.PIIViews = append(v.PIIViews, viewsPIIView(pv))
 		}
 	}

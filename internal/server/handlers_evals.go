@@ -14,6 +14,7 @@ import (
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -90,6 +91,15 @@ func (s *Server) handleEvalDiff(c echo.Context) error {
 	v := views.EvalDiffView{Viewer: *viewer(c), HandoffID: r.HandoffID, SourceAgent: r.SourceAgent, Editor: r.Editor,
 		At: formatTime(&r.At), Chars: r.DistanceChars, Words: r.DistanceWords, Tags: r.Tags,
 		Masked: draft != r.Draft || final != r.Final}
+	// A reply that names the customer, shown unmasked, is a read of their personal data.
+	var shown audit.Shown
+	if masked := item.Package.NoteMaskFor(handoff.Visibility{PIIEntityKeys: item.PIIEntityKeys}); vis.PII &&
+		(masked(r.Draft) != r.Draft || masked(r.Final) != r.Final) {
+		shown.Add(item.ID, []string{"reply"})
+	}
+	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
+		return err
+	}
 	for _, seg := range evals.Compare(draft, final).Words {
 		switch seg.Op {
 		case evals.Equal:

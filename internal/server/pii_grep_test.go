@@ -160,6 +160,12 @@ func TestPIIGrep(t *testing.T) {
 			t.Errorf("the record of the supervisor's read lacks %s: %v", f, fields)
 		}
 	}
+	mustGet(t, supervisor, app.URL+"/sidebar/"+id)
+	var sidebarReads int
+	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM pii_views WHERE user_id = $1 AND via = 'sidebar' AND handoff_ids = ARRAY[$2::bigint]`,
+		sup.ID, rowID).Scan(&sidebarReads); err != nil || sidebarReads != 1 {
+		t.Errorf("the supervisor's sidebar view: %d records (%v), want 1", sidebarReads, err)
+	}
 	t.Logf("grepped %d answers and frames", len(seen))
 }
 

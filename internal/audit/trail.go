@@ -83,12 +83,20 @@ func (f Filter) Query() url.Values {
 		}
 	}
 	if !f.Since.IsZero() {
-		q.Set("since", f.Since.Format(time.RFC3339Nano))
+		q.Set("since", timeParam(f.Since))
 	}
 	if !f.Until.IsZero() {
-		q.Set("until", f.Until.Format(time.RFC3339Nano))
+		q.Set("until", timeParam(f.Until))
 	}
 	return q
+}
+
+// timeParam writes a filter's time as a person would: a date when it is one.
+func timeParam(t time.Time) string {
+	if t.Equal(t.UTC().Truncate(24 * time.Hour)) {
+		return t.UTC().Format(time.DateOnly)
+	}
+	return t.Format(time.RFC3339Nano)
 }
 
 func bad(param, format string, args ...any) error {

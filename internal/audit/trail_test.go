@@ -108,6 +108,9 @@ func TestParseFilterNamesWhatIsWrong(t *testing.T) {
 	if err != nil || f.Kind != events.Resolved || !f.Since.Equal(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("ParseFilter = %+v, %v", f, err)
 	}
+	if got := f.Query().Encode(); got != "kind=resolved&since=2026-06-01" {
+		t.Errorf("the filter back as a query: %s", got)
+	}
 	if _, err := ParseCursor("12.x"); desk.ErrorCode(err) != desk.BadRequest {
 		t.Errorf("a garbled cursor: %v", err)
 	}

@@ -205,7 +205,11 @@ type HandoffView struct {
 	Citations           []Citation
 	HandoffChain        []string
 	Transcript          []Turn
-	Notes               []Note
+	// TranscriptWithheld: the queue withholds the transcript from roles below its PII role.
+	TranscriptWithheld bool
+	Notes              []Note
+	// History links to the package's audit trail, for those who may read it; "" for others.
+	History string
 	// Earlier are the contact's packages of the last 90 days before this one, newest first.
 	Earlier []EarlierHandoff
 	// Editor is the co-pilot editor, for the agent who accepted the package; nil for everyone else.
@@ -251,4 +255,34 @@ type DashboardView struct {
 	Viewer Viewer
 	Roster RosterView
 	Live   LiveConfig
+}
+
+// AuditView is a page of the audit trail, newest first, with the filters that chose it.
+type AuditView struct {
+	Viewer  Viewer
+	Filter  AuditFilter
+	Kinds   []string
+	Entries []AuditEntry
+	// More is the link to the next page; "" on the last.
+	More string
+	// CSV and JSONL are the links to the exports of everything the filters select.
+	CSV, JSONL string
+	// PIIViews are who was shown the package's personal data unmasked, when the trail is one
+	// package's.
+	PIIViews []PIIView
+}
+
+// AuditFilter is the filter form's values, as given.
+type AuditFilter struct {
+	Package, Actor, Kind, Queue, Since, Until string
+}
+
+// AuditEntry is one event, its detail already masked for the viewer.
+type AuditEntry struct {
+	At, Actor, Kind, Package, Queue, Subject, Detail string
+}
+
+// PIIView is one record of personal data shown unmasked.
+type PIIView struct {
+	At, User, Via, Fields string
 }

@@ -53,7 +53,7 @@ func evalsExport(ctx context.Context, args []string, getenv func(string) string,
 		return fmt.Errorf("evals export: --role: %w", err)
 	}
 	return withDB(ctx, getenv, slog.New(slog.DiscardHandler), func(db *pgxpool.Pool) error {
-		_, err := evals.Export(ctx, db, r, f, stdout)
+		_, err := evals.Export(ctx, db, r, f, stdout, nil)
 		if desk.ErrorCode(err) == desk.BadRequest {
 			return fmt.Errorf("evals export: %s", desk.ErrorMessage(err))
 		}

@@ -524,7 +524,8 @@ func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r
 		if err := tx.QueryRow(ctx, `SELECT package FROM handoffs WHERE id = $1`, h.ID).Scan(&p); err != nil {
 			return err
 		}
-		shown := p.MaskFor(handoff.VisibilityFor(user.Role, h.Queue.PIIMinRole, h.Queue.PIIEntityKeys)).DraftReply
+		shown := p.MaskFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: h.Queue.PIIMinRole,
+			EntityKeys: h.Queue.PIIEntityKeys, WithholdTranscript: h.Queue.WithholdTranscript})).DraftReply
 		r.Text, _ = evals.Restore(shown, p.DraftReply, r.Text)
 		b := &pgx.Batch{}
 		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: p.DraftReply, Reply: r}); err != nil {

@@ -291,7 +291,7 @@ func TestReplyRestoresTheMaskedContact(t *testing.T) {
 	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
 	var pkg handoff.Package
 	id := d.submit(t, "billing", func(p *handoff.Package) { pkg = *p })
-	shown := pkg.MaskFor(handoff.VisibilityFor(auth.RoleAgent, "supervisor", nil)).DraftReply
+	shown := pkg.MaskFor(handoff.VisibilityFor(auth.RoleAgent, handoff.PIIRule{MinRole: "supervisor"})).DraftReply
 	if shown == pkg.DraftReply {
 		t.Fatalf("the draft %q is not masked for agents; the test needs it to be", pkg.DraftReply)
 	}

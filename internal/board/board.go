@@ -45,6 +45,8 @@ type Item struct {
 	SLA           time.Duration
 	PIIMinRole    string
 	PIIEntityKeys []string
+	// WithholdTranscript is the queue's choice to withhold the transcript below PIIMinRole.
+	WithholdTranscript bool
 	// RequiredEntityKeys are the entities the queue requires of every package: cards show them
 	// first.
 	RequiredEntityKeys []string
@@ -53,6 +55,11 @@ type Item struct {
 	// (an EXISTS on handoffs_contact_closed_idx), not one query per card.
 	Repeat  bool
 	Package handoff.Package
+}
+
+// PIIRule is the item's queue's rule for personal data.
+func (it Item) PIIRule() handoff.PIIRule {
+	return handoff.PIIRule{MinRole: it.PIIMinRole, EntityKeys: it.PIIEntityKeys, WithholdTranscript: it.WithholdTranscript}
 }
 
 // Priority names the item's rank.
@@ -101,7 +108,7 @@ func (it Item) SortKey() string {
 const itemSelect = `
 	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
-		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys,
+		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript,
 		q.required_entity_keys,
 		EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = h.contact_id AND r.id <> h.id
 			AND r.closed_at >= now() - interval '7 days'),
@@ -140,7 +147,7 @@ func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, e
 	var pkg []byte
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
-		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys,
+		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &it.WithholdTranscript,
 		&it.RequiredEntityKeys, &it.Repeat, &pkg)
 	if err != nil {
 		return Item{}, err

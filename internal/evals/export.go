@@ -146,7 +146,11 @@ type Querier interface {
 // Rows stream from one query through a fixed buffer, so memory stays flat however many records
 // match. An unknown queue is refused before anything is written; an error after that leaves the
 // lines written so far in w.
-func Export(ctx context.Context, db Querier, role auth.Role, f Filter, w io.Writer) (int, error) {
+//
+// seen, if not nil, is told of each package whose personal data the lines show role unmasked (its
+// row id and the fields, handoff.Visibility.Unmasked), before the lines are written: the caller
+// records the reads. A redacted export shows none.
+func Export(ctx context.Context, db Querier, role auth.Role, f Filter, w io.Writer, seen func(handoffID int64, fields []string)) (int, error) {
 	if f.Format == "" {
 		f.Format = FormatRecords
 	}
@@ -216,6 +220,11 @@ func Export(ctx context.Context, db Querier, role auth.Role, f Filter, w io.Writ
 			if out.err != nil {
 				return out.err
 			}
+			if seen != nil {
+				for _, u := range out.unmasked {
+					seen(u.id, u.fields)
+				}
+			}
 			if _, err := bw.Write(out.text); err != nil {
 				return err
 			}
@@ -241,9 +250,16 @@ type batch struct {
 }
 
 type batchLines struct {
-	text  []byte
-	lines int
-	err   error
+	text     []byte
+	lines    int
+	unmasked []unmasked
+	err      error
+}
+
+// unmasked is a package whose personal data lines show unmasked.
+type unmasked struct {
+	id     int64
+	fields []string
 }
 
 // render writes rs as lines, masked for role, in f's format.
@@ -258,7 +274,7 @@ func render(role auth.Role, f Filter, rs []row) batchLines {
 			return batchLines{err: err}
 		}
 	}
-	return batchLines{text: buf.Bytes(), lines: x.lines}
+	return batchLines{text: buf.Bytes(), lines: x.lines, unmasked: x.unmasked}
 }
 
 // exportQuery selects the records f asks for, in the order of evals_at_idx, so the rows stream
@@ -292,9 +308,9 @@ func exportQuery(f Filter) (string, []any) {
 		cond("e.kind = $%d", string(f.Kind))
 	}
 	sql := `
-		SELECT e.kind, h.handoff_id, e.source_agent, e.source_run_id, q.name, e.trigger, coalesce(e.locale, ''), e.at,
+		SELECT h.id, e.kind, h.handoff_id, e.source_agent, e.source_run_id, q.name, e.trigger, coalesce(e.locale, ''), e.at,
 			e.draft, e.final, e.word_diff, e.unified_diff, e.edit_distance_chars, e.edit_distance_words, e.accepted_as_is,
-			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, q.pii_min_role, q.pii_entity_keys, h.package
+			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package
 		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id`
 	if len(where) > 0 {
 		sql += "\n\t\tWHERE " + strings.Join(where, " AND ")
@@ -304,6 +320,7 @@ func exportQuery(f Filter) (string, []any) {
 
 // row is one record as the export reads it.
 type row struct {
+	rowID                                               int64
 	kind                                                Kind
 	handoffID, sourceAgent, sourceRunID, queue, trigger string
 	locale                                              string
@@ -316,20 +333,22 @@ type row struct {
 	code, note                                          *string
 	piiMinRole                                          string
 	piiKeys                                             []string
+	withholdTranscript                                  bool
 	pkg                                                 []byte
 }
 
 func (r *row) dest() []any {
-	return []any{&r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
+	return []any{&r.rowID, &r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
 		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,
-		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.piiMinRole, &r.piiKeys, &r.pkg}
+		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg}
 }
 
 type exporter struct {
-	role  auth.Role
-	f     Filter
-	enc   *json.Encoder
-	lines int
+	role     auth.Role
+	f        Filter
+	enc      *json.Encoder
+	lines    int
+	unmasked []unmasked
 }
 
 func (x *exporter) encode(v any) error {
@@ -348,10 +367,13 @@ func (x *exporter) show(r *row) (shown, error) {
 	if err != nil {
 		return shown{}, fmt.Errorf("evals: the package of %s: %w", r.handoffID, err)
 	}
-	v := handoff.VisibilityFor(x.role, r.piiMinRole, r.piiKeys)
+	v := handoff.VisibilityFor(x.role, handoff.PIIRule{MinRole: r.piiMinRole, EntityKeys: r.piiKeys, WithholdTranscript: r.withholdTranscript})
 	if x.f.Redact {
 		masked, red := p.RedactFor(v)
 		return shown{masked, red.Text}, nil
+	}
+	if fields := v.Unmasked(p); len(fields) > 0 {
+		x.unmasked = append(x.unmasked, unmasked{r.rowID, fields})
 	}
 	return shown{p.MaskFor(v), p.NoteMaskFor(v)}, nil
 }

@@ -48,7 +48,7 @@ func BenchmarkExport(b *testing.B) {
 					scan = append(scan, float64(n)/time.Since(start).Seconds())
 					stop := watchHeap()
 					start = time.Now()
-					lines, err := Export(ctx, db, auth.RoleSupervisor, f, io.Discard)
+					lines, err := Export(ctx, db, auth.RoleSupervisor, f, io.Discard, nil)
 					took := time.Since(start)
 					peak = max(peak, stop())
 					if err != nil || lines != n {

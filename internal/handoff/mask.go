@@ -16,38 +16,103 @@ const Masked = "•••"
 // statement, next step, draft reply and the rest) names nobody.
 const FlagPIIRedacted = "pii_redacted_in_summary"
 
+// PIIRule is a queue's rule for personal data: the least role that sees it unmasked, the entity
+// keys that count as PII, and whether roles below MinRole get the transcript masked (the default)
+// or not at all.
+type PIIRule struct {
+	MinRole            string
+	EntityKeys         []string
+	WithholdTranscript bool
+}
+
 // Visibility is what one receiver may see of packages in one queue.
 type Visibility struct {
 	PII           bool     // contact details, transcript and PII entities unmasked
 	PIIEntityKeys []string // the queue's entity keys that count as PII
+	// WithholdTranscript drops the transcript rather than masking it (PII is false).
+	WithholdTranscript bool
 }
 
-// VisibilityFor applies a queue's setting (the least role that sees PII) to a receiver's role.
-func VisibilityFor(role auth.Role, piiMinRole string, piiEntityKeys []string) Visibility {
-	return Visibility{PII: role.AtLeast(auth.Role(piiMinRole)), PIIEntityKeys: piiEntityKeys}
+// VisibilityFor is the desk's one answer to "what of this queue's packages may this role see
+// unmasked": every page, frame, export and notification asks it before rendering or encoding.
+func VisibilityFor(role auth.Role, rule PIIRule) Visibility {
+	pii := role.AtLeast(auth.Role(rule.MinRole))
+	return Visibility{PII: pii, PIIEntityKeys: rule.EntityKeys, WithholdTranscript: !pii && rule.WithholdTranscript}
+}
+
+// Field names for what a receiver was shown unmasked (Unmasked); a PII entity is "entity:" and
+// its key.
+const (
+	FieldName       = "name"
+	FieldEmail      = "email"
+	FieldPhone      = "phone"
+	FieldTranscript = "transcript"
+)
+
+// Unmasked lists the personal fields of p that v shows unmasked: none when v masks them. p is
+// what the receiver's view holds (a card holds the name and a few entities, the package page all
+// of it), so the list says what was shown, for the record of PII reads.
+func (v Visibility) Unmasked(p Package) []string {
+	if !v.PII {
+		return nil
+	}
+	var fields []string
+	for _, f := range []struct{ name, value string }{
+		{FieldName, p.Contact.DisplayName}, {FieldEmail, p.Contact.Email}, {FieldPhone, p.Contact.Phone},
+	} {
+		if f.value != "" {
+			fields = append(fields, f.name)
+		}
+	}
+	if len(p.Transcript) > 0 {
+		fields = append(fields, FieldTranscript)
+	}
+	var keys []string
+	for _, k := range v.PIIEntityKeys {
+		if _, ok := p.StructuredEntities[k]; ok && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fields = append(fields, "entity:"+k)
+	}
+	return fields
 }
 
 // MaskFor returns a copy of p with what v may not see replaced, so that masked values never
-// reach a view, a websocket frame or an export. The transcript is dropped entirely: a partly
-// masked conversation still leaks.
+// reach a view, a websocket frame or an export.
 //
 // Masking the contact alone is not enough: a draft reply that says "Hi Dana" names the customer
 // the card shows as "D. W.". So unless the bot vouched that its text names nobody
 // (FlagPIIRedacted; a package without the flag has vouched for nothing), the contact's name,
-// email and phone are masked wherever the free text mentions them too, as the contact itself
-// is: see mentionsOf for what counts as a mention.
+// email and phone, and the values of the queue's PII entities, are masked wherever the free text
+// mentions them too, as the contact itself is: see mentionsOf for what counts as a mention.
+//
+// The transcript is the customer's own words, for which no bot can vouch: it is kept, collapsed
+// on the page, with every such mention masked in each turn, unless the queue withholds it.
 func (p Package) MaskFor(v Visibility) Package {
 	if v.PII {
 		return p
 	}
+	all := piiMentionsOf(p, v.PIIEntityKeys)
 	var m mentions
 	if !p.PrivacyFlags[FlagPIIRedacted] {
-		m = mentionsOf(p.Contact)
+		m = all
 	}
 	p.Contact.DisplayName = maskName(p.Contact.DisplayName)
 	p.Contact.Email = maskEmail(p.Contact.Email)
 	p.Contact.Phone = maskPhone(p.Contact.Phone)
-	p.Transcript = nil
+	if v.WithholdTranscript {
+		p.Transcript = nil
+	} else if len(p.Transcript) > 0 {
+		turns := make([]Turn, len(p.Transcript))
+		for i, t := range p.Transcript {
+			t.Content = all.mask(t.Content)
+			turns[i] = t
+		}
+		p.Transcript = turns
+	}
 	m.maskFreeText(&p)
 	if len(p.StructuredEntities) > 0 {
 		entities := make(map[string]EntityValue, len(p.StructuredEntities))
@@ -62,6 +127,37 @@ func (p Package) MaskFor(v Visibility) Package {
 		p.StructuredEntities = entities
 	}
 	return p
+}
+
+// piiMentionsOf is mentionsOf p's contact, plus the values of its PII entities (keys), each
+// masked whole.
+func piiMentionsOf(p Package, keys []string) mentions {
+	m := mentionsOf(p.Contact)
+	add := func(text string) {
+		if utf8.RuneCountInString(text) >= minEntityRunes {
+			m.words = append(m.words, mention{text, Masked})
+		}
+	}
+	for _, k := range keys {
+		val, ok := p.StructuredEntities[k]
+		if !ok {
+			continue
+		}
+		switch val.Kind() {
+		case EntityList:
+			for _, item := range val.List() {
+				add(item)
+			}
+		case EntityString:
+			add(val.Text())
+		case EntityNumber:
+			add(string(val.Number()))
+		case EntityBool:
+			// true or false names nobody.
+		}
+	}
+	slices.SortStableFunc(m.words, func(a, b mention) int { return len(b.text) - len(a.text) })
+	return m
 }
 
 // maskFreeText masks the mentions in every field of p the bot wrote in its own words: the one list
@@ -95,7 +191,7 @@ func (p Package) NoteMaskFor(v Visibility) func(note string) string {
 	if v.PII {
 		return func(note string) string { return note }
 	}
-	return mentionsOf(p.Contact).mask
+	return piiMentionsOf(p, v.PIIEntityKeys).mask
 }
 
 // maskName keeps initials: "Dana Whitfield" → "D. W.", enough to greet nobody by name.

@@ -10,7 +10,7 @@ import (
 // masking the contact alone (the bot vouched for its text) and against a receiver who sees PII.
 func BenchmarkMaskFor(b *testing.B) {
 	p := harborPackage(b)
-	agent := VisibilityFor(auth.RoleAgent, "supervisor", []string{"account_id"})
+	agent := VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: []string{"account_id"}})
 	vouched := p
 	vouched.PrivacyFlags = map[string]bool{FlagPIIRedacted: true}
 	for _, c := range []struct {
@@ -18,7 +18,7 @@ func BenchmarkMaskFor(b *testing.B) {
 		p    Package
 		v    Visibility
 	}{
-		{"sees_pii", p, VisibilityFor(auth.RoleSupervisor, "supervisor", nil)},
+		{"sees_pii", p, VisibilityFor(auth.RoleSupervisor, PIIRule{MinRole: "supervisor", EntityKeys: nil})},
 		{"contact_only", vouched, agent},
 		{"free_text", p, agent},
 	} {

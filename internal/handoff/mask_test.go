@@ -10,7 +10,7 @@ import (
 
 func TestMaskForHidesPIIBelowTheQueueSetting(t *testing.T) {
 	p := harborPackage(t)
-	agent := VisibilityFor(auth.RoleAgent, "supervisor", []string{"account_id"})
+	agent := VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: []string{"account_id"}})
 	masked := p.MaskFor(agent)
 	for _, leak := range []string{"Dana", "Whitfield", "dana.whitfield", "555-0134", "acct_9912"} {
 		if strings.Contains(masked.Contact.DisplayName+masked.Contact.Email+masked.Contact.Phone+masked.StructuredEntities["account_id"].Text(), leak) {
@@ -20,15 +20,58 @@ func TestMaskForHidesPIIBelowTheQueueSetting(t *testing.T) {
 	if masked.Contact.DisplayName != "D. W." || masked.Contact.Email != "•••@example.com" || masked.Contact.Phone != "•••34" {
 		t.Errorf("masked contact %+v", masked.Contact)
 	}
-	if masked.Transcript != nil || masked.StructuredEntities["product_sku"].Text() != "PRO-MONTHLY" {
-		t.Errorf("transcript must go, non-PII entities stay: %v %v", masked.Transcript, masked.StructuredEntities)
+	if len(masked.Transcript) != len(p.Transcript) || masked.StructuredEntities["product_sku"].Text() != "PRO-MONTHLY" {
+		t.Errorf("the transcript is masked, not withheld, and non-PII entities stay: %v %v", masked.Transcript, masked.StructuredEntities)
 	}
 	if p.Contact.DisplayName != "Dana Whitfield" || p.StructuredEntities["account_id"].Text() != "acct_9912" {
 		t.Error("masking changed the original package")
 	}
-	supervisor := p.MaskFor(VisibilityFor(auth.RoleSupervisor, "supervisor", []string{"account_id"}))
+	supervisor := p.MaskFor(VisibilityFor(auth.RoleSupervisor, PIIRule{MinRole: "supervisor", EntityKeys: []string{"account_id"}}))
 	if supervisor.Contact.Email != p.Contact.Email || len(supervisor.Transcript) != len(p.Transcript) {
 		t.Error("a supervisor sees PII in a queue whose setting is supervisor")
+	}
+}
+
+// Below the PII role the transcript stays, with the contact's name, email, phone and the PII
+// entities' values masked in every turn, whatever the bot vouched for its own text; a queue that
+// withholds it drops it.
+func TestMaskForMasksTheTranscriptTurnByTurn(t *testing.T) {
+	p := harborPackage(t)
+	p.PrivacyFlags = map[string]bool{FlagPIIRedacted: true}
+	p.Transcript = append(p.Transcript, Turn{Role: RoleUser,
+		Content: "I'm dana whitfield, account ACCT_9912, phone (415) 555-0134, mail Dana.Whitfield@example.com. Please refund."})
+	rule := PIIRule{MinRole: "supervisor", EntityKeys: []string{"account_id"}}
+	masked := p.MaskFor(VisibilityFor(auth.RoleAgent, rule))
+	got := masked.Transcript[len(masked.Transcript)-1].Content
+	if want := "I'm D. W., account •••, phone •••34, mail •••@example.com. Please refund."; got != want {
+		t.Errorf("masked turn\n got %q\nwant %q", got, want)
+	}
+	if p.Transcript[len(p.Transcript)-1].Content == got {
+		t.Error("masking changed the original transcript")
+	}
+	rule.WithholdTranscript = true
+	if w := p.MaskFor(VisibilityFor(auth.RoleAgent, rule)); w.Transcript != nil {
+		t.Errorf("a queue that withholds the transcript still sends %d turns", len(w.Transcript))
+	}
+	if s := p.MaskFor(VisibilityFor(auth.RoleSupervisor, rule)); len(s.Transcript) != len(p.Transcript) {
+		t.Error("withholding reaches roles at or above the PII role")
+	}
+}
+
+// Unmasked lists what a receiver is shown unmasked, for the record of PII reads.
+func TestUnmaskedListsTheFieldsShown(t *testing.T) {
+	p := harborPackage(t)
+	rule := PIIRule{MinRole: "supervisor", EntityKeys: []string{"account_id", "absent_key"}}
+	if got := VisibilityFor(auth.RoleAgent, rule).Unmasked(p); got != nil {
+		t.Errorf("an agent is shown nothing unmasked, got %v", got)
+	}
+	got := VisibilityFor(auth.RoleAdmin, rule).Unmasked(p)
+	if want := []string{"name", "email", "phone", "transcript", "entity:account_id"}; !slices.Equal(got, want) {
+		t.Errorf("Unmasked = %v, want %v", got, want)
+	}
+	card := Package{Contact: Contact{DisplayName: p.Contact.DisplayName}}
+	if got := VisibilityFor(auth.RoleAdmin, rule).Unmasked(card); !slices.Equal(got, []string{"name"}) {
+		t.Errorf("a card showing the name: %v", got)
 	}
 }
 
@@ -46,7 +89,7 @@ func harborPackage(t testing.TB) Package {
 // them, in the forms people and bots write them, and nowhere else.
 func TestMaskForMasksTheContactInFreeText(t *testing.T) {
 	p := harborPackage(t) // Dana Whitfield, dana.whitfield@example.com, +1-415-555-0134
-	agent := VisibilityFor(auth.RoleAgent, "supervisor", nil)
+	agent := VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: nil})
 	for _, c := range []struct{ text, want string }{
 		{"Hi Dana, I can see two charges.", "Hi D., I can see two charges."},
 		{"Ms. Whitfield called twice.", "Ms. W. called twice."},
@@ -72,7 +115,7 @@ func TestMaskForLeavesNumbersThatAreNoName(t *testing.T) {
 	p := harborPackage(t)
 	p.Contact = Contact{ID: "cust_1", DisplayName: "Kim 42"}
 	p.DraftReply = "Kim paid $42.00 on the 42nd."
-	if got := p.MaskFor(VisibilityFor(auth.RoleAgent, "supervisor", nil)).DraftReply; got != "K. paid $42.00 on the 42nd." {
+	if got := p.MaskFor(VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: nil})).DraftReply; got != "K. paid $42.00 on the 42nd." {
 		t.Errorf("masked as %q", got)
 	}
 }
@@ -82,7 +125,7 @@ func TestMaskForFindsNamesInScriptsWithoutSpaces(t *testing.T) {
 	p := harborPackage(t)
 	p.Contact = Contact{ID: "cust_1", DisplayName: "王小明"}
 	p.DraftReply = "王小明的账户被重复扣款。"
-	if got := p.MaskFor(VisibilityFor(auth.RoleAgent, "supervisor", nil)).DraftReply; got != "王.的账户被重复扣款。" {
+	if got := p.MaskFor(VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: nil})).DraftReply; got != "王.的账户被重复扣款。" {
 		t.Errorf("masked as %q", got)
 	}
 }
@@ -102,7 +145,7 @@ func TestMaskForCoversEveryFreeTextField(t *testing.T) {
 	p.StructuredEntities["billing_name"] = StringEntity(mention)
 	p.StructuredEntities["aliases"] = EntityValue{kind: EntityList, list: []string{"Dana", "D Whitfield"}}
 	p.StructuredEntities["callback"] = NumberEntity("14155550134")
-	agent := VisibilityFor(auth.RoleAgent, "supervisor", nil)
+	agent := VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: nil})
 
 	got := p.MaskFor(agent)
 	texts := map[string]string{
@@ -122,7 +165,7 @@ func TestMaskForCoversEveryFreeTextField(t *testing.T) {
 	if p.DraftReply != mention || p.OpenQuestions[0] != mention || p.AttemptedActions[0].Result != mention || p.Citations[0] != "mailto:dana.whitfield@example.com" {
 		t.Error("masking changed the original package")
 	}
-	if sup := p.MaskFor(VisibilityFor(auth.RoleSupervisor, "supervisor", nil)); sup.DraftReply != mention {
+	if sup := p.MaskFor(VisibilityFor(auth.RoleSupervisor, PIIRule{MinRole: "supervisor", EntityKeys: nil})); sup.DraftReply != mention {
 		t.Errorf("a receiver who may see PII got %q", sup.DraftReply)
 	}
 
@@ -143,10 +186,10 @@ func TestMaskNoteForIgnoresTheBotsFlag(t *testing.T) {
 	p := harborPackage(t)
 	p.PrivacyFlags = map[string]bool{FlagPIIRedacted: true}
 	note := "Spoke to Dana on 415 555 0134"
-	if got := p.MaskNoteFor(VisibilityFor(auth.RoleAgent, "supervisor", nil), note); got != "Spoke to D. on •••34" {
+	if got := p.MaskNoteFor(VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: nil}), note); got != "Spoke to D. on •••34" {
 		t.Errorf("note masked as %q", got)
 	}
-	if got := p.MaskNoteFor(VisibilityFor(auth.RoleSupervisor, "supervisor", nil), note); got != note {
+	if got := p.MaskNoteFor(VisibilityFor(auth.RoleSupervisor, PIIRule{MinRole: "supervisor", EntityKeys: nil}), note); got != note {
 		t.Errorf("a receiver who may see PII got %q", got)
 	}
 }

@@ -20,7 +20,7 @@ type Redaction struct{ m mentions }
 //
 // It finds mentions as MaskFor does (see mentionsOf), and the entities' values the same way,
 // whole and in any case, but it ignores FlagPIIRedacted: redacted data is meant to leave the
-// company, where a bot's word is not enough. What MaskFor drops for v (the transcript) is dropped
+// company, where a bot's word is not enough. A transcript the queue withholds from v is dropped
 // here too: a placeholder stands in for a value, not for a conversation v may not read.
 func (p Package) RedactFor(v Visibility) (Package, Redaction) {
 	r := Redaction{m: placeholdersOf(p, v.PIIEntityKeys)}
@@ -34,7 +34,7 @@ func (p Package) RedactFor(v Visibility) (Package, Redaction) {
 		}
 		p.StructuredEntities = entities
 	}
-	if !v.PII {
+	if v.WithholdTranscript {
 		p.Transcript = nil
 	} else if len(p.Transcript) > 0 {
 		turns := make([]Turn, len(p.Transcript))

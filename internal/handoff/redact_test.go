@@ -15,7 +15,7 @@ func TestRedactForReplacesTheCustomerWithPlaceholders(t *testing.T) {
 	p.PrivacyFlags = map[string]bool{FlagPIIRedacted: true}
 	p.Transcript = append(p.Transcript, Turn{Role: RoleUser, Content: "It's Dana WHITFIELD, account acct_9912, call 415 555 0134 or mail dana.whitfield@example.com"})
 	keys := []string{"account_id", "charge_ids"}
-	red, r := p.RedactFor(VisibilityFor(auth.RoleAdmin, "supervisor", keys))
+	red, r := p.RedactFor(VisibilityFor(auth.RoleAdmin, PIIRule{MinRole: "supervisor", EntityKeys: keys}))
 	if red.Contact.DisplayName != "<NAME_1> <NAME_2>" || red.Contact.Email != "<EMAIL_1>" || red.Contact.Phone != "<PHONE_1>" {
 		t.Errorf("contact %+v", red.Contact)
 	}
@@ -43,8 +43,12 @@ func TestRedactForReplacesTheCustomerWithPlaceholders(t *testing.T) {
 	if p.Contact.DisplayName != "Dana Whitfield" {
 		t.Error("redaction changed the original package")
 	}
-	agent, _ := p.RedactFor(VisibilityFor(auth.RoleAgent, "supervisor", keys))
-	if agent.Transcript != nil {
-		t.Error("a role that may not read the transcript gets it redacted rather than dropped")
+	agent, _ := p.RedactFor(VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: keys}))
+	if got := agent.Transcript[len(agent.Transcript)-1].Content; got != red.Transcript[len(red.Transcript)-1].Content {
+		t.Errorf("below the PII role the transcript is redacted as for any role: %q", got)
+	}
+	withheld, _ := p.RedactFor(VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor", EntityKeys: keys, WithholdTranscript: true}))
+	if withheld.Transcript != nil {
+		t.Error("a transcript the queue withholds is redacted rather than dropped")
 	}
 }

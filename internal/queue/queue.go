@@ -47,6 +47,8 @@ type Queue struct {
 	// goes on ringing agents before it waits like any other.
 	AcceptWindow time.Duration
 	WarmWait     time.Duration
+	// WithholdTranscript drops the transcript for roles below PIIMinRole instead of masking it.
+	WithholdTranscript bool
 }
 
 // Guards keep bots from flooding a contact with handoffs or bouncing one between agents.
@@ -147,14 +149,14 @@ const columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_
 	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
 	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers,
-	accept_window, warm_wait`
+	accept_window, warm_wait, withhold_transcript`
 
 func (q *Queue) scanTargets() []any {
 	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
 		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
 		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
 		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID, &q.AcceptsTopLevelTransfers,
-		&q.AcceptWindow, &q.WarmWait}
+		&q.AcceptWindow, &q.WarmWait, &q.WithholdTranscript}
 }
 
 func scanQueue(row pgx.Row) (Queue, error) {

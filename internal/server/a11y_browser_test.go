@@ -123,4 +123,8 @@ func TestBrowserAccessibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkA11y(t, sup, axe, "the side-by-side diff")
+	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/audit?package="+id), chromedp.WaitVisible(`[data-testid="pii-views"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, sup, axe, "/audit, one package's trail")
 }

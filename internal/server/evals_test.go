@@ -144,6 +144,12 @@ func TestEvalsPage(t *testing.T) {
 			t.Errorf("the side-by-side diff lacks %s", want)
 		}
 	}
+	// The draft greets the customer by name, shown to the supervisor unmasked: a read of their PII.
+	var reads int
+	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM pii_views v JOIN handoffs h ON h.id = ANY (v.handoff_ids)
+		WHERE h.handoff_id = $1 AND v.fields = '{reply}'`, worst[0][2]).Scan(&reads); err != nil || reads != 1 {
+		t.Errorf("the diff's read of the customer's name: %d records (%v), want 1", reads, err)
+	}
 	if status, body := fetchPage(t, sam, app.URL+"/evals/replies/999999"); status != http.StatusNotFound || !strings.Contains(body, "999999") {
 		t.Errorf("a missing record: %d, want 404 naming it", status)
 	}

@@ -291,6 +291,16 @@ func TestEvalsExportMasksAndRedacts(t *testing.T) {
 	if _, body := x.export(t, x.admin, "format=records"); !strings.Contains(body, "dana.whitfield@example.com") {
 		t.Error("the admin, who sees this queue's contacts, gets them masked")
 	}
+	// The admin's one unmasked export is one pii_views row naming its three packages; the
+	// supervisor's masked and everyone's redacted exports record none.
+	var reads, packages int
+	if err := x.app.DB.QueryRow(t.Context(), `SELECT count(*), coalesce(sum(cardinality(handoff_ids)), 0) FROM pii_views WHERE via = 'export'`).
+		Scan(&reads, &packages); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 || packages != 3 {
+		t.Errorf("%d export reads of %d packages recorded, want 1 of 3", reads, packages)
+	}
 	if body := grep("supervisor", x.sup, "format=records"); !strings.Contains(body, `"final":"Hi D., I reversed`) || !strings.Contains(body, "•••@example.com") {
 		t.Errorf("the supervisor's records are not masked as the desk masks them:\n%s", body)
 	}

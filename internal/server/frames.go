@@ -13,6 +13,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gorilla/websocket"
 
+	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/events"
@@ -28,10 +29,13 @@ type frame struct {
 	Type      string      `json:"type"`
 	Mark      events.Mark `json:"mark"`
 	Fragments []fragment  `json:"fragments,omitempty"`
-	// Urgent names urgent packages that just arrived, for the opt-in desktop notification.
+	// Urgent names urgent packages that just arrived, for the opt-in desktop notification, by
+	// their ids alone: the notification's text carries nothing that falls under the PII rule.
 	Urgent []string `json:"urgent,omitempty"`
 	// Ring says that a warm package rings for the socket's user: the page sounds the tone.
 	Ring bool `json:"ring,omitempty"`
+	// shown is what the frame shows unmasked, for the record of PII reads; never sent.
+	shown audit.Shown
 }
 
 // errorFrame tells the browser that what it shows could not be brought up to date. The message
@@ -76,21 +80,22 @@ func (w *watcher) watches(e events.Event) bool {
 // messageFor encodes what one socket shows of a batch. Sockets that would receive the same frame
 // (the same queues and role, no package page or roster, holding none of the batch's packages)
 // share one encoded message: a busy queue watched by thousands of agents is rendered and
-// encoded once per role, not once per socket.
-func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*websocket.PreparedMessage, error) {
+// encoded once per role, not once per socket. They share what it shows unmasked too, which the
+// role and the queues decide.
+func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (message, error) {
 	if b.Resync {
-		return memo(b.Shared, "reload", func() (*websocket.PreparedMessage, error) {
+		return memo(b.Shared, "reload", func() (message, error) {
 			return prepared(frame{Type: "reload", Mark: b.Mark})
 		})
 	}
 	items, err := s.batchItems(ctx, b)
 	if err != nil {
-		return nil, err
+		return message{}, err
 	}
-	encode := func() (*websocket.PreparedMessage, error) {
+	encode := func() (message, error) {
 		f, err := s.framesFor(ctx, w, b)
 		if err != nil {
-			return nil, err
+			return message{}, err
 		}
 		return prepared(f)
 	}
@@ -100,12 +105,19 @@ func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (*webs
 	return encode()
 }
 
-func prepared(f frame) (*websocket.PreparedMessage, error) {
+// message is an encoded frame and what it shows unmasked.
+type message struct {
+	*websocket.PreparedMessage
+	shown audit.Shown
+}
+
+func prepared(f frame) (message, error) {
 	data, err := json.Marshal(f)
 	if err != nil {
-		return nil, err
+		return message{}, err
 	}
-	return websocket.NewPreparedMessage(websocket.TextMessage, data)
+	msg, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
+	return message{msg, f.shown}, err
 }
 
 // memo computes a value once per batch for all the sockets asking with the same key. The error
@@ -227,6 +239,9 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 				return frame{}, err
 			}
 			f.Fragments = append(f.Fragments, frags...)
+			if slices.ContainsFunc(frags, func(fr fragment) bool { return fr.Op == "upsert" }) {
+				f.shown.Add(item.ID, cardUnmasked(item, visibility(w.user, item), cardEntities))
+			}
 			if e.Kind == events.Queued && item.Status == handoff.StatusQueued && item.Priority() == handoff.PriorityUrgent {
 				f.Urgent = append(f.Urgent, item.PublicID)
 			}
@@ -237,6 +252,8 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 				return frame{}, err
 			}
 			f.Fragments = append(f.Fragments, frags...)
+			// The header shows the card's fields.
+			f.shown.Add(item.ID, cardUnmasked(item, visibility(w.user, item), 0))
 		}
 	}
 	return f, nil
@@ -294,7 +311,7 @@ type cardKey struct {
 func (s *Server) packageFragments(ctx context.Context, user auth.User, item board.Item) ([]fragment, error) {
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
-	v, err := s.loadHandoff(ctx, user, item.PublicID)
+	v, _, err := s.loadHandoff(ctx, user, item.PublicID)
 	if err != nil {
 		return nil, err
 	}

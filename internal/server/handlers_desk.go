@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/actions"
+	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
@@ -75,55 +76,64 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	}
 	v := views.QueueView{Viewer: *viewer(c), Queue: q.Name, Flash: flash,
 		Live: views.LiveConfig{Queues: []string{q.Name}, Mark: string(s.hub.Mark())}}
+	var shown audit.Shown
 	for _, it := range waiting {
 		v.Cards = append(v.Cards, cardOf(it, visibility(user, it), cardEntities))
+		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
 	}
 	for _, it := range held {
 		v.Held = append(v.Held, cardOf(it, visibility(user, it), cardEntities))
+		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
 	}
 	if next != nil {
 		v.More = next.String()
 	}
+	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
+		return err
+	}
 	return s.render(c, status, views.QueuePage(v))
 }
 
-// loadHandoff reads a package and what the user may do with it.
-func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (views.HandoffView, error) {
+// loadHandoff reads a package and what the user may do with it, and what the view shows them
+// unmasked: a caller that shows the view records that first (audit.Record).
+func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (views.HandoffView, audit.Shown, error) {
 	item, member, err := s.visibleItem(ctx, user, id)
 	if err != nil {
-		return views.HandoffView{}, err
+		return views.HandoffView{}, audit.Shown{}, err
 	}
+	var shown audit.Shown
+	shown.Add(item.ID, visibility(user, item).Unmasked(item.Package))
 	notes, err := s.board.Notes(ctx, item.ID)
 	if err != nil {
-		return views.HandoffView{}, err
+		return views.HandoffView{}, audit.Shown{}, err
 	}
 	perms := actions.Allowed(user, member, item.State, time.Now())
 	var targets []string
 	if perms.Transfer {
 		q, err := s.queues.ByName(ctx, item.Queue)
 		if err != nil {
-			return views.HandoffView{}, err
+			return views.HandoffView{}, audit.Shown{}, err
 		}
 		if targets, err = s.queues.TransferTargets(ctx, q); err != nil {
-			return views.HandoffView{}, err
+			return views.HandoffView{}, audit.Shown{}, err
 		}
 	}
 	v := handoffView(item, user, perms, notes, targets, s.citations)
 	replies, err := evals.Replies(ctx, s.db, item.ID)
 	if err != nil {
-		return views.HandoffView{}, err
+		return views.HandoffView{}, audit.Shown{}, err
 	}
 	v.Replies = repliesOf(item, user, replies)
 	earlier, err := s.board.History(ctx, item.ID, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
 	if err != nil {
-		return views.HandoffView{}, err
+		return views.HandoffView{}, audit.Shown{}, err
 	}
 	v.Earlier = earlierOf(earlier)
 	if perms.Reply {
 		v.Editor = editorOf(item, user)
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
-	return v, nil
+	return v, shown, nil
 }
 
 func (s *Server) handleHandoff(c echo.Context) error {
@@ -131,8 +141,12 @@ func (s *Server) handleHandoff(c echo.Context) error {
 }
 
 func (s *Server) renderHandoff(c echo.Context, id, flash string, status int) error {
-	v, err := s.loadHandoff(c.Request().Context(), currentUser(c), id)
+	ctx, user := c.Request().Context(), currentUser(c)
+	v, shown, err := s.loadHandoff(ctx, user, id)
 	if err != nil {
+		return err
+	}
+	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
 		return err
 	}
 	v.Viewer, v.Flash = viewer(c), flash
@@ -145,8 +159,12 @@ func (s *Server) handleSidebar(c echo.Context) error {
 
 func (s *Server) renderSidebar(c echo.Context, id, flash string, status int) error {
 	s.allowFraming(c)
-	v, err := s.loadHandoff(c.Request().Context(), currentUser(c), id)
+	ctx, user := c.Request().Context(), currentUser(c)
+	v, shown, err := s.loadHandoff(ctx, user, id)
 	if err != nil {
+		return err
+	}
+	if err := audit.Record(ctx, s.db, user.ID, audit.ViaSidebar, shown); err != nil {
 		return err
 	}
 	v.Flash = flash

@@ -11,8 +11,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -89,6 +91,15 @@ func (s *Server) handleEvalDiff(c echo.Context) error {
 	v := views.EvalDiffView{Viewer: *viewer(c), HandoffID: r.HandoffID, SourceAgent: r.SourceAgent, Editor: r.Editor,
 		At: formatTime(&r.At), Chars: r.DistanceChars, Words: r.DistanceWords, Tags: r.Tags,
 		Masked: draft != r.Draft || final != r.Final}
+	// A reply that names the customer, shown unmasked, is a read of their personal data.
+	var shown audit.Shown
+	if masked := item.Package.NoteMaskFor(handoff.Visibility{PIIEntityKeys: item.PIIEntityKeys}); vis.PII &&
+		(masked(r.Draft) != r.Draft || masked(r.Final) != r.Final) {
+		shown.Add(item.ID, []string{"reply"})
+	}
+	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
+		return err
+	}
 	for _, seg := range evals.Compare(draft, final).Words {
 		switch seg.Op {
 		case evals.Equal:
@@ -115,7 +126,14 @@ func (s *Server) handleEvalsExport(c echo.Context) error {
 		return err
 	}
 	w := &startOnWrite{c: c}
-	n, err := evals.Export(c.Request().Context(), s.db, currentUser(c).Role, f, w)
+	user := currentUser(c)
+	var shown audit.Shown
+	n, err := evals.Export(c.Request().Context(), s.db, user.Role, f, w, shown.Add)
+	// One pii_views row for the export, written when it ends, also when it is cut short: what was
+	// sent was shown.
+	if recErr := audit.Record(context.WithoutCancel(c.Request().Context()), s.db, user.ID, audit.ViaExport, shown); recErr != nil {
+		s.logger.Error("record the evals export's PII reads", "err", recErr)
+	}
 	if err != nil && !w.started {
 		return err
 	}

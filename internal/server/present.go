@@ -23,7 +23,7 @@ const cardEntities = 3
 
 // visibility is what user may see of item: the queue's PII rule applied to the user's role.
 func visibility(user auth.User, item board.Item) handoff.Visibility {
-	return handoff.VisibilityFor(user.Role, item.PIIMinRole, item.PIIEntityKeys)
+	return handoff.VisibilityFor(user.Role, item.PIIRule())
 }
 
 // cardOf maps a package, masked for the receiver, to its card. Masking happens here, before any
@@ -45,6 +45,19 @@ func cardOf(item board.Item, v handoff.Visibility, entityLimit int) views.Card {
 		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
 		SortKey: item.SortKey(), Repeat: item.Repeat,
 	}
+}
+
+// cardUnmasked is what a card of item shows unmasked for vis: the contact's name and the PII
+// entities among the first entityLimit it lists (0: all).
+func cardUnmasked(item board.Item, vis handoff.Visibility, entityLimit int) []string {
+	shown := handoff.Package{Contact: handoff.Contact{DisplayName: item.Package.Contact.DisplayName}}
+	for _, e := range entities(item.Package, item.RequiredEntityKeys, entityLimit) {
+		if shown.StructuredEntities == nil {
+			shown.StructuredEntities = map[string]handoff.EntityValue{}
+		}
+		shown.StructuredEntities[e.Key] = item.Package.StructuredEntities[e.Key]
+	}
+	return vis.Unmasked(shown)
 }
 
 // earlierOf maps the contact's earlier packages to the view. History returned only those in queues
@@ -148,11 +161,15 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, not
 	v := views.HandoffView{
 		Card:      cardOf(item, vis, 0),
 		ContactID: p.Contact.ID, ContactEmail: p.Contact.Email, ContactPhone: p.Contact.Phone, PIIMasked: !vis.PII,
-		UserVerified: p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
+		TranscriptWithheld: vis.WithholdTranscript,
+		UserVerified:       p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
 		SourceAgent: p.SourceAgent, Locale: p.Locale, OpenQuestions: p.OpenQuestions,
 		RecommendedNextStep: p.RecommendedNextStep, DraftReply: p.DraftReply, HandoffChain: p.HandoffChain,
 		Outcome:  item.Outcome,
 		Controls: controls(perms, transferTargets),
+	}
+	if user.Role.AtLeast(auth.RoleSupervisor) {
+		v.History = "/audit?package=" + url.QueryEscape(item.PublicID)
 	}
 	if p.Refund != nil {
 		v.Refund = p.Refund.Amount + " " + p.Refund.Currency

@@ -41,7 +41,7 @@ func (s *Server) ringView(ctx context.Context, user auth.User) (*views.RingView,
 	if err != nil || o == nil {
 		return nil, err
 	}
-	p := o.Package.MaskFor(handoff.VisibilityFor(user.Role, o.PIIMinRole, o.PIIEntityKeys))
+	p := o.Package.MaskFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: o.PIIMinRole, EntityKeys: o.PIIEntityKeys}))
 	return &views.RingView{ID: o.PublicID, Queue: o.Queue, Problem: p.ProblemStatement,
 		UntilMillis: o.Until.UnixMilli()}, nil
 }

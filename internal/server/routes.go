@@ -47,6 +47,10 @@ func (s *Server) routes() {
 	e.GET("/evals/replies/:id", s.handleEvalDiff, supervisor)
 	e.GET("/evals/export.jsonl", s.handleEvalsExport, supervisor)
 
+	e.GET("/audit", s.handleAudit, supervisor)
+	e.GET("/audit/export.csv", s.handleAuditCSV, supervisor)
+	e.GET("/audit/export.jsonl", s.handleAuditJSONL, supervisor)
+
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
 	e.GET("/api/openapi.yaml", s.handleOpenAPI)
 	bot := e.Group("/api/v1", s.requireBot)

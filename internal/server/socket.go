@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/live"
@@ -105,7 +106,11 @@ func (s *Server) handleSocket(c echo.Context) error {
 	if err := s.writeFrame(conn, frame{Type: "hello", Mark: mark}); err != nil {
 		_ = conn.Close()
 	} else if since != "" {
-		if f, err := s.catchUpFrame(ctx, w, since, mark); err != nil {
+		f, err := s.catchUpFrame(ctx, w, since, mark)
+		if err == nil {
+			err = s.recordFrame(w.user.ID, f.shown)
+		}
+		if err != nil {
 			k.failed(err)
 		} else if err := s.writeFrame(conn, f); err != nil {
 			_ = conn.Close()
@@ -141,12 +146,15 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 	}
 	for _, b := range batches {
 		msg, err := k.s.messageFor(context.Background(), k.w, b)
+		if err == nil {
+			err = k.s.recordFrame(k.w.user.ID, msg.shown)
+		}
 		if err != nil {
 			k.failed(err)
 			return
 		}
 		_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
-		if err := k.conn.WritePreparedMessage(msg); err != nil {
+		if err := k.conn.WritePreparedMessage(msg.PreparedMessage); err != nil {
 			_ = k.conn.Close()
 			return
 		}
@@ -228,6 +236,19 @@ func (k *socket) close() {
 	_ = k.conn.Close()
 	k.s.metrics.SocketClosed()
 	k.s.sockets.Done()
+}
+
+// recordFrame records what a frame shows its user unmasked, before it is sent: one pii_views row
+// per frame that shows any, naming its packages. Agents below a queue's PII role, the many sockets,
+// write nothing; a supervisor watching a busy queue writes a row per batch their socket is sent,
+// which the hub's batching keeps to a few a second at most.
+func (s *Server) recordFrame(userID int64, shown audit.Shown) error {
+	if shown.Empty() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+	defer cancel()
+	return audit.Record(ctx, s.db, userID, audit.ViaFrame, shown)
 }
 
 func (s *Server) writeFrame(conn *websocket.Conn, f frame) error {

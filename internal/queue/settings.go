@@ -469,3 +469,12 @@ func AddMember(ctx context.Context, tx pgx.Tx, userID, queueID int64) (bool, err
 	}
 	return err == nil && tag.RowsAffected() == 1, err
 }
+
+// QueuesOf lists the ids of the queues the user works, inside a caller's transaction.
+func QueuesOf(ctx context.Context, db lister, userID int64) ([]int64, error) {
+	rows, err := db.Query(ctx, `SELECT queue_id FROM queue_members WHERE user_id = $1 ORDER BY queue_id`, userID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}

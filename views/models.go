@@ -11,6 +11,7 @@ type Viewer struct {
 	Email        string
 	Role         string
 	IsSupervisor bool
+	IsAdmin      bool
 }
 
 // LoginView is the login form, possibly redisplayed after a failure.

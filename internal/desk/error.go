@@ -92,10 +92,11 @@ func (f Fields) Err() error {
 	return &Error{Code: Invalid, Message: fmt.Sprintf("%d fields are invalid: %s", len(names), strings.Join(complaints, "; ")), Details: f}
 }
 
-// FieldsOf returns the bad fields of an Invalid error built by Fields.Err, or nil.
+// FieldsOf returns what an error says about a form's fields (Fields.Err's, or a Conflict's that
+// names the field it clashes on), or nil.
 func FieldsOf(err error) map[string]string {
 	var e *Error
-	if errors.As(err, &e) && e.Code == Invalid {
+	if errors.As(err, &e) {
 		return e.Details
 	}
 	return nil

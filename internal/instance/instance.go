@@ -77,6 +77,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 			access.Forget(people, e.Kind, e.UserID)
 		}
 	})
+	opts.Server.AllowPrivateWebhooks = opts.Webhook.AllowPrivate
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
 		intake.New(db, time.Now, changed), work, board.New(db), hub, presence, counts)
 	if err != nil {

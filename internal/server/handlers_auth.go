@@ -49,6 +49,9 @@ func (s *Server) handleLogin(c echo.Context) error {
 	}
 	s.setSessionCookie(c, sess)
 	s.logger.Info("login", "user_id", user.ID, "role", user.Role)
+	if user.MustChangePassword {
+		return c.Redirect(http.StatusSeeOther, "/password")
+	}
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }
 

@@ -42,6 +42,33 @@ func (s *Server) routes() {
 	e.GET("/evals/replies/:id", s.handleEvalDiff, supervisor)
 	e.GET("/evals/export.jsonl", s.handleEvalsExport, supervisor)
 
+	// A person whose password was reset chooses a new one here before anything else opens.
+	e.GET("/password", s.handlePasswordForm, agent)
+	e.POST("/password", s.handleChangePassword, agent)
+
+	// The admin console (#13): queues, users, bot keys and their webhook deliveries.
+	admin := private(s.requireRole(auth.RoleAdmin))
+	e.GET("/admin", s.handleAdmin, admin)
+	e.GET("/admin/queues", s.handleAdminQueues, admin)
+	e.POST("/admin/queues", s.handleAdminCreateQueue, admin)
+	e.GET("/admin/queues/:id", s.handleAdminQueue, admin)
+	e.POST("/admin/queues/:id", s.handleAdminSaveQueue, admin)
+	e.POST("/admin/queues/:id/disable", s.handleAdminDisableQueue, admin)
+	e.POST("/admin/queues/:id/enable", s.handleAdminEnableQueue, admin)
+	e.GET("/admin/users", s.handleAdminUsers, admin)
+	e.POST("/admin/users", s.handleAdminCreateUser, admin)
+	e.GET("/admin/users/:id", s.handleAdminUser, admin)
+	e.POST("/admin/users/:id", s.handleAdminSaveUser, admin)
+	e.POST("/admin/users/:id/disable", s.handleAdminDisableUser, admin)
+	e.POST("/admin/users/:id/enable", s.handleAdminEnableUser, admin)
+	e.POST("/admin/users/:id/reset-password", s.handleAdminResetPassword, admin)
+	e.GET("/admin/keys", s.handleAdminKeys, admin)
+	e.POST("/admin/keys", s.handleAdminCreateKey, admin)
+	e.GET("/admin/keys/:id", s.handleAdminKey, admin)
+	e.POST("/admin/keys/:id", s.handleAdminSaveKey, admin)
+	e.POST("/admin/keys/:id/revoke", s.handleAdminRevokeKey, admin)
+	e.POST("/admin/keys/:id/deliveries/:delivery/redeliver", s.handleAdminRedeliver, admin)
+
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
 	e.GET("/api/openapi.yaml", s.handleOpenAPI)
 	bot := e.Group("/api/v1", s.requireBot)

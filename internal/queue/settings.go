@@ -102,7 +102,10 @@ func Settings() []Setting {
 			}},
 		{Field: "pii_entity_keys", Label: "PII entity keys", Input: InputList, Help: "structured_entities keys masked for roles below the PII role, besides emails and phones.",
 			Get: func(q Queue) []string { return one(strings.Join(q.PIIEntityKeys, ", ")) },
-			Set: func(q *Queue, v []string) (err error) { q.PIIEntityKeys, err = parseList(v, entityKeyPattern, "entity key"); return }},
+			Set: func(q *Queue, v []string) (err error) {
+				q.PIIEntityKeys, err = parseList(v, entityKeyPattern, "entity key")
+				return
+			}},
 		{Field: "pii_min_role", Label: "PII role", Input: InputSelect, Options: []string{"agent", "supervisor", "admin"},
 			Help: "The least role that sees this queue's PII unmasked.",
 			Get:  func(q Queue) []string { return one(q.PIIMinRole) },
@@ -143,16 +146,28 @@ func Settings() []Setting {
 			Set: func(q *Queue, v []string) (err error) { q.MaxRejections, err = parseCount(v, "max rejections"); return }},
 		{Field: "guard_contact_hourly", Label: "Guard: per contact per hour", Input: InputNumber, Help: "The most handoffs one contact may get in an hour.",
 			Get: func(q Queue) []string { return one(strconv.Itoa(q.Guards.ContactHourly)) },
-			Set: func(q *Queue, v []string) (err error) { q.Guards.ContactHourly, err = parseCount(v, "hourly guard"); return }},
+			Set: func(q *Queue, v []string) (err error) {
+				q.Guards.ContactHourly, err = parseCount(v, "hourly guard")
+				return
+			}},
 		{Field: "guard_contact_daily", Label: "Guard: per contact per day", Input: InputNumber, Help: "The most handoffs one contact may get in a day.",
 			Get: func(q Queue) []string { return one(strconv.Itoa(q.Guards.ContactDaily)) },
-			Set: func(q *Queue, v []string) (err error) { q.Guards.ContactDaily, err = parseCount(v, "daily guard"); return }},
+			Set: func(q *Queue, v []string) (err error) {
+				q.Guards.ContactDaily, err = parseCount(v, "daily guard")
+				return
+			}},
 		{Field: "guard_pair_cooldown", Label: "Guard: pair cooldown", Input: InputDuration, Help: "The same bot → this queue handoff for a contact is refused this long (0s: never).",
 			Get: func(q Queue) []string { return one(FormatDuration(q.Guards.PairCooldown)) },
-			Set: func(q *Queue, v []string) (err error) { q.Guards.PairCooldown, err = parseDuration(v, "pair cooldown", 0); return }},
+			Set: func(q *Queue, v []string) (err error) {
+				q.Guards.PairCooldown, err = parseDuration(v, "pair cooldown", 0)
+				return
+			}},
 		{Field: "guard_chain_limit", Label: "Guard: chain limit", Input: InputNumber, Help: "A handoff_chain this long goes to the escalation queue.",
 			Get: func(q Queue) []string { return one(strconv.Itoa(q.Guards.ChainLimit)) },
-			Set: func(q *Queue, v []string) (err error) { q.Guards.ChainLimit, err = parseCount(v, "chain limit"); return }},
+			Set: func(q *Queue, v []string) (err error) {
+				q.Guards.ChainLimit, err = parseCount(v, "chain limit")
+				return
+			}},
 		{Field: "guard_one_open", Label: "Guard: one open per contact", Input: InputCheckbox, Help: "A contact has at most one open handoff.",
 			Get: func(q Queue) []string { return checked(q.Guards.OneOpen) },
 			Set: func(q *Queue, v []string) error { q.Guards.OneOpen = first(v) != ""; return nil }},

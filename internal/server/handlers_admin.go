@@ -494,7 +494,9 @@ func (s *Server) userAction(c echo.Context, act func(ctx context.Context, id, ac
 	return c.Redirect(http.StatusSeeOther, "/admin/users/"+strconv.FormatInt(id, 10))
 }
 
-func (s *Server) handleAdminDisableUser(c echo.Context) error { return s.userAction(c, s.access.Disable) }
+func (s *Server) handleAdminDisableUser(c echo.Context) error {
+	return s.userAction(c, s.access.Disable)
+}
 
 func (s *Server) handleAdminEnableUser(c echo.Context) error { return s.userAction(c, s.access.Enable) }
 

@@ -221,7 +221,7 @@ func (s *Service) lookupBot(ctx context.Context, key string, hash []byte, unauth
 	// The admin's list says when each key was last used; a cache miss, at most every botCacheTTL
 	// per instance and key, writes it at most once a minute.
 	if _, err := s.db.Exec(ctx, `UPDATE api_keys SET last_used_at = $2
-		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2 - interval '1 minute')`, k.ID, s.now()); err != nil {
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '1 minute')`, k.ID, s.now()); err != nil {
 		return APIKey{}, err
 	}
 	return k, nil

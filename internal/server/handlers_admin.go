@@ -299,7 +299,7 @@ func userForm(action string, isNew bool, values url.Values, all []queue.Queue) v
 		f.Submit = "Create user"
 		f.Fields = append(f.Fields,
 			views.FormField{Name: "email", Label: "Email", Input: "email", Value: values.Get("email"), Help: "Their login; one account per address, any case."},
-			views.FormField{Name: "password", Label: "First password", Input: "password", Help: "At least 8 characters; they choose their own at first login."})
+			views.FormField{Name: "password", Label: "First password", Input: "password", Help: "At least 8 characters; give it to them, and they can change it at /password."})
 	}
 	roles := []views.Option{}
 	for _, r := range auth.Roles {
@@ -332,10 +332,15 @@ func queueIDs(values url.Values) ([]int64, error) {
 	return ids, nil
 }
 
-// capacityOf reads the capacity field; what is not a number is left to the domain's check.
+// capacityOf reads the capacity field: empty is the default (0), and anything but a positive
+// number is left for the domain's check to refuse (-1).
 func capacityOf(v string) int {
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
 		return -1
 	}
 	return n

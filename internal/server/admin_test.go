@@ -1,0 +1,183 @@
+package server_test
+
+import (
+	"context"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/handoffdesk/desk/internal/access"
+	"github.com/handoffdesk/desk/internal/auth"
+)
+
+// adminRoute is one route of the console and the form it is sent, for the access table.
+type adminRoute struct {
+	method, path string
+}
+
+// adminRoutes lists every /admin route; ids are those of the fixture in TestAdminRoutesAreAdminsOnly.
+func adminRoutes(queueID, userID, keyID string) []adminRoute {
+	return []adminRoute{
+		{"GET", "/admin"}, {"GET", "/admin/queues"}, {"POST", "/admin/queues"},
+		{"GET", "/admin/queues/" + queueID}, {"POST", "/admin/queues/" + queueID},
+		{"POST", "/admin/queues/" + queueID + "/disable"}, {"POST", "/admin/queues/" + queueID + "/enable"},
+		{"GET", "/admin/users"}, {"POST", "/admin/users"}, {"GET", "/admin/users/" + userID}, {"POST", "/admin/users/" + userID},
+		{"POST", "/admin/users/" + userID + "/disable"}, {"POST", "/admin/users/" + userID + "/enable"},
+		{"POST", "/admin/users/" + userID + "/reset-password"},
+		{"GET", "/admin/keys"}, {"POST", "/admin/keys"}, {"GET", "/admin/keys/" + keyID}, {"POST", "/admin/keys/" + keyID},
+		{"POST", "/admin/keys/" + keyID + "/revoke"}, {"POST", "/admin/keys/" + keyID + "/deliveries/1/redeliver"},
+	}
+}
+
+// Every /admin route refuses agents and supervisors (403) and sends a browser without a session to
+// log in; nothing they send changes anything.
+func TestAdminRoutesAreAdminsOnly(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	dana := app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "sam@example.com", auth.RoleSupervisor)
+	app.botKey(t, "tier1", "billing_t2")
+	var queueID, keyID string
+	if err := app.DB.QueryRow(context.Background(), `SELECT (SELECT id FROM queues WHERE name = 'billing_t2')::text, (SELECT id FROM api_keys)::text`).
+		Scan(&queueID, &keyID); err != nil {
+		t.Fatal(err)
+	}
+	routes := adminRoutes(queueID, itoa(dana.ID), keyID)
+	for _, who := range []string{"dana@example.com", "sam@example.com", ""} {
+		c := app.client(t)
+		if who != "" {
+			app.login(t, c, who)
+		}
+		for _, r := range routes {
+			req, err := http.NewRequest(r.method, app.URL+r.path, strings.NewReader(url.Values{"name": {"x"}, "role": {"admin"}}.Encode()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := http.StatusForbidden
+			switch {
+			case who == "" && r.method == "GET":
+				want = http.StatusSeeOther
+			case who == "":
+				want = http.StatusUnauthorized
+			}
+			if resp.StatusCode != want {
+				t.Errorf("%s %s as %q: %d, want %d", r.method, r.path, who, resp.StatusCode, want)
+			}
+		}
+	}
+	var changes int
+	if err := app.DB.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE kind <> 'signed_out'`).Scan(&changes); err != nil || changes != 0 {
+		t.Errorf("the refused requests logged %d changes (%v), want none", changes, err)
+	}
+}
+
+// A key revoked on one instance is refused on another that had it cached: by the time a later
+// change of access reaches that instance (its socket closes), the revocation has too.
+func TestRevokedKeyIsRefusedOnEveryInstance(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "ada@example.com", auth.RoleAdmin)
+	dana := app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	key := app.botKey(t, "tier1", "billing_t2")
+	other := twoInstances(t, app)
+	expect(t, "the key on the other instance", other.api(t, http.MethodGet, "/api/v1/handoffs?contact_id=cust_1", key, nil), http.StatusOK)
+
+	watcher := app.client(t)
+	app.login(t, watcher, "dana@example.com")
+	conn, _ := other.dialed(t, watcher, "queues=billing_t2")
+
+	admin := app.client(t)
+	app.login(t, admin, "ada@example.com")
+	var keyID string
+	if err := app.DB.QueryRow(context.Background(), `SELECT id::text FROM api_keys WHERE name = 'tier1'`).Scan(&keyID); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := admin.PostForm(app.URL+"/admin/keys/"+keyID+"/revoke", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d, want 303", resp.StatusCode)
+	}
+	expect(t, "the revoked key on the instance that revoked it", app.api(t, http.MethodGet, "/api/v1/handoffs?contact_id=cust_1", key, nil), http.StatusUnauthorized)
+
+	if err := access.New(app.DB, app.Auth).Disable(context.Background(), dana.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, conn, closeAccessChanged, "the later change's socket")
+	expect(t, "the revoked key on the other instance", other.api(t, http.MethodGet, "/api/v1/handoffs?contact_id=cust_1", key, nil), http.StatusUnauthorized)
+}
+
+func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+func readAll(resp *http.Response) (string, error) {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+var shownPassword = regexp.MustCompile(`data-testid="secret-password">([^<]+)<`)
+
+// A reset shows a temporary password once; it logs in only to the page that replaces it.
+func TestResetPasswordLeadsToChangePassword(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "ada@example.com", auth.RoleAdmin)
+	dana := app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	admin := app.client(t)
+	app.login(t, admin, "ada@example.com")
+	resp, err := admin.PostForm(app.URL+"/admin/users/"+itoa(dana.ID)+"/reset-password", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := readAll(resp)
+	m := shownPassword.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("reset: %d, cache %q, password shown: %v", resp.StatusCode, resp.Header.Get("Cache-Control"), m != nil)
+	}
+	temporary := html.UnescapeString(m[1])
+
+	c := app.client(t)
+	resp, err = c.PostForm(app.URL+"/login", url.Values{"email": {"dana@example.com"}, "password": {temporary}, "next": {"/queues/billing_t2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/password" {
+		t.Fatalf("login with the temporary password: %d to %q, want 303 to /password", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, _ := get(t, c, app.URL+"/queues/billing_t2"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/password" {
+		t.Errorf("a queue page before the change: %d to %q, want 303 to /password", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, err = c.PostForm(app.URL+"/password", url.Values{"current": {temporary}, "password": {"short"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = readAll(resp)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(page, `data-testid="error-password"`) {
+		t.Errorf("a short new password: %d, want 422 with the field's complaint", resp.StatusCode)
+	}
+	resp, err = c.PostForm(app.URL+"/password", url.Values{"current": {temporary}, "password": {"a much longer one"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the change: %d, want 303", resp.StatusCode)
+	}
+	if resp, _ := get(t, c, app.URL+"/queues/billing_t2"); resp.StatusCode != http.StatusOK {
+		t.Errorf("the queue page after the change: %d, want 200", resp.StatusCode)
+	}
+}

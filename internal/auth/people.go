@@ -47,6 +47,17 @@ func (s *Service) PersonByID(ctx context.Context, id int64) (Person, error) {
 	return p, err
 }
 
+// PersonByEmail reads one user, enabled or not, by email in any case.
+func (s *Service) PersonByEmail(ctx context.Context, email string) (Person, error) {
+	var p Person
+	err := s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at FROM users WHERE lower(email) = lower($1)`, strings.TrimSpace(email)).
+		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Person{}, desk.Errorf(desk.NotFound, "no user has email %s", email)
+	}
+	return p, err
+}
+
 // lockUser reads the user's row for an update inside tx.
 func lockUser(ctx context.Context, tx pgx.Tx, userID int64) (Person, error) {
 	var p Person

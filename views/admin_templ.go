@@ -1017,7 +1017,7 @@ func AdminUsersPage(v AdminUsersView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, " <h1 class=\"text-base font-semibold text-slate-900\">Users</h1><table class=\"mt-2 w-full rounded border border-slate-200 bg-white\" data-testid=\"user-list\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-500\"><tr><th class=\"px-3 py-2\">User</th><th class=\"px-3 py-2\">Role</th><th class=\"px-3 py-2\">Queues</th><th class=\"px-3 py-2 text-right\">Capacity</th><th class=\"px-3 py-2\">Status</th><th class=\"px-3 py-2\">Last login</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, " <h1 class=\"text-base font-semibold text-slate-900\">Users</h1><table class=\"mt-2 w-full rounded border border-slate-200 bg-white\" data-testid=\"user-list\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-700\"><tr><th class=\"px-3 py-2\">User</th><th class=\"px-3 py-2\">Role</th><th class=\"px-3 py-2\">Queues</th><th class=\"px-3 py-2 text-right\">Capacity</th><th class=\"px-3 py-2\">Status</th><th class=\"px-3 py-2\">Last login</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1486,7 +1486,7 @@ func AdminKeysPage(v AdminKeysView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 119, " <h1 class=\"text-base font-semibold text-slate-900\">Bot API keys</h1><table class=\"mt-2 w-full rounded border border-slate-200 bg-white\" data-testid=\"key-list\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-500\"><tr><th class=\"px-3 py-2\">Key</th><th class=\"px-3 py-2\">Queues</th><th class=\"px-3 py-2\">Webhook URL</th><th class=\"px-3 py-2\">Created</th><th class=\"px-3 py-2\">Last used</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 119, " <h1 class=\"text-base font-semibold text-slate-900\">Bot API keys</h1><table class=\"mt-2 w-full rounded border border-slate-200 bg-white\" data-testid=\"key-list\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-700\"><tr><th class=\"px-3 py-2\">Key</th><th class=\"px-3 py-2\">Queues</th><th class=\"px-3 py-2\">Webhook URL</th><th class=\"px-3 py-2\">Created</th><th class=\"px-3 py-2\">Last used</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1764,7 +1764,7 @@ func Deliveries(v AdminKeyView) templ.Component {
 			templ_7745c5c3_Var93 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 139, "<h2 class=\"mt-6 text-base font-semibold text-slate-900\">Webhook deliveries</h2><table class=\"mt-2 w-full rounded border border-slate-200 bg-white text-xs\" data-testid=\"deliveries\"><thead class=\"bg-slate-100 text-left uppercase tracking-wide text-slate-500\"><tr><th class=\"px-2 py-2\">Event</th><th class=\"px-2 py-2\">Package</th><th class=\"px-2 py-2\">Status</th><th class=\"px-2 py-2 text-right\">Attempts</th><th class=\"px-2 py-2\">Last HTTP status / error</th><th class=\"px-2 py-2\">Next attempt</th><th class=\"px-2 py-2\">Created</th><th class=\"px-2 py-2\"></th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 139, "<h2 class=\"mt-6 text-base font-semibold text-slate-900\">Webhook deliveries</h2><table class=\"mt-2 w-full rounded border border-slate-200 bg-white text-xs\" data-testid=\"deliveries\"><thead class=\"bg-slate-100 text-left uppercase tracking-wide text-slate-700\"><tr><th class=\"px-2 py-2\">Event</th><th class=\"px-2 py-2\">Package</th><th class=\"px-2 py-2\">Status</th><th class=\"px-2 py-2 text-right\">Attempts</th><th class=\"px-2 py-2\">Last HTTP status / error</th><th class=\"px-2 py-2\">Next attempt</th><th class=\"px-2 py-2\">Created</th><th class=\"px-2 py-2\"></th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

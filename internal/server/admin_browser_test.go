@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -282,4 +283,36 @@ func TestBrowserAdminValidationPerField(t *testing.T) {
 			t.Errorf("field %s shows no complaint", field)
 		}
 	}
+}
+
+// axe-core finds no serious or critical violation on the console's pages, a refused form among
+// them.
+func TestBrowserAdminAccessibility(t *testing.T) {
+	t.Parallel()
+	source, err := os.ReadFile(axePath)
+	if err != nil {
+		t.Fatalf("axe-core is missing: run `npm install` (make generate does): %v", err)
+	}
+	app := setup(t)
+	app.user(t, "ada@example.com", auth.RoleAdmin)
+	dana := app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.botKey(t, "tier1", "billing_t2")
+	var queueID, keyID string
+	if err := app.DB.QueryRow(context.Background(), `SELECT (SELECT id FROM queues)::text, (SELECT id FROM api_keys)::text`).Scan(&queueID, &keyID); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	adminLogin(t, ctx, app.URL, "ada@example.com")
+	for _, page := range []string{"/admin/queues", "/admin/queues/" + queueID, "/admin/users", "/admin/users/" + itoa(dana.ID),
+		"/admin/keys", "/admin/keys/" + keyID, "/password"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+page), chromedp.WaitVisible(`form`)); err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		checkA11y(t, ctx, string(source), page)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/admin/queues"), chromedp.SetValue(`#f-ttl`, "soon"),
+		chromedp.Submit(`[data-testid="queue-form"]`), chromedp.WaitVisible(`[data-testid="error-ttl"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, ctx, string(source), "a refused queue form")
 }

@@ -69,7 +69,7 @@ type AdminUserRow struct {
 	Queues    string
 	Capacity  int
 	Status    string // active, disabled, must change password
-	LastLogin string
+	LastSeen  string // online now, or their last login
 }
 
 // AdminUsersView is /admin/users.

@@ -1017,7 +1017,7 @@ func AdminUsersPage(v AdminUsersView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, " <h1 class=\"text-base font-semibold text-slate-900\">Users</h1><table class=\"mt-2 w-full rounded border border-slate-200 bg-white\" data-testid=\"user-list\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-700\"><tr><th class=\"px-3 py-2\">User</th><th class=\"px-3 py-2\">Role</th><th class=\"px-3 py-2\">Queues</th><th class=\"px-3 py-2 text-right\">Capacity</th><th class=\"px-3 py-2\">Status</th><th class=\"px-3 py-2\">Last login</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, " <h1 class=\"text-base font-semibold text-slate-900\">Users</h1><table class=\"mt-2 w-full rounded border border-slate-200 bg-white\" data-testid=\"user-list\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-700\"><tr><th class=\"px-3 py-2\">User</th><th class=\"px-3 py-2\">Role</th><th class=\"px-3 py-2\">Queues</th><th class=\"px-3 py-2 text-right\">Capacity</th><th class=\"px-3 py-2\">Status</th><th class=\"px-3 py-2\">Last seen</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1126,14 +1126,14 @@ func AdminUsersPage(v AdminUsersView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 95, "</td><td class=\"px-3 py-1.5 text-xs text-slate-500\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 95, "</td><td class=\"px-3 py-1.5 text-xs text-slate-500\" data-testid=\"last-seen\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var62 string
-				templ_7745c5c3_Var62, templ_7745c5c3_Err = templ.JoinStringErrs(u.LastLogin)
+				templ_7745c5c3_Var62, templ_7745c5c3_Err = templ.JoinStringErrs(u.LastSeen)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 133, Col: 66}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 133, Col: 89}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var62))
 				if templ_7745c5c3_Err != nil {

@@ -260,3 +260,57 @@ func TestResetPasswordMustBeChanged(t *testing.T) {
 }
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// A dead delivery, or one that failed and waits to retry, is sent again from its first attempt;
+// a delivered one, or another key's, is not.
+func TestRedeliverDeadOrFailedDeliveries(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t)
+	ctx := context.Background()
+	q := f.newQueue(t, url.Values{"name": {"a"}})
+	mine, err := f.people.CreateAPIKey(ctx, auth.NewAPIKey{Name: "mine", QueueIDs: []int64{q.ID}, WebhookURL: "https://bot.example.com/hooks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := f.people.CreateAPIKey(ctx, auth.NewAPIKey{Name: "theirs", QueueIDs: []int64{q.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int64{}
+	for _, r := range []struct{ name, state, lastError string }{
+		{"dead", "dead", "connection refused"}, {"failed", "pending", "timeout"}, {"delivered", "delivered", ""},
+	} {
+		var id int64
+		if err := f.db.QueryRow(ctx, `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state, attempts, last_error, next_attempt_at)
+			VALUES ($1, $2, 'ho_1', 'queued', '{}', $3, 12, NULLIF($4, ''), now() + interval '1 hour') RETURNING id`,
+			"ev_"+r.name, mine.ID, r.state, r.lastError).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		rows[r.name] = id
+	}
+	if err := f.s.Redeliver(ctx, theirs.ID, rows["dead"], f.admin.ID); desk.ErrorCode(err) != desk.NotFound {
+		t.Errorf("another key's delivery: %v, want NotFound", err)
+	}
+	if err := f.s.Redeliver(ctx, mine.ID, rows["delivered"], f.admin.ID); desk.ErrorCode(err) != desk.Conflict {
+		t.Errorf("a delivered delivery: %v, want Conflict", err)
+	}
+	for _, name := range []string{"dead", "failed"} {
+		if err := f.s.Redeliver(ctx, mine.ID, rows[name], f.admin.ID); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var state string
+		var attempts int
+		var due bool
+		if err := f.db.QueryRow(ctx, `SELECT state, attempts, next_attempt_at <= now() FROM webhook_outbox WHERE id = $1`, rows[name]).
+			Scan(&state, &attempts, &due); err != nil {
+			t.Fatal(err)
+		}
+		if state != "pending" || attempts != 0 || !due {
+			t.Errorf("%s after Redeliver: %s, %d attempts, due %v; want pending, 0, due now", name, state, attempts, due)
+		}
+	}
+	var logged int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM events WHERE kind = 'webhook_redelivered' AND actor_user = $1`, f.admin.ID).Scan(&logged); err != nil || logged != 2 {
+		t.Errorf("%d redeliveries logged (%v), want 2", logged, err)
+	}
+}

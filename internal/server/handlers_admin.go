@@ -360,6 +360,10 @@ func (s *Server) usersPage(c echo.Context, status int, form *views.AdminForm) er
 	if err != nil {
 		return err
 	}
+	seen, err := s.queues.SeenNow(ctx)
+	if err != nil {
+		return err
+	}
 	names := map[int64]string{}
 	for _, q := range all {
 		names[q.ID] = q.Name
@@ -376,15 +380,18 @@ func (s *Server) usersPage(c echo.Context, status int, form *views.AdminForm) er
 	}
 	for _, p := range people {
 		row := views.AdminUserRow{ID: strconv.FormatInt(p.ID, 10), Email: p.Email, Name: p.DisplayName, Role: string(p.Role),
-			Queues: strings.Join(works[p.ID], ", "), Capacity: p.Capacity, Status: "active", LastLogin: "never"}
+			Queues: strings.Join(works[p.ID], ", "), Capacity: p.Capacity, Status: "active", LastSeen: "never"}
 		switch {
 		case p.Disabled:
 			row.Status = "disabled"
 		case p.MustChangePassword:
 			row.Status = "must change password"
 		}
-		if p.LastLogin != nil {
-			row.LastLogin = p.LastLogin.UTC().Format("2006-01-02 15:04 UTC")
+		switch at, online := seen[p.ID]; {
+		case online:
+			row.LastSeen = "online now (" + at.UTC().Format("15:04:05 UTC") + ")"
+		case p.LastLogin != nil:
+			row.LastSeen = "logged in " + p.LastLogin.UTC().Format("2006-01-02 15:04 UTC")
 		}
 		v.Users = append(v.Users, row)
 	}

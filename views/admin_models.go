@@ -62,14 +62,14 @@ type AdminQueueView struct {
 
 // AdminUserRow is one person in the list.
 type AdminUserRow struct {
-	ID        string
-	Email     string
-	Name      string
-	Role      string
-	Queues    string
-	Capacity  int
-	Status    string // active, disabled, must change password
-	LastSeen  string // online now, or their last login
+	ID       string
+	Email    string
+	Name     string
+	Role     string
+	Queues   string
+	Capacity int
+	Status   string // active, disabled, must change password
+	LastSeen string // online now, or their last login
 }
 
 // AdminUsersView is /admin/users.

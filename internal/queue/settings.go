@@ -43,6 +43,9 @@ type Setting struct {
 	Get func(Queue) []string
 	// Set reads the form's values into q, or says what is wrong with them.
 	Set func(q *Queue, values []string) error
+	// Column is the setting's column in queues, and Value what Save writes there.
+	Column string
+	Value  func(Queue) any
 }
 
 // Reference settings hold another queue's id: parent, escalation, overflow.
@@ -61,7 +64,8 @@ var (
 func Settings() []Setting {
 	return []Setting{
 		{Field: "name", Label: "Name", Input: InputText, Help: "What bots send to (queue_name) and agents see: a-z, 0-9, _ and -.",
-			Get: func(q Queue) []string { return one(q.Name) },
+			Get:    func(q Queue) []string { return one(q.Name) },
+			Column: "name", Value: func(q Queue) any { return q.Name },
 			Set: func(q *Queue, v []string) error {
 				q.Name = strings.TrimSpace(first(v))
 				if !namePattern.MatchString(q.Name) {
@@ -70,51 +74,61 @@ func Settings() []Setting {
 				return nil
 			}},
 		{Field: FieldParent, Label: "Parent", Input: InputQueue, Help: "The queue above this one: transfers go to children, the parent and siblings.",
-			Get: func(q Queue) []string { return ref(q.ParentID) },
+			Get:    func(q Queue) []string { return ref(q.ParentID) },
+			Column: "parent_id", Value: func(q Queue) any { return q.ParentID },
 			Set: func(q *Queue, v []string) (err error) { q.ParentID, err = parseRef(v); return }},
 		{Field: "skills", Label: "Skills", Input: InputList, Help: "Capabilities this queue handles; SW4RM requests are routed by them.",
-			Get: func(q Queue) []string { return one(strings.Join(q.Skills, ", ")) },
+			Get:    func(q Queue) []string { return one(strings.Join(q.Skills, ", ")) },
+			Column: "skills", Value: func(q Queue) any { return q.Skills },
 			Set: func(q *Queue, v []string) (err error) { q.Skills, err = parseList(v, skillPattern, "skill"); return }},
 		{Field: "default_priority", Label: "Default priority", Input: InputSelect, Options: []string{"low", "normal", "high", "urgent"},
-			Help: "The priority of a package that names none.",
-			Get:  func(q Queue) []string { return one(q.DefaultPriority) },
+			Help:   "The priority of a package that names none.",
+			Get:    func(q Queue) []string { return one(q.DefaultPriority) },
+			Column: "default_priority", Value: func(q Queue) any { return q.DefaultPriority },
 			Set: func(q *Queue, v []string) (err error) {
 				q.DefaultPriority, err = parseChoice(v, "default priority", "low", "normal", "high", "urgent")
 				return
 			}},
 		{Field: "sla", Label: "SLA", Input: InputDuration, Help: "How long a package may wait before the queue is past its SLA (overflow, red clocks).",
-			Get: func(q Queue) []string { return one(FormatDuration(q.SLA)) },
+			Get:    func(q Queue) []string { return one(FormatDuration(q.SLA)) },
+			Column: "sla", Value: func(q Queue) any { return q.SLA },
 			Set: func(q *Queue, v []string) (err error) { q.SLA, err = parseDuration(v, "SLA", time.Second); return }},
 		{Field: "ttl", Label: "TTL", Input: InputDuration, Help: "A package nobody claims in this time expires and the bot is told.",
-			Get: func(q Queue) []string { return one(FormatDuration(q.TTL)) },
+			Get:    func(q Queue) []string { return one(FormatDuration(q.TTL)) },
+			Column: "ttl", Value: func(q Queue) any { return q.TTL },
 			Set: func(q *Queue, v []string) (err error) { q.TTL, err = parseDuration(v, "TTL", time.Minute); return }},
 		{Field: "reservation_timeout", Label: "Reservation timeout", Input: InputDuration, Help: "How long Next holds a package for an agent before it goes back to the queue.",
-			Get: func(q Queue) []string { return one(FormatDuration(q.ReservationTimeout)) },
+			Get:    func(q Queue) []string { return one(FormatDuration(q.ReservationTimeout)) },
+			Column: "reservation_timeout", Value: func(q Queue) any { return q.ReservationTimeout },
 			Set: func(q *Queue, v []string) (err error) {
 				q.ReservationTimeout, err = parseDuration(v, "reservation timeout", time.Second)
 				return
 			}},
 		{Field: "required_entity_keys", Label: "Required entity keys", Input: InputList, Help: "structured_entities keys every package to this queue must carry.",
-			Get: func(q Queue) []string { return one(strings.Join(q.RequiredEntityKeys, ", ")) },
+			Get:    func(q Queue) []string { return one(strings.Join(q.RequiredEntityKeys, ", ")) },
+			Column: "required_entity_keys", Value: func(q Queue) any { return q.RequiredEntityKeys },
 			Set: func(q *Queue, v []string) (err error) {
 				q.RequiredEntityKeys, err = parseList(v, entityKeyPattern, "entity key")
 				return
 			}},
 		{Field: "pii_entity_keys", Label: "PII entity keys", Input: InputList, Help: "structured_entities keys masked for roles below the PII role, besides emails and phones.",
-			Get: func(q Queue) []string { return one(strings.Join(q.PIIEntityKeys, ", ")) },
+			Get:    func(q Queue) []string { return one(strings.Join(q.PIIEntityKeys, ", ")) },
+			Column: "pii_entity_keys", Value: func(q Queue) any { return q.PIIEntityKeys },
 			Set: func(q *Queue, v []string) (err error) {
 				q.PIIEntityKeys, err = parseList(v, entityKeyPattern, "entity key")
 				return
 			}},
 		{Field: "pii_min_role", Label: "PII role", Input: InputSelect, Options: []string{"agent", "supervisor", "admin"},
-			Help: "The least role that sees this queue's PII unmasked.",
-			Get:  func(q Queue) []string { return one(q.PIIMinRole) },
+			Help:   "The least role that sees this queue's PII unmasked.",
+			Get:    func(q Queue) []string { return one(q.PIIMinRole) },
+			Column: "pii_min_role", Value: func(q Queue) any { return q.PIIMinRole },
 			Set: func(q *Queue, v []string) (err error) {
 				q.PIIMinRole, err = parseChoice(v, "PII role", "agent", "supervisor", "admin")
 				return
 			}},
 		{Field: "refund_threshold", Label: "Refund threshold", Input: InputText, Help: "Refunds above this amount stand out on the package (a decimal like 50.00).",
-			Get: func(q Queue) []string { return one(q.RefundThreshold) },
+			Get:    func(q Queue) []string { return one(q.RefundThreshold) },
+			Column: "refund_threshold", Value: func(q Queue) any { return q.RefundThreshold },
 			Set: func(q *Queue, v []string) error {
 				q.RefundThreshold = strings.TrimSpace(first(v))
 				if !amountPattern.MatchString(q.RefundThreshold) {
@@ -123,8 +137,9 @@ func Settings() []Setting {
 				return nil
 			}},
 		{Field: "transfer_policy", Label: "Transfer policy", Input: InputChoices, Options: []string{"children", "parent", "peers"},
-			Help: "Where agents may transfer packages from this queue.",
-			Get:  func(q Queue) []string { return q.TransferPolicy },
+			Help:   "Where agents may transfer packages from this queue.",
+			Get:    func(q Queue) []string { return q.TransferPolicy },
+			Column: "transfer_policy", Value: func(q Queue) any { return q.TransferPolicy },
 			Set: func(q *Queue, v []string) error {
 				q.TransferPolicy = []string{}
 				for _, p := range v {
@@ -138,51 +153,61 @@ func Settings() []Setting {
 				return nil
 			}},
 		{Field: "accepts_top_level_transfers", Label: "Accepts top-level transfers", Input: InputCheckbox,
-			Help: "A top-level queue that other top-level queues may transfer into.",
-			Get:  func(q Queue) []string { return checked(q.AcceptsTopLevelTransfers) },
-			Set:  func(q *Queue, v []string) error { q.AcceptsTopLevelTransfers = first(v) != ""; return nil }},
+			Help:   "A top-level queue that other top-level queues may transfer into.",
+			Get:    func(q Queue) []string { return checked(q.AcceptsTopLevelTransfers) },
+			Column: "accepts_top_level_transfers", Value: func(q Queue) any { return q.AcceptsTopLevelTransfers },
+			Set: func(q *Queue, v []string) error { q.AcceptsTopLevelTransfers = first(v) != ""; return nil }},
 		{Field: "max_rejections", Label: "Max rejections", Input: InputNumber, Help: "After this many agents reject a package it goes back to the bot.",
-			Get: func(q Queue) []string { return one(strconv.Itoa(q.MaxRejections)) },
+			Get:    func(q Queue) []string { return one(strconv.Itoa(q.MaxRejections)) },
+			Column: "max_rejections", Value: func(q Queue) any { return q.MaxRejections },
 			Set: func(q *Queue, v []string) (err error) { q.MaxRejections, err = parseCount(v, "max rejections"); return }},
 		{Field: "guard_contact_hourly", Label: "Guard: per contact per hour", Input: InputNumber, Help: "The most handoffs one contact may get in an hour.",
-			Get: func(q Queue) []string { return one(strconv.Itoa(q.Guards.ContactHourly)) },
+			Get:    func(q Queue) []string { return one(strconv.Itoa(q.Guards.ContactHourly)) },
+			Column: "guard_contact_hourly", Value: func(q Queue) any { return q.Guards.ContactHourly },
 			Set: func(q *Queue, v []string) (err error) {
 				q.Guards.ContactHourly, err = parseCount(v, "hourly guard")
 				return
 			}},
 		{Field: "guard_contact_daily", Label: "Guard: per contact per day", Input: InputNumber, Help: "The most handoffs one contact may get in a day.",
-			Get: func(q Queue) []string { return one(strconv.Itoa(q.Guards.ContactDaily)) },
+			Get:    func(q Queue) []string { return one(strconv.Itoa(q.Guards.ContactDaily)) },
+			Column: "guard_contact_daily", Value: func(q Queue) any { return q.Guards.ContactDaily },
 			Set: func(q *Queue, v []string) (err error) {
 				q.Guards.ContactDaily, err = parseCount(v, "daily guard")
 				return
 			}},
 		{Field: "guard_pair_cooldown", Label: "Guard: pair cooldown", Input: InputDuration, Help: "The same bot → this queue handoff for a contact is refused this long (0s: never).",
-			Get: func(q Queue) []string { return one(FormatDuration(q.Guards.PairCooldown)) },
+			Get:    func(q Queue) []string { return one(FormatDuration(q.Guards.PairCooldown)) },
+			Column: "guard_pair_cooldown", Value: func(q Queue) any { return q.Guards.PairCooldown },
 			Set: func(q *Queue, v []string) (err error) {
 				q.Guards.PairCooldown, err = parseDuration(v, "pair cooldown", 0)
 				return
 			}},
 		{Field: "guard_chain_limit", Label: "Guard: chain limit", Input: InputNumber, Help: "A handoff_chain this long goes to the escalation queue.",
-			Get: func(q Queue) []string { return one(strconv.Itoa(q.Guards.ChainLimit)) },
+			Get:    func(q Queue) []string { return one(strconv.Itoa(q.Guards.ChainLimit)) },
+			Column: "guard_chain_limit", Value: func(q Queue) any { return q.Guards.ChainLimit },
 			Set: func(q *Queue, v []string) (err error) {
 				q.Guards.ChainLimit, err = parseCount(v, "chain limit")
 				return
 			}},
 		{Field: "guard_one_open", Label: "Guard: one open per contact", Input: InputCheckbox, Help: "A contact has at most one open handoff.",
-			Get: func(q Queue) []string { return checked(q.Guards.OneOpen) },
+			Get:    func(q Queue) []string { return checked(q.Guards.OneOpen) },
+			Column: "guard_one_open", Value: func(q Queue) any { return q.Guards.OneOpen },
 			Set: func(q *Queue, v []string) error { q.Guards.OneOpen = first(v) != ""; return nil }},
 		{Field: FieldEscalation, Label: "Escalation queue", Input: InputQueue, Help: "Where packages past the chain limit go.",
-			Get: func(q Queue) []string { return ref(q.EscalationQueueID) },
+			Get:    func(q Queue) []string { return ref(q.EscalationQueueID) },
+			Column: "escalation_queue_id", Value: func(q Queue) any { return q.EscalationQueueID },
 			Set: func(q *Queue, v []string) (err error) { q.EscalationQueueID, err = parseRef(v); return }},
 		{Field: "overflow_policy", Label: "Overflow policy", Input: InputSelect, Options: []string{"accept", "route", "defer"},
-			Help: "When nobody is online or the queue is past its SLA: accept anyway, route to the overflow queue, or defer to the bot.",
-			Get:  func(q Queue) []string { return one(q.OverflowPolicy) },
+			Help:   "When nobody is online or the queue is past its SLA: accept anyway, route to the overflow queue, or defer to the bot.",
+			Get:    func(q Queue) []string { return one(q.OverflowPolicy) },
+			Column: "overflow_policy", Value: func(q Queue) any { return q.OverflowPolicy },
 			Set: func(q *Queue, v []string) (err error) {
 				q.OverflowPolicy, err = parseChoice(v, "overflow policy", "accept", "route", "defer")
 				return
 			}},
 		{Field: FieldOverflow, Label: "Overflow queue", Input: InputQueue, Help: "Where the route policy sends packages.",
-			Get: func(q Queue) []string { return ref(q.OverflowQueueID) },
+			Get:    func(q Queue) []string { return ref(q.OverflowQueueID) },
+			Column: "overflow_queue_id", Value: func(q Queue) any { return q.OverflowQueueID },
 			Set: func(q *Queue, v []string) (err error) { q.OverflowQueueID, err = parseRef(v); return }},
 	}
 }
@@ -289,27 +314,19 @@ func Save(ctx context.Context, tx pgx.Tx, id int64, values map[string][]string) 
 	if err != nil {
 		return Queue{}, Queue{}, err
 	}
-	args := []any{q.Name, q.ParentID, q.TTL, q.ReservationTimeout, q.RefundThreshold, q.DefaultPriority, q.SLA,
-		q.Skills, q.RequiredEntityKeys, q.PIIEntityKeys, q.PIIMinRole, q.TransferPolicy, q.MaxRejections,
-		q.Guards.ContactHourly, q.Guards.ContactDaily, q.Guards.PairCooldown, q.Guards.ChainLimit, q.Guards.OneOpen,
-		q.EscalationQueueID, q.OverflowPolicy, q.OverflowQueueID, q.AcceptsTopLevelTransfers}
+	settings := Settings()
+	cols, params, sets := make([]string, len(settings)), make([]string, len(settings)), make([]string, len(settings))
+	args := make([]any, len(settings), len(settings)+1)
+	for i, st := range settings {
+		cols[i], params[i], args[i] = st.Column, "$"+strconv.Itoa(i+1), st.Value(q)
+		sets[i] = st.Column + " = " + params[i]
+	}
 	var row pgx.Row
 	if id == 0 {
-		row = tx.QueryRow(ctx, `
-			INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold, default_priority, sla,
-				skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy, max_rejections,
-				guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit, guard_one_open,
-				escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers)
-			VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
-			RETURNING `+columns, args...)
+		row = tx.QueryRow(ctx, `INSERT INTO queues (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(params, ", ")+`) RETURNING `+columns, args...)
 	} else {
-		row = tx.QueryRow(ctx, `
-			UPDATE queues SET name = $1, parent_id = $2, ttl = $3, reservation_timeout = $4, refund_threshold = $5::numeric,
-				default_priority = $6, sla = $7, skills = $8, required_entity_keys = $9, pii_entity_keys = $10,
-				pii_min_role = $11, transfer_policy = $12, max_rejections = $13, guard_contact_hourly = $14,
-				guard_contact_daily = $15, guard_pair_cooldown = $16, guard_chain_limit = $17, guard_one_open = $18,
-				escalation_queue_id = $19, overflow_policy = $20, overflow_queue_id = $21, accepts_top_level_transfers = $22
-			WHERE id = $23 RETURNING `+columns, append(args, id)...)
+		row = tx.QueryRow(ctx, `UPDATE queues SET `+strings.Join(sets, ", ")+` WHERE id = $`+strconv.Itoa(len(settings)+1)+` RETURNING `+columns,
+			append(args, id)...)
 	}
 	after, err = scanQueue(row)
 	var pgErr *pgconn.PgError

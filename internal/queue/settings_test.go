@@ -2,6 +2,7 @@ package queue
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +49,25 @@ func TestReadNamesEveryBadField(t *testing.T) {
 	}
 	if len(bad) != 7 {
 		t.Errorf("%d complaints, want 7: %v", len(bad), bad)
+	}
+}
+
+// Each setting names its own column, one that scanQueue reads back: Save writes exactly the
+// settings, and a setting whose column is not read would be saved and never seen again.
+func TestEachSettingHasItsColumn(t *testing.T) {
+	t.Parallel()
+	read := map[string]bool{}
+	for _, c := range strings.Split(columns, ",") {
+		read[strings.TrimSuffix(strings.TrimSpace(c), "::text")] = true
+	}
+	seen := map[string]bool{}
+	for _, s := range Settings() {
+		if s.Column == "" || s.Value == nil || s.Get == nil || s.Set == nil || s.Help == "" || s.Label == "" {
+			t.Errorf("setting %s lacks a column, a value, a getter, a setter, a label or a help line", s.Field)
+		}
+		if seen[s.Column] || !read[s.Column] {
+			t.Errorf("setting %s: column %q is taken twice or not among the columns scanQueue reads", s.Field, s.Column)
+		}
+		seen[s.Column] = true
 	}
 }

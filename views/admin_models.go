@@ -54,7 +54,10 @@ type AdminQueueView struct {
 	Name    string
 	Enabled bool
 	Form    AdminForm
-	Members []string
+	Members []Option // user id → email
+	// AddMember adds a person to the queue; each member has a button that takes them off it.
+	AddMember    AdminForm
+	RemoveAction string // the members' remove actions start with this, then the user id
 	// Disable is the form that turns the queue off, offering where to move its open packages.
 	Disable AdminForm
 	Enable  string // the action that turns it back on, when it is off

@@ -101,6 +101,18 @@ func (s *Service) EditUser(ctx context.Context, userID int64, e UserEdit, actor 
 	})
 }
 
+// AddMember makes a user work a queue; adding a membership they have changes nothing.
+func (s *Service) AddMember(ctx context.Context, userID, queueID, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		added, err := queue.AddMember(ctx, tx, userID, queueID)
+		if err != nil || !added {
+			return nil, err
+		}
+		return &events.Change{Kind: events.UserChanged, UserID: userID, QueueID: queueID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"queues_added": []int64{queueID}}}, nil
+	})
+}
+
 // Enable turns a disabled user's login back on.
 func (s *Service) Enable(ctx context.Context, userID, actor int64) error {
 	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {

@@ -497,7 +497,7 @@ func AddMember(ctx context.Context, tx pgx.Tx, userID, queueID int64) (bool, err
 	tag, err := tx.Exec(ctx, `INSERT INTO queue_members (queue_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, queueID, userID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
-		return false, desk.Errorf(desk.Invalid, "no queue has id %d", queueID)
+		return false, desk.Errorf(desk.Invalid, "no queue has id %d, or no user %d", queueID, userID)
 	}
 	return err == nil && tag.RowsAffected() == 1, err
 }

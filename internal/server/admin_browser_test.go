@@ -84,7 +84,8 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 		t.Fatalf("create the key: %v", err)
 	}
 	key := text(t, admin, `[data-testid="secret-key"]`)
-	if secret := text(t, admin, `[data-testid="secret-signing-secret"]`); !strings.HasPrefix(key, "hdk_") || !strings.HasPrefix(secret, "whsec_") {
+	secret := text(t, admin, `[data-testid="secret-signing-secret"]`)
+	if !strings.HasPrefix(key, "hdk_") || !strings.HasPrefix(secret, "whsec_") {
 		t.Fatalf("the key page shows key %q and secret %q", key, secret)
 	}
 
@@ -134,6 +135,9 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 		chromedp.WaitVisible(`[data-testid="key-revoked"]`),
 	); err != nil {
 		t.Fatalf("revoke the key: %v", err)
+	}
+	if page := text(t, admin, "body"); strings.Contains(page, key) || strings.Contains(page, secret) {
+		t.Error("the key's page shows its key or signing secret again")
 	}
 	expect(t, "a request with the revoked key", app.api(t, http.MethodGet, "/api/v1/handoffs/"+id, key, nil), http.StatusUnauthorized)
 

@@ -26,6 +26,7 @@ func adminRoutes(queueID, userID, keyID string) []adminRoute {
 		{"GET", "/admin"}, {"GET", "/admin/queues"}, {"POST", "/admin/queues"},
 		{"GET", "/admin/queues/" + queueID}, {"POST", "/admin/queues/" + queueID},
 		{"POST", "/admin/queues/" + queueID + "/disable"}, {"POST", "/admin/queues/" + queueID + "/enable"},
+		{"POST", "/admin/queues/" + queueID + "/members"}, {"POST", "/admin/queues/" + queueID + "/members/" + userID + "/remove"},
 		{"GET", "/admin/users"}, {"POST", "/admin/users"}, {"GET", "/admin/users/" + userID}, {"POST", "/admin/users/" + userID},
 		{"POST", "/admin/users/" + userID + "/disable"}, {"POST", "/admin/users/" + userID + "/enable"},
 		{"POST", "/admin/users/" + userID + "/reset-password"},
@@ -179,5 +180,49 @@ func TestResetPasswordLeadsToChangePassword(t *testing.T) {
 	}
 	if resp, _ := get(t, c, app.URL+"/queues/billing_t2"); resp.StatusCode != http.StatusOK {
 		t.Errorf("the queue page after the change: %d, want 200", resp.StatusCode)
+	}
+}
+
+// A queue's page adds and removes members, each change logged as the person's; a form without a
+// person says so on its field.
+func TestQueueMembersAddAndRemove(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "ada@example.com", auth.RoleAdmin)
+	dana := app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	var queueID string
+	if err := app.DB.QueryRow(context.Background(), `SELECT id::text FROM queues WHERE name = 'billing_t2'`).Scan(&queueID); err != nil {
+		t.Fatal(err)
+	}
+	admin := app.client(t)
+	app.login(t, admin, "ada@example.com")
+	post := func(path string, form url.Values) (int, string) {
+		resp, err := admin.PostForm(app.URL+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := readAll(resp)
+		return resp.StatusCode, body
+	}
+	if status, body := post("/admin/queues/"+queueID+"/members", url.Values{"user": {""}}); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(body, `data-testid="form-error"`) {
+		t.Errorf("adding nobody: %d, want 422 with the refusal on the form", status)
+	}
+	if status, _ := post("/admin/queues/"+queueID+"/members/"+itoa(dana.ID)+"/remove", nil); status != http.StatusSeeOther {
+		t.Fatalf("remove: %d, want 303", status)
+	}
+	if status, _ := post("/admin/queues/"+queueID+"/members", url.Values{"user": {itoa(dana.ID)}}); status != http.StatusSeeOther {
+		t.Fatalf("add: %d, want 303", status)
+	}
+	resp, page := get(t, admin, app.URL+"/admin/queues/"+queueID)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `data-testid="member" data-email="dana@example.com"`) {
+		t.Errorf("the queue page after adding dana: %d, want her among the members", resp.StatusCode)
+	}
+	var kinds []string
+	if err := app.DB.QueryRow(context.Background(), `SELECT array_agg(kind ORDER BY seq) FROM events WHERE subject_user = $1`, dana.ID).Scan(&kinds); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(kinds, " ") != "member_removed user_changed" {
+		t.Errorf("dana's log: %v, want member_removed then user_changed", kinds)
 	}
 }

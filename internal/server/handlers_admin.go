@@ -182,7 +182,7 @@ func (s *Server) handleAdminCreateQueue(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/admin/queues/"+strconv.FormatInt(q.ID, 10))
 }
 
-func (s *Server) queuePage(c echo.Context, status int, id int64, values url.Values, formErr, disableErr error) error {
+func (s *Server) queuePage(c echo.Context, status int, id int64, values url.Values, formErr, otherErr error) error {
 	ctx := c.Request().Context()
 	all, err := s.queues.All(ctx)
 	if err != nil {
@@ -211,9 +211,6 @@ func (s *Server) queuePage(c echo.Context, status int, id int64, values url.Valu
 		}
 	}
 	v.Disable = views.AdminForm{Action: path + "/disable", Submit: "Disable " + q.Name, TestID: "disable-queue", Fields: []views.FormField{moveTo}}
-	if disableErr != nil {
-		v.Disable = withErrors(v.Disable, disableErr)
-	}
 	people, err := s.auth.People(ctx)
 	if err != nil {
 		return err
@@ -222,12 +219,24 @@ func (s *Server) queuePage(c echo.Context, status int, id int64, values url.Valu
 	if err != nil {
 		return err
 	}
-	for _, m := range members {
-		if m.QueueID != id {
-			continue
+	add := views.FormField{Name: "user", Label: "Add a member", Input: "select", Help: "An enabled person who is not a member yet."}
+	for _, p := range people {
+		works := slices.ContainsFunc(members, func(m queue.Member) bool { return m.QueueID == id && m.UserID == p.ID })
+		switch {
+		case works:
+			v.Members = append(v.Members, views.Option{Value: strconv.FormatInt(p.ID, 10), Label: p.Email})
+		case !p.Disabled:
+			add.Options = append(add.Options, views.Option{Value: strconv.FormatInt(p.ID, 10), Label: p.Email})
 		}
-		if p := slices.IndexFunc(people, func(p auth.Person) bool { return p.ID == m.UserID }); p >= 0 {
-			v.Members = append(v.Members, people[p].Email)
+	}
+	v.AddMember = views.AdminForm{Action: path + "/members", Submit: "Add", TestID: "add-member", Fields: []views.FormField{add}}
+	v.RemoveAction = path + "/members/"
+	if otherErr != nil {
+		// A refusal is shown on the form it came from.
+		if strings.HasSuffix(c.Path(), "/disable") {
+			v.Disable = withErrors(v.Disable, otherErr)
+		} else {
+			v.AddMember = withErrors(v.AddMember, otherErr)
 		}
 	}
 	return s.render(c, status, views.AdminQueuePage(v))
@@ -280,6 +289,45 @@ func (s *Server) handleAdminDisableQueue(c echo.Context) error {
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/queues/"+strconv.FormatInt(id, 10))
 }
+
+// memberAction adds (remove false) or removes the form's or path's user to or from the queue.
+func (s *Server) memberAction(c echo.Context, remove bool) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx, actor := c.Request().Context(), currentUser(c).ID
+	if remove {
+		userID, err := idParam(c, "user")
+		if err != nil {
+			return err
+		}
+		q, err := queue.ByID(ctx, s.db, id)
+		if err == nil {
+			err = s.access.RemoveMember(ctx, userID, q, actor)
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		userID, perr := strconv.ParseInt(c.FormValue("user"), 10, 64)
+		err = desk.Errorf(desk.Invalid, "pick a person to add")
+		if perr == nil {
+			err = s.access.AddMember(ctx, userID, id, actor)
+		}
+		if status, ok := refused(err); ok {
+			return s.queuePage(c, status, id, nil, nil, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/queues/"+strconv.FormatInt(id, 10))
+}
+
+func (s *Server) handleAdminAddMember(c echo.Context) error { return s.memberAction(c, false) }
+
+func (s *Server) handleAdminRemoveMember(c echo.Context) error { return s.memberAction(c, true) }
 
 func (s *Server) handleAdminEnableQueue(c echo.Context) error {
 	id, err := idParam(c, "id")

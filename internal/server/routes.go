@@ -55,6 +55,8 @@ func (s *Server) routes() {
 	e.POST("/admin/queues/:id", s.handleAdminSaveQueue, admin)
 	e.POST("/admin/queues/:id/disable", s.handleAdminDisableQueue, admin)
 	e.POST("/admin/queues/:id/enable", s.handleAdminEnableQueue, admin)
+	e.POST("/admin/queues/:id/members", s.handleAdminAddMember, admin)
+	e.POST("/admin/queues/:id/members/:user/remove", s.handleAdminRemoveMember, admin)
 	e.GET("/admin/users", s.handleAdminUsers, admin)
 	e.POST("/admin/users", s.handleAdminCreateUser, admin)
 	e.GET("/admin/users/:id", s.handleAdminUser, admin)

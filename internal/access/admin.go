@@ -187,7 +187,7 @@ func (s *Service) DisableQueue(ctx context.Context, id, moveTo, actor int64) err
 		var moved []events.Change
 		if open > 0 {
 			if moveTo == 0 {
-				return nil, &desk.Error{Code: desk.Conflict, Details: map[string]string{"move_to": "pick a queue to move them to"},
+				return nil, &desk.Error{Code: desk.Conflict, Details: map[string]string{"move_to": fmt.Sprintf("%d open package(s) must move first: pick a queue", open)},
 					Message: fmt.Sprintf("%s still holds %d open package(s): pick a queue to move them to", was.Name, open)}
 			}
 			to, err := queue.ByID(ctx, tx, moveTo)

@@ -226,3 +226,41 @@ func TestQueueMembersAddAndRemove(t *testing.T) {
 		t.Errorf("dana's log: %v, want member_removed then user_changed", kinds)
 	}
 }
+
+// Disabling a queue that holds an open package is refused beside the field that offers where to
+// move it; with a queue picked, the package moves and the queue is off.
+func TestDisableQueueOffersWhereToMove(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "ada@example.com", auth.RoleAdmin)
+	key := app.botKey(t, "tier1", "billing_t2", "tech_t2")
+	pkg := harbor(t, nil)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	var from, to string
+	if err := app.DB.QueryRow(context.Background(), `SELECT (SELECT id FROM queues WHERE name = 'billing_t2')::text, (SELECT id FROM queues WHERE name = 'tech_t2')::text`).
+		Scan(&from, &to); err != nil {
+		t.Fatal(err)
+	}
+	admin := app.client(t)
+	app.login(t, admin, "ada@example.com")
+	resp, err := admin.PostForm(app.URL+"/admin/queues/"+from+"/disable", url.Values{"move_to": {""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := readAll(resp)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, `data-testid="error-move_to"`) || !strings.Contains(page, "1 open package") {
+		t.Errorf("disabling a queue with an open package: %d, want 409 with the complaint beside move_to\n%s", resp.StatusCode, page)
+	}
+	resp, err = admin.PostForm(app.URL+"/admin/queues/"+from+"/disable", url.Values{"move_to": {to}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("disable with a target: %d, want 303", resp.StatusCode)
+	}
+	got := app.api(t, http.MethodGet, "/api/v1/handoffs/"+pkg["handoff_id"].(string), key, nil)
+	if got.Body["queue"] != "tech_t2" {
+		t.Errorf("the bot reads the package in %v, want tech_t2", got.Body["queue"])
+	}
+}

@@ -2,7 +2,10 @@ package views
 
 import (
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/a-h/templ"
 )
 
 // FormatAge renders a wait the way agents read a timer: "45s", "12m", "3h 05m", "2d 4h".
@@ -17,4 +20,20 @@ func FormatAge(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
 	}
+}
+
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// inputType is the HTML type of a form field's input.
+func inputType(input string) string {
+	switch input {
+	case "email", "password", "number":
+		return input
+	}
+	return "text"
+}
+
+// indent places a queue under its parent in the tree.
+func indent(depth int) templ.SafeCSS {
+	return templ.SafeCSS(fmt.Sprintf("padding-left: %.1frem;", 0.75+1.25*float64(depth)))
 }

@@ -13,7 +13,8 @@ type Viewer struct {
 	IsSupervisor bool
 	// Ring is the warm package ringing for the viewer, shown at the top of every page; nil when
 	// none rings.
-	Ring *RingView
+	Ring    *RingView
+	IsAdmin bool
 }
 
 // RingView is a warm package ringing for the viewer: accept it within the window, or decline.

@@ -43,6 +43,31 @@ func userDisable(ctx context.Context, args []string, getenv func(string) string,
 	})
 }
 
+func userEnable(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
+	var email string
+	err := parseFlags("user enable", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "login email")
+	})
+	if err != nil {
+		return err
+	}
+	if err := required("user enable", map[string]string{"email": email}); err != nil {
+		return err
+	}
+	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
+		people := auth.NewService(db)
+		p, err := people.PersonByEmail(ctx, email)
+		if err != nil {
+			return fmt.Errorf("user enable: %w", err)
+		}
+		if err := access.New(db, people).Enable(ctx, p.ID, 0); err != nil {
+			return fmt.Errorf("user enable: %w", err)
+		}
+		_, err = fmt.Fprintf(stdout, "user %s enabled: they can log in again\n", p.Email)
+		return err
+	})
+}
+
 func userRole(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
 	var email, role string
 	err := parseFlags("user role", args, stdout, func(fs *flag.FlagSet) {

@@ -23,7 +23,8 @@ commands:
   serve        run the desk (the default)
   migrate      apply database migrations and exit
   user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N] [--sso-only]
-  user disable --email E         turn a login off: its sessions end and its open pages close
+  user disable --email E         turn a login off: its sessions end, its open pages close, its packages go back
+  user enable  --email E         turn a login back on
   user role    --email E --role agent|supervisor|admin
   queue add    --name N [--parent P] [--ttl 24h] [--reservation-timeout 2m] [--refund-threshold 50.00]
   queue remove-member --name N --email E
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return userAdd(ctx, args, getenv, stdout, logger)
 	case "user disable":
 		return userDisable(ctx, args, getenv, stdout, logger)
+	case "user enable":
+		return userEnable(ctx, args, getenv, stdout, logger)
 	case "user role":
 		return userRole(ctx, args, getenv, stdout, logger)
 	case "queue add":
@@ -96,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // subcommands are the commands that take a second word.
 var subcommands = map[string][]string{
-	"user":   {"add", "disable", "role", "sso-only"},
+	"user":   {"add", "disable", "enable", "role", "sso-only"},
 	"queue":  {"add", "remove-member"},
 	"apikey": {"add", "rotate"},
 	"evals":  {"export"},

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -44,29 +45,46 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 	})
 }
 
-// Disable turns a user's login off and ends their sessions. Disabling a disabled user changes
-// nothing.
+// Disable turns a user's login off and ends their sessions; the packages they held go back to
+// their queues. Disabling a disabled user changes nothing; the last admin is not disabled.
 func (s *Service) Disable(ctx context.Context, userID, actor int64) error {
-	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+	return s.changes(ctx, func(tx pgx.Tx) ([]events.Change, error) {
+		if err := auth.KeepAnAdmin(ctx, tx, userID); err != nil {
+			return nil, err
+		}
 		changed, err := auth.Disable(ctx, tx, userID)
 		if err != nil || !changed {
 			return nil, err
 		}
-		return &events.Change{Kind: events.UserDisabled, UserID: userID, ActorUser: nonZero(actor)}, nil
+		returned, err := actions.ReturnHeld(ctx, tx, userID, nonZero(actor), s.now())
+		if err != nil {
+			return nil, err
+		}
+		return append([]events.Change{{Kind: events.UserDisabled, UserID: userID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"returned_packages": len(returned)}}}, returned...), nil
 	})
 }
 
 // SetRole gives a user a role. A promotion also closes their sockets: what they show was
-// rendered without what the new role sees.
+// rendered without what the new role sees. The last admin keeps the role.
 func (s *Service) SetRole(ctx context.Context, userID int64, role auth.Role, actor int64) error {
 	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
-		was, err := auth.SetRole(ctx, tx, userID, role)
-		if err != nil || was == role {
+		return setRole(ctx, tx, userID, role, actor)
+	})
+}
+
+func setRole(ctx context.Context, tx pgx.Tx, userID int64, role auth.Role, actor int64) (*events.Change, error) {
+	if role != auth.RoleAdmin {
+		if err := auth.KeepAnAdmin(ctx, tx, userID); err != nil {
 			return nil, err
 		}
-		return &events.Change{Kind: events.RoleChanged, UserID: userID, ActorUser: nonZero(actor),
-			Detail: map[string]any{"role": role, "from_role": was}}, nil
-	})
+	}
+	was, err := auth.SetRole(ctx, tx, userID, role)
+	if err != nil || was == role {
+		return nil, err
+	}
+	return &events.Change{Kind: events.RoleChanged, UserID: userID, ActorUser: nonZero(actor),
+		Detail: map[string]any{"role": role, "from_role": was}}, nil
 }
 
 // RemoveMember takes a user off a queue; NotFound when they did not work it.
@@ -102,18 +120,56 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, keyID int64, overlap 
 // change runs f in a transaction and logs the change it returns in the same one; f returns nil
 // when nothing changed.
 func (s *Service) change(ctx context.Context, f func(pgx.Tx) (*events.Change, error)) error {
-	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	return s.changes(ctx, func(tx pgx.Tx) ([]events.Change, error) {
 		c, err := f(tx)
 		if err != nil || c == nil {
+			return nil, err
+		}
+		return []events.Change{*c}, nil
+	})
+}
+
+// changes is change for f that makes several changes at once, or none. Once they commit, this
+// instance forgets the sessions and keys they concern at once; the others do when their hub
+// reads the log.
+func (s *Service) changes(ctx context.Context, f func(pgx.Tx) ([]events.Change, error)) error {
+	var cs []events.Change
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		cs, err = f(tx)
+		if err != nil || len(cs) == 0 {
 			return err
 		}
-		c.At = s.now()
+		now := s.now()
+		for i := range cs {
+			if cs[i].At.IsZero() {
+				cs[i].At = now
+			}
+		}
 		b := &pgx.Batch{}
-		if err := events.Queue(b, *c); err != nil {
+		if err := events.Queue(b, cs...); err != nil {
 			return err
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		Forget(s.people, c.Kind, c.UserID)
+	}
+	return nil
+}
+
+// Forget drops what people caches about a change of kind: the sessions of the person whose access
+// changed, or every key when a key changed. Every instance calls it for each row its hub reads.
+func Forget(people *auth.Service, kind events.Kind, userID int64) {
+	switch {
+	case kind.ChangesAccess():
+		people.ForgetUser(userID)
+	case kind == events.APIKeyChanged || kind == events.APIKeyRevoked || kind == events.WebhookSecretRotated:
+		people.ForgetBots()
+	}
 }
 
 func nonZero(id int64) *int64 {

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -66,20 +67,33 @@ func hashKey(key string) []byte {
 
 func (n *NewAPIKey) validate(ctx context.Context) error {
 	n.Name = strings.TrimSpace(n.Name)
+	bad := desk.Fields{}
 	if n.Name == "" || len(n.Name) > 100 {
-		return desk.Errorf(desk.Invalid, "key name must be 1-100 characters")
+		bad.Add("name", "key name must be 1-100 characters")
 	}
-	if len(n.QueueIDs) == 0 {
-		return desk.Errorf(desk.Invalid, "a key needs at least one queue")
+	checkReach(ctx, bad, n.QueueIDs, n.WebhookURL, n.AllowPrivateWebhook)
+	return bad.Err()
+}
+
+// checkReach adds to bad what is wrong with a key's queues and webhook URL.
+func checkReach(ctx context.Context, bad desk.Fields, queueIDs []int64, webhookURL string, allowPrivate bool) {
+	if len(queueIDs) == 0 {
+		bad.Add("queues", "a key needs at least one queue")
 	}
-	if n.WebhookURL != "" {
-		return webhook.CheckURL(ctx, n.WebhookURL, n.AllowPrivateWebhook)
+	if webhookURL != "" {
+		if err := webhook.CheckURL(ctx, webhookURL, allowPrivate); err != nil {
+			bad.Add("webhook_url", "%s", desk.ErrorMessage(err))
+		}
 	}
-	return nil
 }
 
 // CreateAPIKey issues a key. The key itself is stored only as a hash.
 func (s *Service) CreateAPIKey(ctx context.Context, n NewAPIKey) (IssuedAPIKey, error) {
+	return IssueAPIKey(ctx, s.db, n)
+}
+
+// IssueAPIKey is Service.CreateAPIKey inside db, a pool or a caller's transaction.
+func IssueAPIKey(ctx context.Context, db beginner, n NewAPIKey) (IssuedAPIKey, error) {
 	if err := n.validate(ctx); err != nil {
 		return IssuedAPIKey{}, err
 	}
@@ -91,7 +105,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, n NewAPIKey) (IssuedAPIKey, 
 	if err != nil {
 		return IssuedAPIKey{}, err
 	}
-	return s.insertAPIKey(ctx, n, keyPrefix+body, secret)
+	return insertAPIKey(ctx, db, n, keyPrefix+body, secret)
 }
 
 func newWebhookSecret() (string, error) {
@@ -174,14 +188,19 @@ func (s *Service) InsertAPIKeyWithSecrets(ctx context.Context, n NewAPIKey, key,
 	if !strings.HasPrefix(key, keyPrefix) || len(key) < prefixLength+16 {
 		return IssuedAPIKey{}, desk.Errorf(desk.Invalid, "key must start with %s and be at least %d characters", keyPrefix, prefixLength+16)
 	}
-	return s.insertAPIKey(ctx, n, key, webhookSecret)
+	return insertAPIKey(ctx, s.db, n, key, webhookSecret)
 }
 
-func (s *Service) insertAPIKey(ctx context.Context, n NewAPIKey, key, webhookSecret string) (IssuedAPIKey, error) {
+// beginner is a pool or a transaction, in which insertAPIKey nests its own (a savepoint).
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+func insertAPIKey(ctx context.Context, db beginner, n NewAPIKey, key, webhookSecret string) (IssuedAPIKey, error) {
 	issued := IssuedAPIKey{Key: key, APIKey: APIKey{
 		Name: n.Name, Prefix: key[:prefixLength], QueueIDs: n.QueueIDs, WebhookURL: n.WebhookURL, WebhookSecret: webhookSecret,
 	}}
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `
 			INSERT INTO api_keys (name, key_prefix, key_hash, webhook_url, webhook_secret)
 			VALUES ($1, $2, $3, NULLIF($4, ''), $5) RETURNING id`,
@@ -194,7 +213,8 @@ func (s *Service) insertAPIKey(ctx context.Context, n NewAPIKey, key, webhookSec
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return IssuedAPIKey{}, desk.Errorf(desk.Conflict, "an API key named %q already exists", n.Name)
+		return IssuedAPIKey{}, &desk.Error{Code: desk.Conflict, Message: fmt.Sprintf("an API key named %q already exists", n.Name),
+			Details: map[string]string{"name": "a key with this name already exists"}}
 	}
 	return issued, err
 }
@@ -229,15 +249,19 @@ func (s *Service) Bot(ctx context.Context, key string) (APIKey, error) {
 	if ok && now.Before(cached.expires) && subtle.ConstantTimeCompare(cached.hash, hash) == 1 {
 		return cached.key, nil
 	}
+	forgets := s.botForgets.Load()
 	k, err := s.lookupBot(ctx, key, hash, unauthorized)
 	if err != nil {
 		return APIKey{}, err
 	}
 	s.botsMu.Lock()
-	if len(s.bots) >= botCacheMax {
-		clear(s.bots)
+	// A key read while ForgetBots ran may be as it was before a revocation: not kept.
+	if s.botForgets.Load() == forgets {
+		if len(s.bots) >= botCacheMax {
+			clear(s.bots)
+		}
+		s.bots[k.Prefix] = cachedBot{key: k, hash: hash, expires: now.Add(botCacheTTL)}
 	}
-	s.bots[k.Prefix] = cachedBot{key: k, hash: hash, expires: now.Add(botCacheTTL)}
 	s.botsMu.Unlock()
 	return k, nil
 }
@@ -264,6 +288,12 @@ func (s *Service) lookupBot(ctx context.Context, key string, hash []byte, unauth
 	}
 	if webhookURL != nil {
 		k.WebhookURL = *webhookURL
+	}
+	// The admin's list says when each key was last used; a cache miss, at most every botCacheTTL
+	// per instance and key, writes it at most once a minute.
+	if _, err := s.db.Exec(ctx, `UPDATE api_keys SET last_used_at = $2
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '1 minute')`, k.ID, s.now()); err != nil {
+		return APIKey{}, err
 	}
 	return k, nil
 }

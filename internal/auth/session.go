@@ -48,9 +48,10 @@ func (s *Service) StartSession(ctx context.Context, userID int64) (Session, erro
 		return Session{}, err
 	}
 	sess := Session{Token: base64.RawURLEncoding.EncodeToString(raw), ExpiresAt: s.now().Add(s.sessionTTL)}
-	_, err := s.db.Exec(ctx,
-		`INSERT INTO sessions (token_hash, user_id, expires_at) VALUES ($1, $2, $3)`,
-		hashToken(sess.Token), userID, sess.ExpiresAt)
+	_, err := s.db.Exec(ctx, `
+		WITH login AS (UPDATE users SET last_login_at = $4 WHERE id = $2)
+		INSERT INTO sessions (token_hash, user_id, expires_at) VALUES ($1, $2, $3)`,
+		hashToken(sess.Token), userID, sess.ExpiresAt, s.now())
 	return sess, err
 }
 
@@ -98,10 +99,10 @@ func (s *Service) lookUpSession(ctx context.Context, hash []byte, now time.Time)
 	var u User
 	var expires time.Time
 	err := s.db.QueryRow(ctx, `
-		SELECT u.id, u.email, u.display_name, u.role, u.capacity, s.expires_at
+		SELECT u.id, u.email, u.display_name, u.role, u.capacity, u.must_change_password, s.expires_at
 		FROM sessions s JOIN users u ON u.id = s.user_id
 		WHERE s.token_hash = $1 AND s.expires_at > $2 AND NOT u.disabled`,
-		hash, now).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &expires)
+		hash, now).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &u.MustChangePassword, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, time.Time{}, desk.Errorf(desk.NotFound, "no such user")
 	}

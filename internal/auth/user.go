@@ -5,6 +5,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/mail"
 	"strings"
 	"sync"
@@ -62,6 +63,9 @@ type User struct {
 	DisplayName string
 	Role        Role
 	Capacity    int
+	// MustChangePassword is set by an admin's reset: the temporary password lets them in only to
+	// choose their own.
+	MustChangePassword bool
 }
 
 // NewUser is what it takes to create a user.
@@ -90,14 +94,15 @@ const DefaultCapacity = 3
 func (n *NewUser) validate() error {
 	n.Email = strings.TrimSpace(n.Email)
 	n.DisplayName = strings.TrimSpace(n.DisplayName)
+	bad := desk.Fields{}
 	if addr, err := mail.ParseAddress(n.Email); err != nil || addr.Address != n.Email || utf8.RuneCountInString(n.Email) > MaxEmailLen {
-		return desk.Errorf(desk.Invalid, "email %q is not a valid address", n.Email)
+		bad.Add("email", "email %q is not a valid address", n.Email)
 	}
 	if n.DisplayName == "" {
-		return desk.Errorf(desk.Invalid, "name is required")
+		bad.Add("name", "name is required")
 	}
 	if !n.Role.Valid() {
-		return desk.Errorf(desk.Invalid, "role %q is not one of agent, supervisor, admin", n.Role)
+		bad.Add("role", "role %q is not one of agent, supervisor, admin", n.Role)
 	}
 	if n.SSOOnly && n.Password == "" {
 		random, err := randomToken(32)
@@ -107,16 +112,19 @@ func (n *NewUser) validate() error {
 		n.Password = random
 	}
 	if len(n.Password) < MinPasswordLen {
-		return desk.Errorf(desk.Invalid, "password must be at least %d characters", MinPasswordLen)
+		bad.Add("password", "password must be at least %d characters", MinPasswordLen)
 	}
 	if n.Capacity == 0 {
 		n.Capacity = DefaultCapacity
 	}
-	if n.Capacity < 0 {
-		return desk.Errorf(desk.Invalid, "capacity must be positive")
+	if n.Capacity < 0 || n.Capacity > MaxCapacity {
+		bad.Add("capacity", "capacity must be between 1 and %d", MaxCapacity)
 	}
-	return nil
+	return bad.Err()
 }
+
+// MaxCapacity is the most packages anyone holds at once: more is a typo, not a workload.
+const MaxCapacity = 100
 
 // Service stores users and sessions in PostgreSQL.
 type Service struct {
@@ -135,6 +143,8 @@ type Service struct {
 
 	botsMu sync.Mutex
 	bots   map[string]cachedBot // by key prefix
+	// botForgets counts ForgetBots calls, so that a lookup overtaken by one is not cached.
+	botForgets atomic.Uint64
 
 	sessionsMu sync.Mutex
 	sessions   map[string]cachedSession // by token hash
@@ -154,6 +164,11 @@ func NewService(db *pgxpool.Pool) *Service {
 
 // CreateUser adds a user. A second user with the same email (any case) is a Conflict.
 func (s *Service) CreateUser(ctx context.Context, n NewUser) (User, error) {
+	return CreateUser(ctx, s.db, n)
+}
+
+// CreateUser is Service.CreateUser through db, a caller's transaction.
+func CreateUser(ctx context.Context, db Querier, n NewUser) (User, error) {
 	if err := n.validate(); err != nil {
 		return User{}, err
 	}
@@ -162,22 +177,23 @@ func (s *Service) CreateUser(ctx context.Context, n NewUser) (User, error) {
 		return User{}, err
 	}
 	u := User{Email: n.Email, DisplayName: n.DisplayName, Role: n.Role, Capacity: n.Capacity}
-	err = s.db.QueryRow(ctx, `
+	err = db.QueryRow(ctx, `
 		INSERT INTO users (email, display_name, role, password_hash, capacity, password_login)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
 		n.Email, n.DisplayName, n.Role, hash, n.Capacity, !n.SSOOnly).Scan(&u.ID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return User{}, desk.Errorf(desk.Conflict, "a user with email %s already exists", n.Email)
+		return User{}, &desk.Error{Code: desk.Conflict, Message: fmt.Sprintf("a user with email %s already exists", n.Email),
+			Details: map[string]string{"email": "a user with this email already exists"}}
 	}
 	return u, err
 }
 
-const userColumns = `id, email, display_name, role, capacity`
+const userColumns = `id, email, display_name, role, capacity, must_change_password`
 
 func scanUser(row pgx.Row) (User, error) {
 	var u User
-	err := row.Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity)
+	err := row.Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &u.MustChangePassword)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, desk.Errorf(desk.NotFound, "no such user")
 	}
@@ -232,7 +248,7 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 	var passwordLogin bool
 	err := s.db.QueryRow(ctx,
 		`SELECT `+userColumns+`, password_hash, password_login FROM users WHERE lower(email) = lower($1) AND NOT disabled`,
-		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &hash, &passwordLogin)
+		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &u.MustChangePassword, &hash, &passwordLogin)
 	unknown := errors.Is(err, pgx.ErrNoRows)
 	if err != nil && !unknown {
 		return User{}, err

@@ -5,6 +5,9 @@ package desk
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -59,4 +62,42 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "Internal error."
+}
+
+// Fields collects what is wrong with a form, field by field, so that one answer names every bad
+// field at once, as the API's 422 does. Err is an Invalid error whose Details map each bad field
+// to its complaint, for a form to show beside the field.
+type Fields map[string]string
+
+// Add records a complaint about field; the first one about a field is kept.
+func (f Fields) Add(field, format string, args ...any) {
+	if _, ok := f[field]; !ok {
+		f[field] = fmt.Sprintf(format, args...)
+	}
+}
+
+// Err returns nil when no field is bad; otherwise an Invalid error naming each bad field.
+func (f Fields) Err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(f))
+	if len(names) == 1 {
+		return &Error{Code: Invalid, Message: f[names[0]], Details: f}
+	}
+	complaints := make([]string, len(names))
+	for i, name := range names {
+		complaints[i] = f[name]
+	}
+	return &Error{Code: Invalid, Message: fmt.Sprintf("%d fields are invalid: %s", len(names), strings.Join(complaints, "; ")), Details: f}
+}
+
+// FieldsOf returns what an error says about a form's fields (Fields.Err's, or a Conflict's that
+// names the field it clashes on), or nil.
+func FieldsOf(err error) map[string]string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Details
+	}
+	return nil
 }

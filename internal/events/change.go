@@ -74,7 +74,7 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 		at[i], kinds[i], details[i] = c.At, string(c.Kind), string(detail)
 		queues[i], fromQueues[i], handoffs[i] = nonZero(c.QueueID), nonZero(c.FromQueueID), nonZero(c.HandoffID)
 		subjects[i], actorUsers[i], actorBots[i] = nonZero(c.UserID), c.ActorUser, c.ActorBot
-		accessChanged = accessChanged || c.Kind.ChangesAccess()
+		accessChanged = accessChanged || c.Kind.ChangesAccess() || c.Kind.Configures()
 		if c.Kind.TellsBot() {
 			hooks = append(hooks, webhook.Event{
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
@@ -88,8 +88,9 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 			$7::bigint[], $8::bigint[], $9::text[]::jsonb[])`,
 		at, kinds, queues, fromQueues, handoffs, subjects, actorUsers, actorBots, details)
 	if accessChanged {
-		// Open sockets must close at once on every instance, whoever made the change: the CLI runs
-		// no notifier. Access changes are rare, so NOTIFY's commit-time lock costs nothing here.
+		// Open sockets must close, and cached keys go, at once on every instance, whoever made the
+		// change: the CLI runs no notifier. Access and admin changes are rare, so NOTIFY's
+		// commit-time lock costs nothing here.
 		b.Queue(`SELECT pg_notify($1, '')`, Channel)
 	}
 	if len(hooks) == 0 {

@@ -40,6 +40,24 @@ const (
 	RoleChanged   Kind = "role_changed"
 	MemberRemoved Kind = "member_removed" // they no longer work the queue (Event.QueueID)
 
+	// An admin's changes of people (/admin). They change access like the kinds above: the
+	// person's cached sessions go and their open pages reload.
+	UserCreated     Kind = "user_created"
+	UserChanged     Kind = "user_changed" // name, capacity or queues; the detail says before → after
+	UserEnabled     Kind = "user_enabled"
+	PasswordReset   Kind = "password_reset"   // an admin set a temporary password; the sessions ended
+	PasswordChanged Kind = "password_changed" // the person chose a new one
+
+	// An admin's changes of the desk's configuration (/admin): the audit's record, and on every
+	// instance the signal to drop cached keys. They name no person and no package, so no socket is
+	// sent them (Kind.Configures).
+	QueueCreated       Kind = "queue_created"
+	QueueChanged       Kind = "queue_changed" // settings or enabled; the detail says before → after
+	APIKeyCreated      Kind = "api_key_created"
+	APIKeyChanged      Kind = "api_key_changed"
+	APIKeyRevoked      Kind = "api_key_revoked"
+	WebhookRedelivered Kind = "webhook_redelivered"
+
 	// A bot key's webhook signing secret was replaced (detail: the key, and until when the old
 	// one still signs). Neither secret is logged.
 	WebhookSecretRotated Kind = "webhook_secret_rotated"
@@ -49,14 +67,26 @@ const (
 func Kinds() []Kind {
 	return []Kind{Queued, Reserved, Released, Accepted, Rejected, Transferred, ReturnedToBot, Resolved,
 		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved, Reply,
-		WebhookSecretRotated, Offered, OfferEnded, WarmTimeout}
+		WebhookSecretRotated, Offered, OfferEnded, WarmTimeout,
+		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
+		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a
 // package: they name the person, and no package.
 func (k Kind) ChangesAccess() bool {
 	switch k {
-	case SignedOut, UserDisabled, RoleChanged, MemberRemoved:
+	case SignedOut, UserDisabled, RoleChanged, MemberRemoved, UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged:
+		return true
+	}
+	return false
+}
+
+// Configures reports whether changes of this kind are an admin's change of a queue, a bot key or
+// a webhook delivery: the audit's, never a browser's to be sent.
+func (k Kind) Configures() bool {
+	switch k {
+	case QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered, WebhookSecretRotated:
 		return true
 	}
 	return false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/access"
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
@@ -77,15 +78,15 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	people := auth.NewService(db)
 	// Each event's lag, from its change to its publishing here, is observed. Whoever's access
 	// changed is checked against the database on their next request, on every instance, before any
-	// socket of theirs hears of the change and the browser reloads.
+	// socket of theirs hears of the change and the browser reloads; a key changed or revoked is
+	// asked of the database on its next request.
 	hub.Observe(func(b live.Batch) {
 		for _, e := range b.Events {
 			counts.Published(e.At)
-			if e.Kind.ChangesAccess() {
-				people.ForgetUser(e.UserID)
-			}
+			access.Forget(people, e.Kind, e.UserID)
 		}
 	})
+	opts.Server.AllowPrivateWebhooks = opts.Webhook.AllowPrivate
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
 		intake.New(db, time.Now, changed), work, board.New(db), hub, presence, counts)
 	if err != nil {

@@ -60,7 +60,7 @@ type Guards struct {
 	OneOpen       bool          // a contact has at most one open handoff
 }
 
-// New is a queue to create: what `web queue add` and the admin form supply.
+// New is a queue to create: what `web queue add` supplies (the admin form reads every setting, see Save).
 type New struct {
 	Name               string
 	Parent             string

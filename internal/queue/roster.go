@@ -112,3 +112,20 @@ func AgentsOnline(ctx context.Context, db Querier, queueID int64) (int, error) {
 		WHERE m.queue_id = $2 AND p.status = 'online'`, PresenceStale, queueID).Scan(&n)
 	return n, err
 }
+
+// SeenNow lists when each person with a page open was last heard from, across instances: the
+// admin's list of users shows it before their last login.
+func (s *Service) SeenNow(ctx context.Context) (map[int64]time.Time, error) {
+	rows, err := s.db.Query(ctx, `SELECT user_id, max(seen_at) FROM presence WHERE seen_at > now() - $1::interval GROUP BY user_id`, PresenceStale)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int64]time.Time{}
+	var id int64
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+		seen[id] = at
+		return nil
+	})
+	return seen, err
+}

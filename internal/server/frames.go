@@ -67,6 +67,9 @@ type watcher struct {
 
 // watches reports whether e moves what w shows, or changes the access of its user.
 func (w *watcher) watches(e events.Event) bool {
+	if e.Kind.Configures() {
+		return false // an admin's change of a queue or key shows on each page's next render
+	}
 	if e.Kind.ChangesAccess() {
 		return e.UserID == w.user.ID
 	}

@@ -41,6 +41,9 @@ func (s *Server) handleLogin(c echo.Context) error {
 	if err := s.signIn(c, user, "password"); err != nil {
 		return err
 	}
+	if user.MustChangePassword {
+		return c.Redirect(http.StatusSeeOther, "/password")
+	}
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }
 

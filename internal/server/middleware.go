@@ -261,6 +261,13 @@ func (s *Server) requireRole(min auth.Role) echo.MiddlewareFunc {
 				}
 				return desk.Errorf(desk.Unauthorized, "log in first")
 			}
+			if user.MustChangePassword && c.Path() != "/password" {
+				// A temporary password opens only the page that replaces it.
+				if c.Request().Method == http.MethodGet && !wantsJSON(c) {
+					return c.Redirect(http.StatusSeeOther, "/password")
+				}
+				return desk.Errorf(desk.Forbidden, "choose a new password first, at /password")
+			}
 			if !user.Role.AtLeast(min) {
 				return desk.Errorf(desk.Forbidden, "this needs the %s role; you are %s", min, user.Role)
 			}
@@ -287,6 +294,7 @@ func viewer(c echo.Context) *views.Viewer {
 		Role:         string(user.Role),
 		IsSupervisor: user.Role.AtLeast(auth.RoleSupervisor),
 		Ring:         ring,
+		IsAdmin:      user.Role.AtLeast(auth.RoleAdmin),
 	}
 }
 

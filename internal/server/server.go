@@ -43,6 +43,9 @@ type Config struct {
 	// RequestTimeout bounds each request's work (0: DefaultRequestTimeout): past it, the request's
 	// database calls are cut short and the client is answered 503.
 	RequestTimeout time.Duration
+	// AllowPrivateWebhooks lets the admin console accept webhook URLs on loopback and private
+	// addresses (WEBHOOK_ALLOW_PRIVATE, which the instance copies from its deliverer's options).
+	AllowPrivateWebhooks bool
 	// DrainPeriod is how long, once asked to stop, the server keeps serving while /readyz answers
 	// 503, so that load balancers stop sending it requests before it stops accepting them.
 	DrainPeriod time.Duration

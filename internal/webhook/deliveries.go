@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -31,6 +32,8 @@ type DeliveryFilter struct {
 	State     string
 	HandoffID string
 	Limit     int // DefaultDeliveryLimit when zero, at most MaxDeliveryLimit
+	// Before pages on: only rows older than this id (the last one of the page before).
+	Before int64
 }
 
 // Page sizes of Deliveries.
@@ -63,10 +66,10 @@ func Deliveries(ctx context.Context, db Querier, f DeliveryFilter) ([]Delivery, 
 			coalesce(last_error, ''), next_attempt_at, created_at, delivered_at
 		FROM webhook_outbox
 		WHERE ($1::bigint = 0 OR api_key_id = $1) AND ($2::text = '' OR state = $2)
-			AND ($3::text = '' OR handoff_id = $3)
+			AND ($3::text = '' OR handoff_id = $3) AND ($5::bigint = 0 OR id < $5)
 		ORDER BY id DESC
 		LIMIT $4`,
-		f.APIKeyID, f.State, f.HandoffID, f.Limit)
+		f.APIKeyID, f.State, f.HandoffID, f.Limit, f.Before)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}
@@ -89,4 +92,30 @@ func Backlog(ctx context.Context, db interface {
 	var n int
 	err := db.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE state = 'pending'`).Scan(&n)
 	return n, err
+}
+
+// Redeliver sends the key's delivery id again, inside tx, from its first attempt: a dead one, or a
+// pending one that has failed at least once. It returns the row as it was.
+func Redeliver(ctx context.Context, tx pgx.Tx, apiKeyID, id int64) (Delivery, error) {
+	var d Delivery
+	err := tx.QueryRow(ctx, `
+		SELECT id, event_id, state, attempts, coalesce(last_status, 0), coalesce(last_error, '')
+		FROM webhook_outbox WHERE id = $1 AND api_key_id = $2 FOR UPDATE`, id, apiKeyID).
+		Scan(&d.ID, &d.EventID, &d.State, &d.Attempts, &d.LastStatus, &d.LastError)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Delivery{}, desk.Errorf(desk.NotFound, "the key has no delivery %d", id)
+	}
+	if err != nil {
+		return Delivery{}, err
+	}
+	if !d.Redeliverable() {
+		return Delivery{}, desk.Errorf(desk.Conflict, "delivery %d is %s; only dead or failed deliveries are sent again", id, d.State)
+	}
+	_, err = tx.Exec(ctx, `UPDATE webhook_outbox SET state = 'pending', attempts = 0, next_attempt_at = now() WHERE id = $1`, id)
+	return d, err
+}
+
+// Redeliverable reports whether an admin may send d again: it is dead, or pending after a failure.
+func (d Delivery) Redeliverable() bool {
+	return d.State == StateDead || (d.State == StatePending && d.Attempts > 0 && (d.LastStatus != 0 || d.LastError != ""))
 }

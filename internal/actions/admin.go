@@ -1,0 +1,65 @@
+package actions
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/queue"
+)
+
+// ReturnHeld puts every open package the user holds back in its queue, inside tx (an admin's
+// disabling of the user): nobody else could work them while their holder cannot log in. It
+// returns one Released change each, for the caller to log in the same transaction; the
+// bot is not told, as when a reservation runs out.
+func ReturnHeld(ctx context.Context, tx pgx.Tx, userID int64, actor *int64, now time.Time) ([]events.Change, error) {
+	rows, err := tx.Query(ctx, `
+		UPDATE handoffs h SET status = 'queued', assignee_id = NULL, reserved_until = NULL, accepted_at = NULL, updated_at = $2
+		FROM (SELECT id FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL ORDER BY id FOR UPDATE) held, queues q
+		WHERE h.id = held.id AND q.id = h.queue_id
+		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, userID, now)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.Change, error) {
+		c := events.Change{Kind: events.Released, Status: handoff.StatusQueued, ActorUser: actor, At: now,
+			Reason: "assignee_disabled", Detail: map[string]any{"from_assignee": userID}}
+		err := row.Scan(&c.HandoffID, &c.PublicID, &c.QueueID, &c.Queue, &c.APIKeyID)
+		return c, err
+	})
+}
+
+// CountOpen counts the open packages in the queue, inside tx: a queue that holds any is not
+// disabled until they are moved (MoveOpen).
+func CountOpen(ctx context.Context, tx pgx.Tx, queueID int64) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM handoffs WHERE queue_id = $1 AND closed_at IS NULL`, queueID).Scan(&n)
+	return n, err
+}
+
+// MoveOpen moves every open package of from into to, inside tx, when an admin disables from. A
+// package waiting or reserved waits in to; one an agent accepted stays with them. Each move is a
+// Transferred change, which the bot hears of, returned for the caller to log in the same
+// transaction.
+func MoveOpen(ctx context.Context, tx pgx.Tx, from, to queue.Queue, actor *int64, now time.Time) ([]events.Change, error) {
+	rows, err := tx.Query(ctx, `
+		UPDATE handoffs h SET queue_id = $2,
+			status = CASE WHEN h.status = 'reserved' THEN 'queued' ELSE h.status END,
+			assignee_id = CASE WHEN h.status = 'reserved' THEN NULL ELSE h.assignee_id END,
+			reserved_until = NULL, expires_at = greatest(h.expires_at, $3::timestamptz + $4::interval), updated_at = $3
+		FROM (SELECT id FROM handoffs WHERE queue_id = $1 AND closed_at IS NULL ORDER BY id FOR UPDATE) open
+		WHERE h.id = open.id
+		RETURNING h.id, h.handoff_id, h.api_key_id, h.status`, from.ID, to.ID, now, to.TTL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.Change, error) {
+		c := events.Change{QueueID: to.ID, Queue: to.Name, FromQueueID: from.ID, Kind: events.Transferred, ActorUser: actor, At: now,
+			Reason: "queue_disabled", Detail: map[string]any{"from_queue": from.Name, "to_queue": to.Name}}
+		err := row.Scan(&c.HandoffID, &c.PublicID, &c.APIKeyID, &c.Status)
+		return c, err
+	})
+}

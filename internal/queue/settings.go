@@ -107,11 +107,17 @@ func Settings() []Setting {
 		{Field: "accept_window", Label: "Accept window", Input: InputDuration, Help: "How long a warm package rings one agent before it rings the next.",
 			Get:    func(q Queue) []string { return one(FormatDuration(q.AcceptWindow)) },
 			Column: "accept_window", Value: func(q Queue) any { return q.AcceptWindow },
-			Set: func(q *Queue, v []string) (err error) { q.AcceptWindow, err = parseDuration(v, "accept window", time.Second); return }},
+			Set: func(q *Queue, v []string) (err error) {
+				q.AcceptWindow, err = parseDuration(v, "accept window", time.Second)
+				return
+			}},
 		{Field: "warm_wait", Label: "Warm wait", Input: InputDuration, Help: "How long a warm package goes on ringing agents before it waits like any other and the bot hears warm_timeout.",
 			Get:    func(q Queue) []string { return one(FormatDuration(q.WarmWait)) },
 			Column: "warm_wait", Value: func(q Queue) any { return q.WarmWait },
-			Set: func(q *Queue, v []string) (err error) { q.WarmWait, err = parseDuration(v, "warm wait", time.Second); return }},
+			Set: func(q *Queue, v []string) (err error) {
+				q.WarmWait, err = parseDuration(v, "warm wait", time.Second)
+				return
+			}},
 		{Field: "required_entity_keys", Label: "Required entity keys", Input: InputList, Help: "structured_entities keys every package to this queue must carry.",
 			Get:    func(q Queue) []string { return one(strings.Join(q.RequiredEntityKeys, ", ")) },
 			Column: "required_entity_keys", Value: func(q Queue) any { return q.RequiredEntityKeys },

@@ -26,6 +26,7 @@ commands:
   user disable --email E         turn a login off: its sessions end and its open pages close
   user role    --email E --role agent|supervisor|admin
   queue add    --name N [--parent P] [--ttl 24h] [--reservation-timeout 2m] [--refund-threshold 50.00]
+               [--currency USD] [--approval-timeout 4h]
   queue remove-member --name N --email E
   apikey add   --name N --queues a,b [--webhook-url URL]
   seed-demo    create demo queues, users and a bot key, and print them

@@ -26,12 +26,21 @@ type Event struct {
 	Event      string // the kind of change (events.Kind)
 	Status     string // the package's status after the change
 	Queue      string
-	Reason     string // optional
-	Note       string // optional
-	Outcome    string // optional
-	Assignee   string // optional: the agent's display name
-	Text       string // a reply's text, unmasked: the bot sends it on to the customer
+	Reason     string    // optional
+	Note       string    // optional
+	Outcome    string    // optional
+	Assignee   string    // optional: the agent's display name
+	Text       string    // a reply's text, unmasked: the bot sends it on to the customer
+	Approval   *Approval // a refund approval's step: which request, for what
 	OccurredAt time.Time
+}
+
+// Approval is the refund approval an approval_* event is about.
+type Approval struct {
+	ID       int64  `json:"id"`
+	State    string `json:"state"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
 }
 
 // payload is the body the bot receives. Its fields are a public contract: rename none.
@@ -47,6 +56,7 @@ type payload struct {
 	Outcome    string    `json:"outcome,omitempty"`
 	Assignee   string    `json:"assignee,omitempty"`
 	Text       string    `json:"text,omitempty"`
+	Approval   *Approval `json:"approval,omitempty"`
 }
 
 // Queue adds the outbox insert of events to a batch that the caller sends inside its
@@ -85,6 +95,7 @@ func insert(events []Event) (string, []any, error) {
 			Outcome:    e.Outcome,
 			Assignee:   e.Assignee,
 			Text:       e.Text,
+			Approval:   e.Approval,
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)

@@ -11,7 +11,8 @@ CREATE TABLE approvals (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     handoff_id   bigint NOT NULL REFERENCES handoffs (id),
     queue_id     bigint NOT NULL REFERENCES queues (id),
-    amount       numeric(14, 4) NOT NULL CHECK (amount > 0),
+    -- numeric without a scale keeps the amount as asked ("120.00"); equality is numeric.
+    amount       numeric NOT NULL CHECK (amount > 0),
     currency     char(3) NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
     requested_by bigint NOT NULL REFERENCES users (id),
     note         text NOT NULL CHECK (length(note) BETWEEN 1 AND 4000),

@@ -55,6 +55,8 @@ type watcher struct {
 	queueIDs []int64
 	handoff  int64
 	roster   bool   // every change anywhere moves the supervisors' roster
+	// approvals: the supervisors' /approvals page, which every step of a refund approval moves.
+	approvals bool
 	queueKey string // queueIDs spelled once, for frameKey
 }
 
@@ -63,7 +65,7 @@ func (w *watcher) watches(e events.Event) bool {
 	if e.Kind.ChangesAccess() {
 		return e.UserID == w.user.ID
 	}
-	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
+	return w.roster || (w.approvals && e.Kind.IsApproval()) || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
 		slices.Contains(w.queueIDs, e.FromQueueID)
 }
 
@@ -125,7 +127,7 @@ type frameKey struct {
 }
 
 func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
-	if w.roster || w.handoff != 0 {
+	if w.roster || w.approvals || w.handoff != 0 {
 		return frameKey{}, false
 	}
 	for _, it := range items {
@@ -190,6 +192,13 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			return frame{}, err
 		}
 		f.Fragments = append(f.Fragments, roster)
+	}
+	if w.approvals && slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.IsApproval() }) {
+		list, err := s.approvalsFragment(ctx, w.user)
+		if err != nil {
+			return frame{}, err
+		}
+		f.Fragments = append(f.Fragments, list)
 	}
 	seen := map[int64]bool{}
 	for _, e := range b.Events {
@@ -287,6 +296,18 @@ func (s *Server) packageFragments(ctx context.Context, user auth.User, item boar
 		return nil, err
 	}
 	return []fragment{status, actions}, nil
+}
+
+// approvalsFragment is the pending requests' list as user sees it: who may decide which request
+// is the user's own, so it is rendered per socket (supervisors are few).
+func (s *Server) approvalsFragment(ctx context.Context, user auth.User) (fragment, error) {
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	rows, err := s.approvalRows(ctx, user)
+	if err != nil {
+		return fragment{}, err
+	}
+	return rendered(ctx, fragment{Target: "approvals", Op: "replace"}, views.ApprovalList(rows))
 }
 
 // rendered is f with c rendered as its HTML. A fragment whose component failed is an error,

@@ -34,6 +34,10 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/transfer", s.handleTransfer, agent)
 	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
 	e.POST("/handoffs/:id/reply", s.handleReply, agent)
+	// Refund approvals: the holder asks and the requester withdraws (actions.Check); supervisors
+	// decide, never their own request nor a package they hold (approvals.Check).
+	e.POST("/handoffs/:id/approval", s.handleRequestApproval, agent)
+	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent)
 	e.GET("/ws", s.handleSocket, agent)
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))
@@ -41,6 +45,9 @@ func (s *Server) routes() {
 	e.GET("/evals", s.handleEvals, supervisor)
 	e.GET("/evals/replies/:id", s.handleEvalDiff, supervisor)
 	e.GET("/evals/export.jsonl", s.handleEvalsExport, supervisor)
+	e.GET("/approvals", s.handleApprovals, supervisor)
+	e.POST("/approvals/:approval_id/approve", s.handleApprove, supervisor)
+	e.POST("/approvals/:approval_id/deny", s.handleDeny, supervisor)
 
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
 	e.GET("/api/openapi.yaml", s.handleOpenAPI)

@@ -79,6 +79,17 @@ func TestCommandsSucceed(t *testing.T) {
 	if replies != 3 || asIs != 1 || scratch != 1 || resolves != 3 {
 		t.Errorf("seeded %d replies (%d as is, %d from scratch) and %d resolves; want 3 (1, 1) and 3", replies, asIs, scratch, resolves)
 	}
+	// And a package over billing_t2's refund threshold waits in the queue, another on /approvals.
+	var queued, pending int
+	if err := db.QueryRow(context.Background(), `SELECT
+		count(*) FILTER (WHERE status = 'queued' AND (package->'refund'->>'amount')::numeric > 50),
+		(SELECT count(*) FROM approvals WHERE state = 'pending')
+		FROM handoffs`).Scan(&queued, &pending); err != nil {
+		t.Fatal(err)
+	}
+	if queued != 1 || pending != 1 {
+		t.Errorf("seeded %d queued packages over the threshold and %d pending approvals; want 1 and 1", queued, pending)
+	}
 }
 
 func TestCommandsRejectBadInput(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 func (h held) approvalChange(kind events.Kind, status handoff.Status, a approvals.Approval, state approvals.State, actor *int64, note string, now time.Time) events.Change {
 	return events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name, APIKeyID: h.APIKeyID,
 		Kind: kind, Status: status, ActorUser: actor, Note: note, Assignee: h.Assignee, At: now,
-		Approval: &webhook.Approval{ID: a.ID, State: string(state), Amount: a.Amount, Currency: a.Currency},
-		Detail:   map[string]any{"approval_id": a.ID, "amount": a.Amount, "currency": a.Currency}}
+		Approval: &webhook.Approval{ID: a.ID, State: string(state), Amount: a.Refund.Amount, Currency: a.Refund.Currency},
+		Detail:   map[string]any{"approval_id": a.ID, "amount": a.Refund.Amount, "currency": a.Refund.Currency}}
 }
 
 // packageRefund reads the refund the locked package asks for, or nil.

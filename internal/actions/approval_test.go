@@ -97,7 +97,7 @@ func TestRefundApprovalFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != approvalID || got.Amount != "120.00" || got.Currency != "USD" {
+	if got.ID != approvalID || got.Refund.Amount != "120.00" || got.Refund.Currency != "USD" {
 		t.Errorf("decided %+v, want approval %d for 120.00 USD", got, approvalID)
 	}
 	if s, assignee := d.status(t, id); s != handoff.StatusAccepted || assignee == nil || *assignee != alex.ID {

@@ -65,7 +65,8 @@ type Approval struct {
 	HandoffID int64  // the package's row id
 	PublicID  string // the package's handoff_id
 	QueueID   int64
-	Refund
+	// Refund is the amount and currency asked for: what a grant covers.
+	Refund      Refund
 	RequestedBy int64
 	Requester   string // display name
 	Note        string
@@ -117,7 +118,7 @@ const selectApproval = `
 
 func scan(row pgx.Row) (Approval, error) {
 	var a Approval
-	err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Amount, &a.Currency, &a.RequestedBy, &a.Requester,
+	err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Refund.Amount, &a.Refund.Currency, &a.RequestedBy, &a.Requester,
 		&a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.Decider, &a.DecisionNote, &a.DecidedAt)
 	return a, err
 }

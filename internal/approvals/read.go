@@ -42,7 +42,7 @@ func PendingList(ctx context.Context, db Querier) ([]Listed, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Listed, error) {
 		var l Listed
 		a := &l.Approval
-		err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Amount, &a.Currency, &a.RequestedBy, &a.Requester,
+		err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Refund.Amount, &a.Refund.Currency, &a.RequestedBy, &a.Requester,
 			&a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.Decider, &a.DecisionNote, &a.DecidedAt,
 			&l.Queue, &l.ApprovalTimeout, &l.PIIMinRole, &l.PIIEntityKeys, &l.AssigneeID, &l.Assignee, &l.Package)
 		return l, err

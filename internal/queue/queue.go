@@ -80,7 +80,7 @@ const (
 )
 
 var (
-	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	namePattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	amountPattern   = regexp.MustCompile(`^[0-9]{1,10}(\.[0-9]{1,4})?$`)
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )

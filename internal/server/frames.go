@@ -54,10 +54,10 @@ type watcher struct {
 	user     auth.User
 	queueIDs []int64
 	handoff  int64
-	roster   bool   // every change anywhere moves the supervisors' roster
+	roster   bool // every change anywhere moves the supervisors' roster
 	// approvals: the supervisors' /approvals page, which every step of a refund approval moves.
 	approvals bool
-	queueKey string // queueIDs spelled once, for frameKey
+	queueKey  string // queueIDs spelled once, for frameKey
 }
 
 // watches reports whether e moves what w shows, or changes the access of its user.

@@ -3,6 +3,7 @@ package server_test
 import (
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -189,6 +190,11 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	pkg, id := refundPackage(t, "150.00")
 	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
 
+	source, err := os.ReadFile(axePath)
+	if err != nil {
+		t.Fatalf("axe-core is missing: run `npm install` (make generate does): %v", err)
+	}
+	axe := string(source)
 	agent, supervisor := browser(t), browser(t)
 	browserLogin(t, supervisor, app.URL, "sam@example.com")
 	if err := chromedp.Do(supervisor,
@@ -216,6 +222,7 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	if got := text(t, agent, `[data-testid="status"]`); got != "awaiting_approval" {
 		t.Errorf("after the request the status reads %q", got)
 	}
+	checkA11y(t, agent, axe, "the package view awaiting approval")
 
 	row := `[data-testid="approval"][data-handoff="` + id + `"]`
 	if err := chromedp.Do(supervisor, chromedp.WaitVisible(row)); err != nil {
@@ -234,6 +241,7 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 			t.Errorf("%s reads %q, want %q", sel, got, want)
 		}
 	}
+	checkA11y(t, supervisor, axe, "/approvals with a request")
 	if err := chromedp.Do(supervisor,
 		chromedp.SendKeys(row+` [data-testid="approve-form"] input[name="note"]`, "within goodwill policy"),
 		chromedp.Click(row+` [data-testid="approve"]`),
@@ -262,5 +270,48 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	rec := app.api(t, http.MethodGet, "/api/v1/handoffs/"+id, key, nil)
 	if rec.Body["status"] != "resolved" || rec.Body["outcome"] != "refunded" {
 		t.Fatalf("after the approved refund the bot reads %s", rec.Raw)
+	}
+}
+
+// /approvals and its frames mask through the one PII policy for the viewer: in a queue whose PII
+// is for admins, a supervisor reads the contact and the agent's mention of them masked, an admin
+// reads them. An agent may not watch approvals at all.
+func TestApprovalsMaskPerViewer(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'admin' WHERE name = 'billing_t2'`); err != nil {
+		t.Fatal(err)
+	}
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "sam@example.com", auth.RoleSupervisor)
+	app.user(t, "ada@example.com", auth.RoleAdmin)
+	dana, sam, ada := app.client(t), app.client(t), app.client(t)
+	app.login(t, dana, "dana@example.com")
+	app.login(t, sam, "sam@example.com")
+	app.login(t, ada, "ada@example.com")
+	if _, resp, err := app.dial(t, dana, "approvals=true", ""); err == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an agent watching approvals: %v, want 403", err)
+	}
+	live, _ := app.dialed(t, sam, "approvals=true")
+
+	pkg, id := refundPackage(t, "120.00")
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	base := app.URL + "/handoffs/" + id
+	if status, _, _ := postForm(t, dana, base+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatal("accept")
+	}
+	if status, _, body := postForm(t, dana, base+"/approval", url.Values{"note": {"Dana Whitfield was charged twice"}}); status != http.StatusSeeOther {
+		t.Fatalf("request: %d\n%s", status, body)
+	}
+	frame := readUntil(t, live, "approvals")
+	_, supervisorPage := fetchPage(t, sam, app.URL+"/approvals")
+	for what, html := range map[string]string{"the supervisor's page": supervisorPage, "the supervisor's frame": frame} {
+		if strings.Contains(html, "Whitfield") || !strings.Contains(html, "120.00 USD") || !strings.Contains(html, id) {
+			t.Errorf("%s shows the contact's name unmasked or lacks the request:\n%s", what, html)
+		}
+	}
+	if _, adminPage := fetchPage(t, ada, app.URL+"/approvals"); !strings.Contains(adminPage, "Dana Whitfield was charged twice") {
+		t.Error("the admin, of the queue's PII role, reads the note masked")
 	}
 }

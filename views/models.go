@@ -156,7 +156,9 @@ type ApprovalControls struct {
 	Needed       bool   // above the queue's threshold, or in another currency
 	CanRequest   bool
 	CanWithdraw  bool
-	History      []ApprovalLine
+	// Decide is the pending request's id when the viewer may decide it, on /approvals.
+	Decide  string
+	History []ApprovalLine
 }
 
 // ApprovalLine is one request for approval and how it ended, its notes masked for the viewer.

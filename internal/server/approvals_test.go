@@ -85,6 +85,12 @@ func TestApprovalsOverHTTP(t *testing.T) {
 		t.Errorf("an agent opens /approvals: %d, want 403", status)
 	}
 	approvalID := approvalIDOf(t, sam, app.URL, id)
+	if _, page := fetchPage(t, sam, base); !strings.Contains(page, `href="/approvals#approval-`+approvalID+`"`) {
+		t.Error("the package view does not lead a supervisor who may decide to the request")
+	}
+	if _, page := fetchPage(t, dana, base); strings.Contains(page, `data-testid="decide-approval"`) || !strings.Contains(page, `data-testid="withdraw-approval"`) {
+		t.Error("the requester's package view offers to decide, or not to withdraw")
+	}
 	_, page := fetchPage(t, sam, app.URL+"/approvals")
 	for _, want := range []string{"Duplicate charge $49.99", "120.00 USD", "loyal customer, double charge", "dana", `action="/approvals/` + approvalID + `/approve"`, `action="/approvals/` + approvalID + `/deny"`} {
 		if !strings.Contains(page, want) {

@@ -115,7 +115,11 @@ func (s *Server) approvalControls(ctx context.Context, user auth.User, item boar
 	a.CanRequest = perms.RequestApproval && a.Needed
 	a.CanWithdraw = perms.WithdrawApproval
 	vis := visibility(user, item)
+	now := time.Now()
 	for _, h := range history {
+		if h.State == approvals.Pending && approvals.Check(user, h, item.AssigneeID, now) == nil {
+			a.Decide = strconv.FormatInt(h.ID, 10)
+		}
 		a.History = append(a.History, views.ApprovalLine{ID: strconv.FormatInt(h.ID, 10), State: string(h.State),
 			Refund: h.Refund.String(), Requester: h.Requester, Note: item.Package.MaskNoteFor(vis, h.Note),
 			RequestedAt: formatTime(&h.RequestedAt), Decider: h.Decider, DecisionNote: item.Package.MaskNoteFor(vis, h.DecisionNote),

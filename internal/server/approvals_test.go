@@ -321,3 +321,47 @@ func TestApprovalsMaskPerViewer(t *testing.T) {
 		t.Error("the admin, of the queue's PII role, reads the note masked")
 	}
 }
+
+// Who may call the approval routes besides the cases above: anonymous callers are sent to log in
+// (GET) or refused (POST); an agent of another queue finds no such package, as for every action.
+func TestApprovalRoutesRefuseStrangers(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "tom@example.com", auth.RoleAgent, "tech_t2")
+	dana, tom, anon := app.client(t), app.client(t), app.client(t)
+	app.login(t, dana, "dana@example.com")
+	app.login(t, tom, "tom@example.com")
+	pkg, id := refundPackage(t, "120.00")
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	base := app.URL + "/handoffs/" + id
+	if status, _, _ := postForm(t, dana, base+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatal("accept")
+	}
+	for _, path := range []string{"/approval", "/approval/withdraw"} {
+		if status, _, _ := postForm(t, tom, base+path, url.Values{"note": {"x"}}); status != http.StatusNotFound {
+			t.Errorf("an agent of another queue posts %s: %d, want 404", path, status)
+		}
+		if status, _, _ := postForm(t, anon, base+path, url.Values{"note": {"x"}}); status != http.StatusUnauthorized {
+			t.Errorf("anonymous posts %s: %d, want 401", path, status)
+		}
+	}
+	if status, _, _ := postForm(t, dana, base+"/approval/withdraw", nil); status != http.StatusConflict {
+		t.Errorf("withdraw with nothing pending: %d, want 409", status)
+	}
+	if status, _, body := postForm(t, dana, base+"/approval", url.Values{"note": {"please"}}); status != http.StatusSeeOther {
+		t.Fatalf("request: %d\n%s", status, body)
+	}
+	if resp, _ := get(t, anon, app.URL+"/approvals"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("anonymous GET /approvals: %d, want 303 to the login", resp.StatusCode)
+	}
+	for _, verb := range []string{"approve", "deny"} {
+		if status, _, _ := postForm(t, anon, app.URL+"/approvals/1/"+verb, url.Values{"note": {"x"}}); status != http.StatusUnauthorized {
+			t.Errorf("anonymous %s: %d, want 401", verb, status)
+		}
+		if status, _, _ := postForm(t, tom, app.URL+"/approvals/1/"+verb, url.Values{"note": {"x"}}); status != http.StatusForbidden {
+			t.Errorf("an agent %ss: %d, want 403", verb, status)
+		}
+	}
+}

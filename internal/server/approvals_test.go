@@ -365,3 +365,39 @@ func TestApprovalRoutesRefuseStrangers(t *testing.T) {
 		}
 	}
 }
+
+// A request nobody decides in time expires in the sweeper of a running desk: the agent's open
+// package view is told over its socket, and the bot gets approval_expired.
+func TestApprovalExpiryTellsTheAgentLive(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	dana := app.client(t)
+	app.login(t, dana, "dana@example.com")
+	pkg, id := refundPackage(t, "120.00")
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	base := app.URL + "/handoffs/" + id
+	if status, _, _ := postForm(t, dana, base+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatal("accept")
+	}
+	if status, _, body := postForm(t, dana, base+"/approval", url.Values{"note": {"please"}}); status != http.StatusSeeOther {
+		t.Fatalf("request: %d\n%s", status, body)
+	}
+	live, _ := app.dialed(t, dana, "handoff="+id)
+	// The queue's timeout is 4 hours: the request is made due rather than waited for.
+	if _, err := app.DB.Exec(t.Context(), `UPDATE approvals SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if panel := readUntil(t, live, "actions-"+id); !strings.Contains(panel, `data-state="expired"`) || !strings.Contains(panel, `data-testid="request-approval-form"`) {
+		t.Errorf("the agent's action panel after expiry shows no expired request or no new request form:\n%s", panel)
+	}
+	rec := app.api(t, http.MethodGet, "/api/v1/handoffs/"+id, key, nil)
+	if approval, _ := rec.Body["approval"].(map[string]any); rec.Body["status"] != "accepted" || approval["state"] != "expired" {
+		t.Errorf("after expiry the bot reads %s", rec.Raw)
+	}
+	var hooks int
+	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM webhook_outbox WHERE handoff_id = $1 AND event = 'approval_expired'`, id).Scan(&hooks); err != nil || hooks != 1 {
+		t.Errorf("approval_expired webhooks: %d, %v; want 1", hooks, err)
+	}
+}

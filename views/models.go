@@ -120,7 +120,9 @@ type LiveConfig struct {
 	Queues  []string
 	Handoff string
 	Roster  bool
-	Mark    string
+	// Approvals: the page follows refund approval requests (/approvals).
+	Approvals bool
+	Mark      string
 }
 
 // Action is one step the bot already tried.
@@ -162,6 +164,61 @@ type Controls struct {
 	ReturnReasons   []string
 	ResolutionCodes []string
 	// NoteLimit is the most characters a reason or note may have; the server refuses more.
+	NoteLimit int
+	// Approval is the package's refund approval: what it asks, whether it needs approval, what the
+	// viewer may do about it, and every request so far.
+	Approval ApprovalControls
+}
+
+// ApprovalControls are the package's refund and its approvals, on the action panel, which
+// websocket frames replace: the agent sees a decision live.
+type ApprovalControls struct {
+	Refund       string // "120.00 USD"; empty when the package asks for none
+	RefundAmount string // the amount the resolve form offers to refund
+	Needed       bool   // above the queue's threshold, or in another currency
+	CanRequest   bool
+	CanWithdraw  bool
+	// Decide is the pending request's id when the viewer may decide it, on /approvals.
+	Decide  string
+	History []ApprovalLine
+}
+
+// ApprovalLine is one request for approval and how it ended, its notes masked for the viewer.
+type ApprovalLine struct {
+	ID           string
+	State        string
+	Refund       string
+	Requester    string
+	Note         string
+	RequestedAt  string
+	Decider      string
+	DecisionNote string
+	DecidedAt    string
+}
+
+// ApprovalsView is the supervisors' live /approvals page.
+type ApprovalsView struct {
+	Viewer Viewer
+	Rows   []ApprovalRow
+	Live   LiveConfig
+	Flash  string
+}
+
+// ApprovalRow is one pending request beside its package, masked for the viewer.
+type ApprovalRow struct {
+	ID               string
+	HandoffID        string
+	Queue            string
+	ProblemStatement string
+	Contact          string
+	Refund           string
+	Agent            string
+	Note             string
+	RequestedAt      time.Time
+	Timeout          time.Duration
+	// WhyNot says why the viewer may not decide it (their own request, their package); empty
+	// when they may.
+	WhyNot    string
 	NoteLimit int
 }
 

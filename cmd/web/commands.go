@@ -78,6 +78,8 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		fs.DurationVar(&n.TTL, "ttl", queue.DefaultTTL, "how long an unclaimed package waits before it expires")
 		fs.DurationVar(&n.ReservationTimeout, "reservation-timeout", queue.DefaultReservationTimeout, "how long a reservation waits for acknowledgement")
 		fs.StringVar(&n.RefundThreshold, "refund-threshold", queue.DefaultRefundThreshold, "refunds above this need a supervisor")
+		fs.StringVar(&n.Currency, "currency", queue.DefaultCurrency, "the threshold's currency (ISO 4217); refunds in another always need a supervisor")
+		fs.DurationVar(&n.ApprovalTimeout, "approval-timeout", queue.DefaultApprovalTimeout, "how long a refund approval request waits for a decision")
 		fs.BoolVar(&n.AcceptsTopLevelTransfers, "accepts-top-level-transfers", false,
 			"a top-level queue: other top-level queues may transfer packages into it")
 	})
@@ -96,8 +98,8 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		if q.AcceptsTopLevelTransfers {
 			topLevel = ", accepts top-level transfers"
 		}
-		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s%s)\n",
-			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold, topLevel)
+		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s %s, approval timeout %s%s)\n",
+			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold, q.Currency, q.ApprovalTimeout, topLevel)
 		return err
 	})
 }

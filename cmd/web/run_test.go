@@ -42,9 +42,9 @@ func TestCommandsSucceed(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate"}, ""},
-		{[]string{"queue", "add", "--name", "billing_t2", "--ttl", "12h", "--reservation-timeout", "90s", "--refund-threshold", "75.50"}, "queue billing_t2 added (ttl 12h0m0s, reservation timeout 1m30s, refund threshold 75.5000)"},
+		{[]string{"queue", "add", "--name", "billing_t2", "--ttl", "12h", "--reservation-timeout", "90s", "--refund-threshold", "75.50"}, "queue billing_t2 added (ttl 12h0m0s, reservation timeout 1m30s, refund threshold 75.5000 USD, approval timeout 4h0m0s)"},
 		{[]string{"queue", "add", "--name", "billing_escalations", "--parent", "billing_t2"}, "queue billing_escalations added"},
-		{[]string{"queue", "add", "--name", "tech_t2", "--accepts-top-level-transfers"}, "queue tech_t2 added (ttl 24h0m0s, reservation timeout 2m0s, refund threshold 50.0000, accepts top-level transfers)"},
+		{[]string{"queue", "add", "--name", "tech_t2", "--accepts-top-level-transfers"}, "queue tech_t2 added (ttl 24h0m0s, reservation timeout 2m0s, refund threshold 50.0000 USD, approval timeout 4h0m0s, accepts top-level transfers)"},
 		{[]string{"user", "add", "--email", "dana@example.com", "--name", "Dana", "--role", "agent", "--password", "long-enough", "--queues", "billing_t2,billing_escalations"}, "user dana@example.com (agent) added"},
 		{[]string{"apikey", "add", "--name", "tier1", "--queues", "billing_t2", "--webhook-url", "https://bot.example.com/hooks"}, "key:            hdk_"},
 		{[]string{"user", "role", "--email", "dana@example.com", "--role", "supervisor"}, "user dana@example.com is supervisor (was agent)"},
@@ -80,6 +80,17 @@ func TestCommandsSucceed(t *testing.T) {
 	}
 	if replies != 3 || asIs != 1 || scratch != 1 || resolves != 3 {
 		t.Errorf("seeded %d replies (%d as is, %d from scratch) and %d resolves; want 3 (1, 1) and 3", replies, asIs, scratch, resolves)
+	}
+	// And a package over billing_t2's refund threshold waits in the queue, another on /approvals.
+	var queued, pending int
+	if err := db.QueryRow(context.Background(), `SELECT
+		count(*) FILTER (WHERE status = 'queued' AND (package->'refund'->>'amount')::numeric > 50),
+		(SELECT count(*) FROM approvals WHERE state = 'pending')
+		FROM handoffs`).Scan(&queued, &pending); err != nil {
+		t.Fatal(err)
+	}
+	if queued != 1 || pending != 1 {
+		t.Errorf("seeded %d queued packages over the threshold and %d pending approvals; want 1 and 1", queued, pending)
 	}
 }
 

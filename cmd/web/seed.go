@@ -88,6 +88,9 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if err := seedReplies(ctx, db, users); err != nil {
 			return fmt.Errorf("seed-demo: replies: %w", err)
 		}
+		if err := seedRefunds(ctx, db, users); err != nil {
+			return fmt.Errorf("seed-demo: refunds: %w", err)
+		}
 		if _, err := fmt.Fprintln(stdout, "Demo desk ready. Log in with any of these (password "+demoPassword+"):"); err != nil {
 			return err
 		}
@@ -169,6 +172,66 @@ func seedReplies(ctx context.Context, db *pgxpool.Pool, users *auth.Service) err
 			return fmt.Errorf("%s: %w", d.id, err)
 		}
 		if _, err := act.Resolve(ctx, agent, d.id, "solved", ""); err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+	}
+	return nil
+}
+
+// demoRefunds are packages whose refund is above billing_t2's threshold (50.00 USD): one waits in
+// the queue for an agent to take through the approval flow, and one already waits on /approvals
+// for a supervisor, asked by the demo agent.
+var demoRefunds = []struct {
+	id, contact, problem, amount string
+	request                      string // the agent's note asking for approval; "" leaves it queued
+}{
+	{"ho_demo_refund_queued", "Maya Ortiz", "Customer was billed for a year's plan after cancelling in the trial and wants it back.",
+		"189.00", ""},
+	{"ho_demo_refund_pending", "Noor Haddad", "Customer's order 7730 arrived broken twice; she wants the full order refunded.",
+		"240.00", "Second broken delivery; photos in the CRM ticket. Full refund per goodwill policy."},
+}
+
+// seedRefunds submits the demo refunds through the desk's own intake and actions. A package that
+// is no longer waiting was handled by an earlier seed and is left alone.
+func seedRefunds(ctx context.Context, db *pgxpool.Pool, users *auth.Service) error {
+	bot, err := users.Bot(ctx, demoBotKey)
+	if err != nil {
+		return err
+	}
+	agent, err := users.UserByEmail(ctx, demoUsers[0].user.Email)
+	if err != nil {
+		return err
+	}
+	in, act := intake.New(db, time.Now, nil), actions.New(db, time.Now, nil, nil)
+	for i, d := range demoRefunds {
+		body, err := json.Marshal(map[string]any{
+			"schema_version": "1.0", "handoff_id": d.id, "source_run_id": fmt.Sprintf("run_demo_refund_%d", i+1),
+			"source_agent": "tier1-support", "target_profile": "billing_t2", "transfer_mode": "warm",
+			"trigger": "policy_boundary", "contact": map[string]any{"id": fmt.Sprintf("cust_demo_refund_%d", i+1), "display_name": d.contact},
+			"problem_statement": d.problem, "locale": "en-US", "refund": map[string]any{"amount": d.amount, "currency": "USD"},
+			"recommended_next_step": "Refund " + d.amount + " USD once a supervisor approves.",
+		})
+		if err != nil {
+			return err
+		}
+		p, err := handoff.Decode(body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		if _, err := in.Submit(ctx, intake.Sender{APIKeyID: bot.ID, QueueIDs: bot.QueueIDs}, p); err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		var status handoff.Status
+		if err := db.QueryRow(ctx, `SELECT status FROM handoffs WHERE handoff_id = $1`, d.id).Scan(&status); err != nil {
+			return err
+		}
+		if status != handoff.StatusQueued || d.request == "" {
+			continue
+		}
+		if err := act.Accept(ctx, agent, d.id); err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		if _, err := act.RequestApproval(ctx, agent, d.id, d.request); err != nil {
 			return fmt.Errorf("%s: %w", d.id, err)
 		}
 	}

@@ -106,12 +106,13 @@ func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (hel
 			h.needs_supervisor, h.offered_to, h.offered_until, h.api_key_id, h.queue_id,
 			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2), h.created_at,
 			h.warm_until IS NOT NULL,
-			EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL AND o.user_id = h.offered_to)
+			EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL AND o.user_id = h.offered_to),
+			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending')
 		FROM handoffs h LEFT JOIN users u ON u.id = h.assignee_id
 		WHERE h.handoff_id = $1 FOR UPDATE OF h`, handoffID, user.ID).Scan(
 		&h.ID, &h.PublicID, &h.Status, &h.AssigneeID, &h.Assignee, &h.RejectedBy, &h.Rejections,
 		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID, &h.Member, &h.CreatedAt,
-		&h.Warm, &h.Ringing)
+		&h.Warm, &h.Ringing, &h.ApprovalBy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return held{}, desk.Errorf(desk.NotFound, "no handoff %q", handoffID)
 	}
@@ -385,7 +386,7 @@ func (a *Service) ReturnToBot(ctx context.Context, user auth.User, handoffID, re
 	if !slices.Contains(handoff.ReturnReasons(), reasonCode) {
 		return "", desk.Errorf(desk.Invalid, "reason %q is not one of %v", reasonCode, handoff.ReturnReasons())
 	}
-	return a.close(ctx, Return, user, handoffID, handoff.StatusReturnedToBot, events.ReturnedToBot, reasonCode, note)
+	return a.close(ctx, Return, user, handoffID, handoff.StatusReturnedToBot, events.ReturnedToBot, reasonCode, note, "")
 }
 
 // Resolve closes an accepted package with a resolution code. It returns the queue the package
@@ -394,15 +395,28 @@ func (a *Service) Resolve(ctx context.Context, user auth.User, handoffID, code, 
 	if !slices.Contains(handoff.ResolutionCodes(), code) {
 		return "", desk.Errorf(desk.Invalid, "resolution %q is not one of %v", code, handoff.ResolutionCodes())
 	}
-	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, code, note)
+	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, code, note, "")
 }
+
+// ResolveRefunded closes an accepted package as refunded, for amount ("": the amount the package
+// asks). A refund above the queue's threshold, or in another currency, needs a granted approval
+// for exactly that amount and currency (approvals.Needed): otherwise a Conflict names it.
+func (a *Service) ResolveRefunded(ctx context.Context, user auth.User, handoffID, amount, note string) (from string, err error) {
+	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, refunded, note, amount)
+}
+
+// refunded is the resolution code that pays money back: the one bound to refund approvals.
+const refunded = "refunded"
 
 // evalKinds are the eval records of the actions that close a package.
 var evalKinds = map[Action]evals.Kind{Return: evals.KindReturnToBot, Resolve: evals.KindResolve}
 
 // close ends a package for act. The fast path's update holds the part of Check it relies on: a
 // package the user holds, in a status act closes.
-func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note string) (string, error) {
+//
+// A refund (outcome refunded) skips the fast path: whether it needs an approval depends on the
+// package's refund and its queue's threshold, which the fast path does not read.
+func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note, amount string) (string, error) {
 	if err := checkNote("note", note); err != nil {
 		return "", err
 	}
@@ -414,7 +428,8 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 		return evals.Outcome{Kind: evalKinds[act], HandoffID: hd.rowID, QueueID: hd.queueID, EditorID: user.ID, At: now,
 			Code: outcome, Note: note}
 	}
-	if hd, ok := a.holds.get(handoffID, user.ID); ok {
+	refund := act == Resolve && outcome == refunded
+	if hd, ok := a.holds.get(handoffID, user.ID); ok && !refund {
 		from := []handoff.Status{handoff.StatusAccepted}
 		if act == Return {
 			from = append(from, handoff.StatusReserved)
@@ -437,10 +452,20 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 			return err
 		}
 		queueName, took = h.Queue.Name, now.Sub(h.CreatedAt)
+		change := closed(h.hold(user.ID), now)
+		if refund {
+			r, err := checkRefund(ctx, tx, h, amount)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				change.Detail = map[string]any{"amount": r.Amount, "currency": r.Currency}
+			}
+		}
 		return apply(ctx, tx, `
 			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
 				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6)
-			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID}, closed(h.hold(user.ID), now), label(h.hold(user.ID), now))
+			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID}, change, label(h.hold(user.ID), now))
 	})
 	if err == nil && act == Resolve {
 		a.counts.Resolved(queueName, took)

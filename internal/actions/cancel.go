@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
@@ -32,8 +33,21 @@ func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, 
 		if err != nil {
 			return err
 		}
+		changes := []events.Change{c}
+		// A refund nobody will pay needs no decision: the request leaves the approvals page.
+		req, err := approvals.End(ctx, tx, c.HandoffID, approvals.Withdrawn, now)
+		switch {
+		case err == nil:
+			h := held{ID: c.HandoffID, State: State{PublicID: handoffID}, APIKeyID: c.APIKeyID}
+			h.Queue.ID, h.Queue.Name = c.QueueID, c.Queue
+			w := h.approvalChange(events.ApprovalWithdrawn, handoff.StatusCanceled, req, approvals.Withdrawn, nil, "", now)
+			w.ActorBot = &apiKeyID
+			changes = append(changes, w)
+		case desk.ErrorCode(err) != desk.NotFound:
+			return err
+		}
 		b := &pgx.Batch{}
-		if err := events.Queue(b, c); err != nil {
+		if err := events.Queue(b, changes...); err != nil {
 			return err
 		}
 		return tx.SendBatch(ctx, b).Close()

@@ -20,6 +20,10 @@ const (
 	Resolve  Action = "resolve"
 	Reply    Action = "reply"   // send the customer a reply, from the bot's draft or from scratch
 	Decline  Action = "decline" // turn down the ring of a warm package
+	// Ask a supervisor to approve the package's refund, and take the request back. Who decides a
+	// request is approvals.Check (four eyes), as it depends on the request, not the package.
+	RequestApproval  Action = "request_approval"
+	WithdrawApproval Action = "withdraw_approval"
 )
 
 // State is what the rules need to know of a package.
@@ -37,6 +41,8 @@ type State struct {
 	// Ringing says that the offer is a warm package's ring (issue #15) rather than a preferred
 	// agent's head start.
 	Ringing bool
+	// ApprovalBy is who asked for the package's pending refund approval, if one is pending.
+	ApprovalBy *int64
 }
 
 // HeldBy reports whether the user holds the package (reserved or accepted).
@@ -70,6 +76,23 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 		return holderOrSupervisor(user, supervisor, st, handoff.StatusReserved, handoff.StatusAccepted)
 	case Resolve:
 		return holderOrSupervisor(user, supervisor, st, handoff.StatusAccepted)
+	case RequestApproval:
+		// The agent who works the package asks; a supervisor who steps in takes the package first.
+		if st.Status != handoff.StatusAccepted {
+			return desk.Errorf(desk.Conflict, "%s is %s; an approval is asked for an accepted package", st.PublicID, st.Status)
+		}
+		if !st.HeldBy(user.ID) {
+			return desk.Errorf(desk.Forbidden, "%s is not yours; only its holder asks for approval", st.PublicID)
+		}
+		return nil
+	case WithdrawApproval:
+		if st.Status != handoff.StatusAwaitingApproval || st.ApprovalBy == nil {
+			return desk.Errorf(desk.Conflict, "%s is %s; no approval is pending", st.PublicID, st.Status)
+		}
+		if *st.ApprovalBy != user.ID {
+			return desk.Errorf(desk.Forbidden, "only the agent who asked for the approval of %s may withdraw it", st.PublicID)
+		}
+		return nil
 	case Reply:
 		// Only the agent who accepted the package speaks to the customer: a supervisor who steps
 		// in takes the package first, so that one person at a time answers.
@@ -93,13 +116,14 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 // Permissions are the actions a user may take on a package now.
 type Permissions struct {
 	Accept, Reject, Return, Transfer, Resolve, Reply bool
+	RequestApproval, WithdrawApproval                bool
 }
 
 // Allowed lists what Check allows user to do to the package now.
 func Allowed(user auth.User, member bool, st State, now time.Time) Permissions {
 	may := func(act Action) bool { return Check(act, user, member, st, now) == nil }
 	return Permissions{Accept: may(Accept), Reject: may(Reject), Return: may(Return), Transfer: may(Transfer),
-		Resolve: may(Resolve), Reply: may(Reply)}
+		Resolve: may(Resolve), Reply: may(Reply), RequestApproval: may(RequestApproval), WithdrawApproval: may(WithdrawApproval)}
 }
 
 // mayClaim lets the agent accept the reservation they hold, or a waiting package that is not

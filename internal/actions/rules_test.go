@@ -55,16 +55,19 @@ func TestCheck(t *testing.T) {
 			map[Action]string{Accept: desk.Conflict, Reject: desk.Forbidden, Return: desk.Forbidden, Transfer: desk.Forbidden}},
 		{"reserved by another, supervisor", supervisor, false, pkg(handoff.StatusReserved, &other), "reject return transfer",
 			map[Action]string{Accept: desk.Conflict}},
-		{"accepted by me", agent, true, pkg(handoff.StatusAccepted, &me), "reject return transfer resolve reply",
-			map[Action]string{Accept: desk.Conflict}},
+		{"accepted by me", agent, true, pkg(handoff.StatusAccepted, &me), "reject return transfer resolve reply request_approval",
+			map[Action]string{Accept: desk.Conflict, WithdrawApproval: desk.Conflict}},
 		{"accepted by me, no longer a member", agent, false, pkg(handoff.StatusAccepted, &me), "reject",
 			map[Action]string{Resolve: desk.Forbidden, Reply: desk.Forbidden}},
 		{"accepted by another", agent, true, pkg(handoff.StatusAccepted, &other), "",
 			map[Action]string{Resolve: desk.Forbidden, Reply: desk.Forbidden}},
 		{"accepted by another, supervisor", supervisor, true, pkg(handoff.StatusAccepted, &other), "reject return transfer resolve",
-			map[Action]string{Reply: desk.Forbidden}},
-		{"awaiting approval, mine", agent, true, pkg(handoff.StatusAwaitingApproval, &me), "",
-			map[Action]string{Resolve: desk.Conflict, Return: desk.Conflict}},
+			map[Action]string{Reply: desk.Forbidden, RequestApproval: desk.Forbidden}},
+		{"awaiting approval, asked by me", agent, true, with(pkg(handoff.StatusAwaitingApproval, &me), func(s *State) { s.ApprovalBy = &me }),
+			"withdraw_approval", map[Action]string{Resolve: desk.Conflict, Return: desk.Conflict, RequestApproval: desk.Conflict}},
+		{"awaiting approval, asked by another, supervisor", supervisor, true,
+			with(pkg(handoff.StatusAwaitingApproval, &other), func(s *State) { s.ApprovalBy = &other }), "",
+			map[Action]string{WithdrawApproval: desk.Forbidden, Resolve: desk.Conflict}},
 		{"resolved", supervisor, true, pkg(handoff.StatusResolved, &me), "",
 			map[Action]string{Accept: desk.Conflict, Reject: desk.Conflict, Return: desk.Conflict, Transfer: desk.Conflict, Resolve: desk.Conflict}},
 		{"expired", agent, true, pkg(handoff.StatusExpired, nil), "", map[Action]string{Accept: desk.Conflict}},
@@ -75,7 +78,8 @@ func TestCheck(t *testing.T) {
 			for _, a := range []struct {
 				ok   bool
 				name string
-			}{{p.Accept, "accept"}, {p.Reject, "reject"}, {p.Return, "return"}, {p.Transfer, "transfer"}, {p.Resolve, "resolve"}, {p.Reply, "reply"}} {
+			}{{p.Accept, "accept"}, {p.Reject, "reject"}, {p.Return, "return"}, {p.Transfer, "transfer"}, {p.Resolve, "resolve"}, {p.Reply, "reply"},
+				{p.RequestApproval, "request_approval"}, {p.WithdrawApproval, "withdraw_approval"}} {
 				if a.ok {
 					got = append(got, a.name)
 				}

@@ -14,8 +14,9 @@ import (
 // sweepBatch bounds one sweep transaction, so a backlog is worked off in short steps.
 const sweepBatch = 100
 
-// Sweep returns reservations that ran out to their queue and expires packages nobody claimed in
-// their queue's TTL, telling the bot. SKIP LOCKED lets every instance sweep at once without
+// Sweep returns reservations that ran out to their queue, expires packages nobody claimed in
+// their queue's TTL and refund approvals nobody decided in their queue's approval timeout,
+// telling the bot. SKIP LOCKED lets every instance sweep at once without
 // waiting on or repeating each other's work. It reports how many packages it moved.
 func (a *Service) Sweep(ctx context.Context) (int, error) {
 	released, err := a.sweep(ctx, `
@@ -37,7 +38,11 @@ func (a *Service) Sweep(ctx context.Context) (int, error) {
 			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) due, queues q
 		WHERE h.id = due.id AND q.id = h.queue_id
 		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, events.Expired, handoff.StatusExpired, "expired")
-	return released + expired, err
+	if err != nil {
+		return released + expired, err
+	}
+	lapsed, err := a.expireApprovals(ctx)
+	return released + expired + lapsed, err
 }
 
 func (a *Service) sweep(ctx context.Context, update string, kind events.Kind, status handoff.Status, outcome string) (int, error) {

@@ -53,8 +53,12 @@ type Item struct {
 	// Repeat says the package's contact had another package closed in the last 7 days: the seed's
 	// headline metric counts a contact escalated again within 7 days. The card's own query asks it
 	// (an EXISTS on handoffs_contact_closed_idx), not one query per card.
-	Repeat  bool
-	Package handoff.Package
+	Repeat bool
+	// RefundThreshold and Currency are the queue's: a refund above the threshold, or in another
+	// currency, needs a supervisor's approval (approvals.Needed).
+	RefundThreshold string
+	Currency        string
+	Package         handoff.Package
 }
 
 // PIIRule is the item's queue's rule for personal data.
@@ -112,6 +116,10 @@ const itemSelect = `
 		q.required_entity_keys,
 		EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = h.contact_id AND r.id <> h.id
 			AND r.closed_at >= now() - interval '7 days'),
+		q.refund_threshold::text, q.currency,
+		-- Only a package awaiting approval has a pending request: the others skip the probe.
+		CASE WHEN h.status = 'awaiting_approval' THEN
+			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending') END,
 		h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
@@ -148,7 +156,7 @@ func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, e
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
 		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &it.WithholdTranscript,
-		&it.RequiredEntityKeys, &it.Repeat, &pkg)
+		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &pkg)
 	if err != nil {
 		return Item{}, err
 	}

@@ -39,8 +39,11 @@ type Change struct {
 	// SecondsToAccept is, on Accepted, how long the package waited for its agent (the bot's
 	// webhook carries it).
 	SecondsToAccept *float64
-	Detail          map[string]any
-	At              time.Time
+	// Approval is the refund approval a step of one is about, for the bot's webhook; the log
+	// keeps its id in Detail.
+	Approval *webhook.Approval
+	Detail   map[string]any
+	At       time.Time
 	// UserID is the person whose access changed, for the kinds that change it.
 	UserID int64
 }
@@ -78,7 +81,7 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 		if c.Kind.TellsBot() {
 			hooks = append(hooks, webhook.Event{
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
-				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, OccurredAt: c.At,
+				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, Approval: c.Approval, OccurredAt: c.At,
 				SecondsToAccept: c.SecondsToAccept,
 			})
 		}

@@ -6,7 +6,7 @@
 package events
 
 // Kind is what happened. Writers, the live desk and the webhooks all read this one list; the
-// events table's check constraint (migrations/00013_evals.sql) holds the same.
+// events table's check constraint (migrations/00017_approvals.sql) holds the same.
 type Kind string
 
 const (
@@ -32,6 +32,14 @@ const (
 	Offered     Kind = "offered"
 	OfferEnded  Kind = "offer_ended"
 	WarmTimeout Kind = "warm_timeout"
+
+	// The steps of a refund approval (internal/approvals): each tells the bot, whose customer
+	// waits on the refund.
+	ApprovalRequested Kind = "approval_requested"
+	ApprovalGranted   Kind = "approval_granted"
+	ApprovalDenied    Kind = "approval_denied"
+	ApprovalExpired   Kind = "approval_expired"
+	ApprovalWithdrawn Kind = "approval_withdrawn"
 
 	// The changes of a person's access. Each names its subject (Event.UserID), whose open sockets
 	// every instance closes: what they show was rendered for the access they had.
@@ -69,7 +77,8 @@ func Kinds() []Kind {
 		Expired, Canceled, Presence, SignedOut, UserDisabled, RoleChanged, MemberRemoved, Reply,
 		WebhookSecretRotated, Offered, OfferEnded, WarmTimeout,
 		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
-		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered}
+		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered,
+		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a
@@ -97,6 +106,18 @@ func (k Kind) Configures() bool {
 func (k Kind) TellsBot() bool {
 	switch k {
 	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply, WarmTimeout:
+		return true
+	case ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn:
+		return true
+	}
+	return false
+}
+
+// IsApproval reports whether the change is a step of a refund approval: the supervisors'
+// /approvals page follows these.
+func (k Kind) IsApproval() bool {
+	switch k {
+	case ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn:
 		return true
 	}
 	return false

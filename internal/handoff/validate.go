@@ -286,3 +286,9 @@ func tagRules(f reflect.StructField) []string {
 	}
 	return rules
 }
+
+var amountRE, zeroAmountRE = regexp.MustCompile(amountPattern), regexp.MustCompile(zeroAmountPattern)
+
+// ValidAmount reports whether s is an amount as refund.amount takes it: a positive decimal string
+// with at most 4 decimals. Agents who state another refunded amount at the desk are held to it.
+func ValidAmount(s string) bool { return amountRE.MatchString(s) && !zeroAmountRE.MatchString(s) }

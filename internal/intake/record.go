@@ -24,17 +24,36 @@ type Record struct {
 	AcceptedAt  *time.Time     `json:"accepted_at,omitempty"`
 	ClosedAt    *time.Time     `json:"closed_at,omitempty"`
 	ExpiresAt   time.Time      `json:"expires_at"`
+	// Approval is the package's latest refund approval request, once one exists.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is what a bot may know of a refund approval: no names, no notes.
+type Approval struct {
+	State     string     `json:"state"`
+	Amount    string     `json:"amount"`
+	Currency  string     `json:"currency"`
+	DecidedAt *time.Time `json:"decided_at"`
 }
 
 const recordSelect = `
 	SELECT h.handoff_id, h.status, q.name, h.contact_id, coalesce(u.display_name, ''), coalesce(h.outcome, ''),
-		coalesce(h.outcome_note, ''), h.created_at, h.accepted_at, h.closed_at, h.expires_at
-	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
+		coalesce(h.outcome_note, ''), h.created_at, h.accepted_at, h.closed_at, h.expires_at,
+		a.state, a.amount::text, a.currency, a.decided_at
+	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id
+	-- The latest refund approval request, read from its owner's table (internal/approvals).
+	LEFT JOIN LATERAL (SELECT state, amount, currency, decided_at FROM approvals
+		WHERE handoff_id = h.id ORDER BY requested_at DESC, id DESC LIMIT 1) a ON true`
 
 func scanRecord(row pgx.Row) (Record, error) {
 	var r Record
+	var state, amount, currency *string
+	var decidedAt *time.Time
 	err := row.Scan(&r.HandoffID, &r.Status, &r.Queue, &r.ContactID, &r.Assignee, &r.Outcome, &r.OutcomeNote,
-		&r.CreatedAt, &r.AcceptedAt, &r.ClosedAt, &r.ExpiresAt)
+		&r.CreatedAt, &r.AcceptedAt, &r.ClosedAt, &r.ExpiresAt, &state, &amount, &currency, &decidedAt)
+	if state != nil {
+		r.Approval = &Approval{State: *state, Amount: *amount, Currency: *currency, DecidedAt: decidedAt}
+	}
 	return r, err
 }
 

@@ -25,7 +25,11 @@ type Queue struct {
 	Enabled            bool
 	TTL                time.Duration
 	ReservationTimeout time.Duration
+	// RefundThreshold is a decimal in Currency: a refund above it, or in another currency, waits
+	// for a supervisor's approval, which expires after ApprovalTimeout (internal/approvals).
 	RefundThreshold    string
+	Currency           string
+	ApprovalTimeout    time.Duration
 	DefaultPriority    string
 	SLA                time.Duration
 	Skills             []string
@@ -67,6 +71,8 @@ type New struct {
 	TTL                time.Duration
 	ReservationTimeout time.Duration
 	RefundThreshold    string
+	Currency           string        // of the threshold; default DefaultCurrency
+	ApprovalTimeout    time.Duration // default DefaultApprovalTimeout
 
 	AcceptsTopLevelTransfers bool // as Queue.AcceptsTopLevelTransfers
 }
@@ -76,11 +82,14 @@ const (
 	DefaultTTL                = 24 * time.Hour
 	DefaultReservationTimeout = 2 * time.Minute
 	DefaultRefundThreshold    = "50.00"
+	DefaultCurrency           = "USD"
+	DefaultApprovalTimeout    = 4 * time.Hour
 )
 
 var (
-	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	amountPattern = regexp.MustCompile(`^[0-9]{1,10}(\.[0-9]{1,4})?$`)
+	namePattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	amountPattern   = regexp.MustCompile(`^[0-9]{1,10}(\.[0-9]{1,4})?$`)
+	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
 func (n *New) validate() error {
@@ -95,6 +104,18 @@ func (n *New) validate() error {
 	}
 	if n.RefundThreshold == "" {
 		n.RefundThreshold = DefaultRefundThreshold
+	}
+	if n.Currency == "" {
+		n.Currency = DefaultCurrency
+	}
+	if n.ApprovalTimeout == 0 {
+		n.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if !currencyPattern.MatchString(n.Currency) {
+		return desk.Errorf(desk.Invalid, "currency %q is not an ISO 4217 code like USD", n.Currency)
+	}
+	if n.ApprovalTimeout < time.Minute {
+		return desk.Errorf(desk.Invalid, "approval timeout %s is shorter than a minute", n.ApprovalTimeout)
 	}
 	if n.TTL < time.Minute {
 		return desk.Errorf(desk.Invalid, "ttl %s is shorter than a minute", n.TTL)
@@ -133,9 +154,10 @@ func (s *Service) Create(ctx context.Context, n New) (Queue, error) {
 		parentID = &parent.ID
 	}
 	row := s.db.QueryRow(ctx, `
-		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold, accepts_top_level_transfers)
-		VALUES ($1, $2, $3, $4, $5::numeric, $6) RETURNING `+columns,
-		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold, n.AcceptsTopLevelTransfers)
+		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold, accepts_top_level_transfers,
+			currency, approval_timeout)
+		VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8) RETURNING `+columns,
+		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold, n.AcceptsTopLevelTransfers, n.Currency, n.ApprovalTimeout)
 	q, err := scanQueue(row)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -149,14 +171,14 @@ const columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_
 	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
 	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers,
-	accept_window, warm_wait, withhold_transcript`
+	accept_window, warm_wait, withhold_transcript, currency, approval_timeout`
 
 func (q *Queue) scanTargets() []any {
 	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
 		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
 		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
 		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID, &q.AcceptsTopLevelTransfers,
-		&q.AcceptWindow, &q.WarmWait, &q.WithholdTranscript}
+		&q.AcceptWindow, &q.WarmWait, &q.WithholdTranscript, &q.Currency, &q.ApprovalTimeout}
 }
 
 func scanQueue(row pgx.Row) (Queue, error) {

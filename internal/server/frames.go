@@ -61,8 +61,10 @@ type watcher struct {
 	user     auth.User
 	queueIDs []int64
 	handoff  int64
-	roster   bool   // every change anywhere moves the supervisors' roster
-	queueKey string // queueIDs spelled once, for frameKey
+	roster   bool // every change anywhere moves the supervisors' roster
+	// approvals: the supervisors' /approvals page, which every step of a refund approval moves.
+	approvals bool
+	queueKey  string // queueIDs spelled once, for frameKey
 }
 
 // watches reports whether e moves what w shows, or changes the access of its user.
@@ -76,7 +78,7 @@ func (w *watcher) watches(e events.Event) bool {
 	if e.Kind.Rings() && e.UserID == w.user.ID {
 		return true // the ring shows on every page of its agent
 	}
-	return w.roster || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
+	return w.roster || (w.approvals && e.Kind.IsApproval()) || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
 		slices.Contains(w.queueIDs, e.FromQueueID)
 }
 
@@ -146,7 +148,7 @@ type frameKey struct {
 }
 
 func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
-	if w.roster || w.handoff != 0 {
+	if w.roster || w.approvals || w.handoff != 0 {
 		return frameKey{}, false
 	}
 	for _, it := range items {
@@ -225,6 +227,14 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		}
 		f.Fragments = append(f.Fragments, ring)
 		f.Ring = strings.Contains(ring.HTML, `data-testid="ring"`)
+	}
+	if w.approvals && slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.IsApproval() }) {
+		list, shown, err := s.approvalsFragment(ctx, w.user)
+		if err != nil {
+			return frame{}, err
+		}
+		f.Fragments = append(f.Fragments, list)
+		f.shown.Merge(shown)
 	}
 	seen := map[int64]bool{}
 	for _, e := range b.Events {
@@ -327,6 +337,19 @@ func (s *Server) packageFragments(ctx context.Context, user auth.User, item boar
 		return nil, err
 	}
 	return []fragment{status, actions}, nil
+}
+
+// approvalsFragment is the pending requests' list as user sees it: who may decide which request
+// is the user's own, so it is rendered per socket (supervisors are few).
+func (s *Server) approvalsFragment(ctx context.Context, user auth.User) (fragment, audit.Shown, error) {
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	rows, shown, err := s.approvalRows(ctx, user)
+	if err != nil {
+		return fragment{}, shown, err
+	}
+	f, err := rendered(ctx, fragment{Target: "approvals", Op: "replace"}, views.ApprovalList(rows))
+	return f, shown, err
 }
 
 // rendered is f with c rendered as its HTML. A fragment whose component failed is an error,

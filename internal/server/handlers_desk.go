@@ -119,6 +119,9 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 		}
 	}
 	v := handoffView(item, user, perms, notes, targets, s.citations)
+	if v.Controls.Approval, err = s.approvalControls(ctx, user, item, perms); err != nil {
+		return views.HandoffView{}, audit.Shown{}, err
+	}
 	replies, err := evals.Replies(ctx, s.db, item.ID)
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, err
@@ -263,9 +266,15 @@ func (s *Server) handleTransfer(c echo.Context) error {
 	})
 }
 
+// handleResolve closes the package with a code; refunded takes the refunded amount from the form
+// field amount (empty: the amount the package asks), which a granted approval must cover.
 func (s *Server) handleResolve(c echo.Context) error {
 	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
-		return s.actions.Resolve(ctx, user, id, c.FormValue("code"), strings.TrimSpace(c.FormValue("note")))
+		note := strings.TrimSpace(c.FormValue("note"))
+		if code := c.FormValue("code"); code != "refunded" {
+			return s.actions.Resolve(ctx, user, id, code, note)
+		}
+		return s.actions.ResolveRefunded(ctx, user, id, strings.TrimSpace(c.FormValue("amount")), note)
 	})
 }
 

@@ -38,6 +38,10 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/transfer", s.handleTransfer, agent)
 	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
 	e.POST("/handoffs/:id/reply", s.handleReply, agent)
+	// Refund approvals: the holder asks and the requester withdraws (actions.Check); supervisors
+	// decide, never their own request nor a package they hold (approvals.Check).
+	e.POST("/handoffs/:id/approval", s.handleRequestApproval, agent)
+	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent)
 	e.GET("/ws", s.handleSocket, agent)
 	e.POST("/handoffs/:id/decline", s.handleDecline, agent) // a warm package's ring
 
@@ -46,6 +50,9 @@ func (s *Server) routes() {
 	e.GET("/evals", s.handleEvals, supervisor)
 	e.GET("/evals/replies/:id", s.handleEvalDiff, supervisor)
 	e.GET("/evals/export.jsonl", s.handleEvalsExport, supervisor)
+	e.GET("/approvals", s.handleApprovals, supervisor)
+	e.POST("/approvals/:approval_id/approve", s.handleApprove, supervisor)
+	e.POST("/approvals/:approval_id/deny", s.handleDeny, supervisor)
 
 	e.GET("/audit", s.handleAudit, supervisor)
 	e.GET("/audit/export.csv", s.handleAuditCSV, supervisor)

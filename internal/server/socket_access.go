@@ -73,7 +73,7 @@ type watchRequest struct {
 }
 
 func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.User) (watchRequest, error) {
-	r := watchRequest{w: watcher{user: user, roster: c.QueryParam("roster") == "true"}}
+	r := watchRequest{w: watcher{user: user, roster: c.QueryParam("roster") == "true", approvals: c.QueryParam("approvals") == "true"}}
 	r.queues = queue.SplitNames(c.QueryParam("queues"))
 	if len(r.queues) > maxSocketQueues {
 		return r, desk.Errorf(desk.BadRequest, "a socket watches at most %d queues; this one asks for %d", maxSocketQueues, len(r.queues))
@@ -115,6 +115,9 @@ func (s *Server) mayWatch(ctx context.Context, c echo.Context, r watchRequest) (
 func (s *Server) mayWatchAs(ctx context.Context, user auth.User, r watchRequest) (auth.User, error) {
 	if r.w.roster && !user.Role.AtLeast(auth.RoleSupervisor) {
 		return auth.User{}, desk.Errorf(desk.Forbidden, "the roster is for supervisors")
+	}
+	if r.w.approvals && !user.Role.AtLeast(auth.RoleSupervisor) {
+		return auth.User{}, desk.Errorf(desk.Forbidden, "refund approvals are for supervisors")
 	}
 	if user.Role.AtLeast(auth.RoleSupervisor) {
 		return user, nil // supervisors oversee every queue

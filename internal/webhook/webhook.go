@@ -26,15 +26,24 @@ type Event struct {
 	Event     string // the kind of change (events.Kind)
 	Status    string // the package's status after the change
 	Queue     string
-	Reason    string // optional
-	Note      string // optional
-	Outcome   string // optional
-	Assignee  string // optional: the agent's display name
-	Text      string // a reply's text, unmasked: the bot sends it on to the customer
+	Reason    string    // optional
+	Note      string    // optional
+	Outcome   string    // optional
+	Assignee  string    // optional: the agent's display name
+	Text      string    // a reply's text, unmasked: the bot sends it on to the customer
+	Approval  *Approval // a refund approval's step: which request, for what
 	// SecondsToAccept is, on accepted, how long the package waited for its agent: what the
 	// customer of a warm transfer waited through.
 	SecondsToAccept *float64
 	OccurredAt      time.Time
+}
+
+// Approval is the refund approval an approval_* event is about.
+type Approval struct {
+	ID       int64  `json:"id"`
+	State    string `json:"state"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
 }
 
 // payload is the body the bot receives. Its fields are a public contract: rename none.
@@ -51,7 +60,8 @@ type payload struct {
 	Assignee   string    `json:"assignee,omitempty"`
 	Text       string    `json:"text,omitempty"`
 	// SecondsToAccept is set on accepted.
-	SecondsToAccept *float64 `json:"seconds_to_accept,omitempty"`
+	SecondsToAccept *float64  `json:"seconds_to_accept,omitempty"`
+	Approval        *Approval `json:"approval,omitempty"`
 }
 
 // Queue adds the outbox insert of events to a batch that the caller sends inside its
@@ -79,19 +89,19 @@ func insert(events []Event) (string, []any, error) {
 		// redeliveries on this id.
 		ids[i] = "evt_" + rand.Text()
 		body, err := json.Marshal(payload{
-			EventID:    ids[i],
-			Event:      e.Event,
-			HandoffID:  e.HandoffID,
-			Status:     e.Status,
-			Queue:      e.Queue,
-			OccurredAt: e.OccurredAt.UTC(),
-			Reason:     e.Reason,
-			Note:       e.Note,
-			Outcome:    e.Outcome,
-			Assignee:   e.Assignee,
-			Text:       e.Text,
-
+			EventID:         ids[i],
+			Event:           e.Event,
+			HandoffID:       e.HandoffID,
+			Status:          e.Status,
+			Queue:           e.Queue,
+			OccurredAt:      e.OccurredAt.UTC(),
+			Reason:          e.Reason,
+			Note:            e.Note,
+			Outcome:         e.Outcome,
+			Assignee:        e.Assignee,
+			Text:            e.Text,
 			SecondsToAccept: e.SecondsToAccept,
+			Approval:        e.Approval,
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)

@@ -23,6 +23,7 @@
     if (root.dataset.queues) u.searchParams.set("queues", root.dataset.queues);
     if (root.dataset.handoff) u.searchParams.set("handoff", root.dataset.handoff);
     if (root.dataset.roster === "true") u.searchParams.set("roster", "true");
+    if (root.dataset.approvals === "true") u.searchParams.set("approvals", "true");
     if (mark) u.searchParams.set("since", mark);
     return u;
   }

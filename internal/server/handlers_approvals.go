@@ -1,0 +1,137 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/internal/actions"
+	"github.com/handoffdesk/desk/internal/approvals"
+	"github.com/handoffdesk/desk/internal/audit"
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/views"
+)
+
+// handleRequestApproval asks a supervisor to approve the package's refund (form field note).
+func (s *Server) handleRequestApproval(c echo.Context) error {
+	id := c.Param("id")
+	if _, err := s.actions.RequestApproval(c.Request().Context(), currentUser(c), id, strings.TrimSpace(c.FormValue("note"))); err != nil {
+		return s.actionFailed(c, id, err)
+	}
+	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
+}
+
+func (s *Server) handleWithdrawApproval(c echo.Context) error {
+	id := c.Param("id")
+	if err := s.actions.WithdrawApproval(c.Request().Context(), currentUser(c), id); err != nil {
+		return s.actionFailed(c, id, err)
+	}
+	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
+}
+
+func (s *Server) handleApprovals(c echo.Context) error {
+	return s.renderApprovals(c, "", http.StatusOK)
+}
+
+func (s *Server) renderApprovals(c echo.Context, flash string, status int) error {
+	user := currentUser(c)
+	ctx := c.Request().Context()
+	rows, shown, err := s.approvalRows(ctx, user)
+	if err != nil {
+		return err
+	}
+	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
+		return err
+	}
+	return s.render(c, status, views.ApprovalsPage(views.ApprovalsView{Viewer: *viewer(c), Rows: rows, Flash: flash,
+		Live: views.LiveConfig{Approvals: true, Mark: string(s.hub.Mark())}}))
+}
+
+func (s *Server) handleApprove(c echo.Context) error { return s.decide(c, true) }
+func (s *Server) handleDeny(c echo.Context) error    { return s.decide(c, false) }
+
+// decide grants or denies the request in the path with the form's note, and shows /approvals
+// again; a refusal shows there with its status (403 for the requester or holder, 409 for the
+// loser of a race or an expired request, 422 without a note).
+func (s *Server) decide(c echo.Context, grant bool) error {
+	raw := c.Param("approval_id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return desk.Errorf(desk.NotFound, "no approval %q", raw)
+	}
+	_, err = s.actions.Decide(c.Request().Context(), currentUser(c), id, grant, strings.TrimSpace(c.FormValue("note")))
+	if code := desk.ErrorCode(err); err != nil && code != desk.Internal {
+		return s.renderApprovals(c, desk.ErrorMessage(err), statusOf[code])
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/approvals")
+}
+
+// approvalRows are the pending requests as user sees them: each package masked by the one PII
+// policy for the user's role in its queue, and why the user may not decide it, if not; and the
+// contact names they show unmasked, for the record of PII reads.
+func (s *Server) approvalRows(ctx context.Context, user auth.User) ([]views.ApprovalRow, audit.Shown, error) {
+	var shown audit.Shown
+	pending, err := approvals.PendingList(ctx, s.db)
+	if err != nil {
+		return nil, shown, err
+	}
+	now := time.Now()
+	rows := make([]views.ApprovalRow, 0, len(pending))
+	for _, l := range pending {
+		vis := handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: l.PIIMinRole, EntityKeys: l.PIIEntityKeys})
+		p := l.Package.MaskFor(vis)
+		shown.Add(l.HandoffID, vis.Unmasked(handoff.Package{Contact: handoff.Contact{DisplayName: l.Package.Contact.DisplayName}}))
+		contact := p.Contact.DisplayName
+		if contact == "" {
+			contact = p.Contact.ID
+		}
+		r := views.ApprovalRow{ID: strconv.FormatInt(l.ID, 10), HandoffID: l.PublicID, Queue: l.Queue,
+			ProblemStatement: p.ProblemStatement, Contact: contact, Refund: l.Refund.String(), Agent: l.Requester,
+			Note: l.Package.MaskNoteFor(vis, l.Note), RequestedAt: l.RequestedAt, Timeout: l.ApprovalTimeout,
+			NoteLimit: actions.MaxNoteChars}
+		if err := approvals.Check(user, l.Approval, l.AssigneeID, now); err != nil {
+			r.WhyNot = desk.ErrorMessage(err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, shown, nil
+}
+
+// approvalControls are the package's refund and approvals as user sees them on the action panel.
+func (s *Server) approvalControls(ctx context.Context, user auth.User, item board.Item, perms actions.Permissions) (views.ApprovalControls, error) {
+	var a views.ApprovalControls
+	history, err := approvals.ForHandoff(ctx, s.db, item.ID)
+	if err != nil {
+		return a, err
+	}
+	if r := approvals.RefundOf(item.Package); r != nil {
+		a.Refund, a.RefundAmount = r.String(), r.Amount
+		if a.Needed, err = approvals.Needed(*r, item.RefundThreshold, item.Currency); err != nil {
+			return a, err
+		}
+	}
+	a.CanRequest = perms.RequestApproval && a.Needed
+	a.CanWithdraw = perms.WithdrawApproval
+	vis := visibility(user, item)
+	now := time.Now()
+	for _, h := range history {
+		if h.State == approvals.Pending && approvals.Check(user, h, item.AssigneeID, now) == nil {
+			a.Decide = strconv.FormatInt(h.ID, 10)
+		}
+		a.History = append(a.History, views.ApprovalLine{ID: strconv.FormatInt(h.ID, 10), State: string(h.State),
+			Refund: h.Refund.String(), Requester: h.Requester, Note: item.Package.MaskNoteFor(vis, h.Note),
+			RequestedAt: formatTime(&h.RequestedAt), Decider: h.Decider, DecisionNote: item.Package.MaskNoteFor(vis, h.DecisionNote),
+			DecidedAt: formatTime(h.DecidedAt)})
+	}
+	return a, nil
+}

@@ -57,14 +57,7 @@ func (s *Shown) Add(handoffID int64, fields []string) {
 // Merge adds what o shows to s: one view that shows several parts is recorded once.
 func (s *Shown) Merge(o Shown) {
 	for _, id := range o.ids {
-		if !slices.Contains(s.ids, id) {
-			s.ids = append(s.ids, id)
-		}
-	}
-	for _, f := range o.fields {
-		if !slices.Contains(s.fields, f) {
-			s.fields = append(s.fields, f)
-		}
+		s.Add(id, o.fields)
 	}
 }
 

@@ -145,7 +145,7 @@ func Settings() []Setting {
 			Get:    func(q Queue) []string { return checked(q.WithholdTranscript) },
 			Column: "withhold_transcript", Value: func(q Queue) any { return q.WithholdTranscript },
 			Set: func(q *Queue, v []string) error { q.WithholdTranscript = first(v) != ""; return nil }},
-		{Field: "refund_threshold", Label: "Refund threshold", Input: InputText, Help: "Refunds above this amount stand out on the package (a decimal like 50.00).",
+		{Field: "refund_threshold", Label: "Refund threshold", Input: InputText, Help: "A refund above this amount (a decimal like 50.00, in the queue's currency) needs a supervisor's approval before it is resolved.",
 			Get:    func(q Queue) []string { return one(q.RefundThreshold) },
 			Column: "refund_threshold", Value: func(q Queue) any { return q.RefundThreshold },
 			Set: func(q *Queue, v []string) error {
@@ -154,6 +154,23 @@ func Settings() []Setting {
 					return fmt.Errorf("refund threshold %q is not a decimal amount like 50.00", q.RefundThreshold)
 				}
 				return nil
+			}},
+		{Field: "currency", Label: "Currency", Input: InputText, Help: "The threshold's currency (ISO 4217, like USD); a refund in any other currency always needs approval.",
+			Get:    func(q Queue) []string { return one(q.Currency) },
+			Column: "currency", Value: func(q Queue) any { return q.Currency },
+			Set: func(q *Queue, v []string) error {
+				q.Currency = strings.ToUpper(strings.TrimSpace(first(v)))
+				if !currencyPattern.MatchString(q.Currency) {
+					return fmt.Errorf("currency %q is not a three-letter code like USD", q.Currency)
+				}
+				return nil
+			}},
+		{Field: "approval_timeout", Label: "Approval timeout", Input: InputDuration, Help: "A refund approval nobody decides in this time expires, and the package goes back to its agent.",
+			Get:    func(q Queue) []string { return one(FormatDuration(q.ApprovalTimeout)) },
+			Column: "approval_timeout", Value: func(q Queue) any { return q.ApprovalTimeout },
+			Set: func(q *Queue, v []string) (err error) {
+				q.ApprovalTimeout, err = parseDuration(v, "approval timeout", time.Minute)
+				return
 			}},
 		{Field: "transfer_policy", Label: "Transfer policy", Input: InputChoices, Options: []string{"children", "parent", "peers"},
 			Help:   "Where agents may transfer packages from this queue.",
@@ -237,7 +254,8 @@ func Defaults() Queue {
 		DefaultPriority: "normal", SLA: 15 * time.Minute, Skills: []string{}, RequiredEntityKeys: []string{}, PIIEntityKeys: []string{},
 		PIIMinRole: "supervisor", TransferPolicy: []string{"children", "parent", "peers"}, MaxRejections: 3,
 		Guards:         Guards{ContactHourly: 3, ContactDaily: 10, PairCooldown: 30 * time.Minute, ChainLimit: 3, OneOpen: true},
-		OverflowPolicy: "accept"}
+		OverflowPolicy: "accept", AcceptWindow: DefaultAcceptWindow, WarmWait: DefaultWarmWait,
+		Currency: DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
 }
 
 // Values spells every setting of q as the form shows it, by field.

@@ -129,7 +129,7 @@ func seedReplies(ctx context.Context, db *pgxpool.Pool, users *auth.Service) err
 	if err != nil {
 		return err
 	}
-	in, act := intake.New(db, time.Now, nil), actions.New(db, time.Now, nil, nil)
+	in, act := intake.New(db, time.Now, nil, nil), actions.New(db, time.Now, nil, nil, nil)
 	for i, d := range demoReplies {
 		pkg := map[string]any{
 			"schema_version": "1.0", "handoff_id": d.id, "source_run_id": fmt.Sprintf("run_demo_%d", i+1),

@@ -39,13 +39,14 @@ const (
 
 // What a span's link points at (LinkTo).
 const (
-	LinkBotRun  = "bot_run"  // the bot's span that sent the package (its traceparent)
-	LinkIntake  = "intake"   // the request that brought the package in
-	LinkPackage = "package"  // the package's span, stored with it
-	LinkCause   = "cause"    // the action whose change a webhook tells of
-	LinkBatch   = "batch"    // a package of an intake batch
-	serviceName = "handoffdesk"
+	ToBotRun  = "bot_run" // the bot's span that sent the package (its traceparent)
+	ToIntake  = "intake"  // the request that brought the package in
+	ToPackage = "package" // the package's span, stored with it
+	ToCause   = "cause"   // the action whose change a webhook tells of
 )
+
+// serviceName is the service the spans come from unless OTEL_SERVICE_NAME says otherwise.
+const serviceName = "handoffdesk"
 
 // Tracing is one instance's tracer provider.
 type Tracing struct {
@@ -122,7 +123,7 @@ func LinkPackage(ctx context.Context, stored *string) {
 		return
 	}
 	if sc := Parse(stored); sc.IsValid() {
-		span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{LinkTo.String(LinkPackage)}})
+		span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{LinkTo.String(ToPackage)}})
 	}
 }
 

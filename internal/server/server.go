@@ -26,6 +26,7 @@ import (
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
 // Config is what the server reads from the environment.
@@ -65,7 +66,9 @@ type Server struct {
 	presence *live.Presence
 	metrics  *metrics.Metrics
 
-	echo          *echo.Echo
+	echo *echo.Echo
+	// handler is echo, inside a span per request while tracing is on.
+	handler       http.Handler
 	citations     citationLinks
 	secureCookies bool
 	csrf          *http.CrossOriginProtection
@@ -86,7 +89,8 @@ type Server struct {
 
 // New builds a server from its dependencies.
 func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service,
-	intake *intake.Intake, actions *actions.Service, board *board.Board, hub *live.Hub, presence *live.Presence, counts *metrics.Metrics) (*Server, error) {
+	intake *intake.Intake, actions *actions.Service, board *board.Board, hub *live.Hub, presence *live.Presence, counts *metrics.Metrics,
+	traces *tracing.Tracing) (*Server, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
@@ -136,6 +140,10 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	s.echo.HTTPErrorHandler = s.handleError
 	s.echo.IPExtractor = clientAddress(cfg.TrustedProxies)
 	s.routes()
+	if traces == nil {
+		traces = tracing.Off()
+	}
+	s.handler = traces.Handler(s.echo)
 	return s, nil
 }
 
@@ -163,7 +171,7 @@ func isLoopback(host string) bool {
 }
 
 // ServeHTTP lets tests and other servers drive the desk directly.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Timeouts of the HTTP server. Reads are bounded to stop slow-loris clients; the write timeout
 // is left to handlers because websockets live for hours.

@@ -178,7 +178,9 @@ func Caller(h http.Header) trace.SpanContext {
 }
 
 // Inject sets the traceparent of ctx's span on an outgoing request's header.
-func Inject(ctx context.Context, h http.Header) { traceContext.Inject(ctx, propagation.HeaderCarrier(h)) }
+func Inject(ctx context.Context, h http.Header) {
+	traceContext.Inject(ctx, propagation.HeaderCarrier(h))
+}
 
 // Handler wraps the desk's handler in a server span per request, when tracing is on. Only the bot
 // API (/api/) continues an incoming traceparent: a bot's run is a trace the desk takes part in.

@@ -44,20 +44,22 @@ func hookHeaders(t *testing.T) (string, <-chan http.Header) {
 	return srv.URL, got
 }
 
-// hookFor waits for the delivery of the named event.
-func hookFor(t *testing.T, hooks <-chan http.Header, event string) http.Header {
+// hooksFor waits for the deliveries of the named events, by event.
+func hooksFor(t *testing.T, hooks <-chan http.Header, events ...string) map[string]http.Header {
 	t.Helper()
+	got := map[string]http.Header{}
 	deadline := time.After(10 * time.Second)
-	for {
+	for len(got) < len(events) {
 		select {
 		case h := <-hooks:
-			if h.Get("X-Handoff-Event") == event {
-				return h
+			if e := h.Get("X-Handoff-Event"); slices.Contains(events, e) {
+				got[e] = h
 			}
 		case <-deadline:
-			t.Fatalf("the bot's receiver never got the %s webhook", event)
+			t.Fatalf("the bot's receiver got %d of the webhooks %v", len(got), events)
 		}
 	}
+	return got
 }
 
 // waitSpan waits until the recorder holds an ended span that matches.
@@ -83,7 +85,7 @@ func named(name string) func(sdktrace.ReadOnlySpan) bool {
 func attr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -217,10 +219,12 @@ func TestTracesJoinTheBotsRunToTheHumansWork(t *testing.T) {
 
 	// Each webhook's delivery is a span of its own whose context the bot receives, linked to the
 	// action that caused it and to the package.
-	for event, cause := range map[string]trace.SpanContext{
+	causes := map[string]trace.SpanContext{
 		"queued": pkgSpan.SpanContext(), "accepted": acts["accept"].SpanContext(), "resolved": acts["resolve"].SpanContext(),
-	} {
-		header := hookFor(t, hooks, event)
+	}
+	headers := hooksFor(t, hooks, "queued", "accepted", "resolved")
+	for event, cause := range causes {
+		header := headers[event]
 		sent := tracing.Caller(header)
 		if !sent.IsValid() {
 			t.Fatalf("the %s webhook came with traceparent %q, want one", event, header.Get("traceparent"))
@@ -258,7 +262,7 @@ func TestTracingOffStoresAndSendsNothing(t *testing.T) {
 	}
 	pkg := harbor(t, nil)
 	expect(t, "submit", app.api(t, http.MethodPost, "/api/v1/handoffs", k.Key, pkg, "traceparent", botTraceparent), http.StatusCreated)
-	if header := hookFor(t, hooks, "queued"); header.Get("traceparent") != "" {
+	if header := hooksFor(t, hooks, "queued")["queued"]; header.Get("traceparent") != "" {
 		t.Errorf("the queued webhook came with traceparent %q, want none while tracing is off", header.Get("traceparent"))
 	}
 	var packages, hooksStored int

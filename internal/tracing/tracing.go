@@ -10,7 +10,7 @@ package tracing
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,9 +68,9 @@ func With(provider trace.TracerProvider) *Tracing {
 }
 
 // New is tracing as the environment asks: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (and
-// OTEL_SDK_DISABLED is not true); on, spans go in batches to that OTLP/HTTP endpoint, and the
-// exporter, sampler and resource read the other standard OTEL_* variables themselves. Shutdown
-// flushes what is left.
+// OTEL_SDK_DISABLED is not true); on, spans go in batches to that OTLP/HTTP endpoint. The SDK's
+// exporter, sampler and resource read the standard OTEL_* variables from the process's
+// environment themselves, not through getenv. Shutdown flushes what is left.
 func New(ctx context.Context, getenv func(string) string) (*Tracing, error) {
 	if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 		return Off(), nil
@@ -80,14 +80,14 @@ func New(ctx context.Context, getenv func(string) string) (*Tracing, error) {
 	}
 	exporter, err := otlptracehttp.New(ctx)
 	if err != nil {
-		return nil, errors.Join(errors.New("OTEL_EXPORTER_OTLP_ENDPOINT: the trace exporter"), err)
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: the trace exporter: %w", err)
 	}
 	// The service is the desk unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise:
 	// detectors given later win.
 	resource, err := sdkresource.New(ctx, sdkresource.WithAttributes(semconv.ServiceName(serviceName)),
 		sdkresource.WithTelemetrySDK(), sdkresource.WithFromEnv())
 	if err != nil {
-		return nil, errors.Join(errors.New("OTEL_RESOURCE_ATTRIBUTES"), err)
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(resource))
 	t := With(provider)

@@ -364,7 +364,8 @@ func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason,
 			WHERE id = $1`, []any{h.ID, user.ID, rejections, needsSupervisor, target.ID, now},
 			events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
 				APIKeyID: h.APIKeyID, Kind: events.Rejected, Status: handoff.StatusQueued, ActorUser: &user.ID, Reason: reason, At: now,
-				Detail: map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name}},
+				Detail:       map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name},
+				PackageTrace: h.Trace},
 			evals.Outcome{Kind: evals.KindReject, HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Note: reason})
 	})
 	return a.released(handoffID, from, err)
@@ -506,7 +507,7 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 			WHERE id = $1`, []any{h.ID, target.ID, now, target.TTL},
 			events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
 				APIKeyID: h.APIKeyID, Kind: events.Transferred, Status: handoff.StatusQueued, ActorUser: &user.ID, Note: note, At: now,
-				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}})
+				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}, PackageTrace: h.Trace})
 	})
 	return a.released(handoffID, from, err)
 }

@@ -72,7 +72,7 @@ func TestTracedActionsKeepOneRoundTripEach(t *testing.T) {
 		}
 		pkg := tracing.Parse(stored)
 		if !pkg.IsValid() {
-			t.Fatalf("package %s stores trace context %v, want one", id, stored)
+			t.Fatalf("package %s stores no trace context, want one", id)
 		}
 		acted := map[string]sdktrace.ReadOnlySpan{}
 		for _, s := range spans.Ended() {
@@ -97,10 +97,66 @@ func TestTracedActionsKeepOneRoundTripEach(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := tracing.Parse(cause); got.SpanID() != acted["handoff.resolve"].SpanContext().SpanID() {
-			t.Errorf("the resolved webhook of %s remembers %v as its cause, want the resolve's span %s", id, cause, acted["handoff.resolve"].SpanContext().SpanID())
+			t.Errorf("the resolved webhook of %s remembers %s as its cause, want the resolve's span %s", id, got.SpanID(), acted["handoff.resolve"].SpanContext().SpanID())
 		}
 		if got := tracing.Parse(packageTrace); !got.Equal(pkg) {
-			t.Errorf("the resolved webhook of %s remembers package %v, want %v", id, packageTrace, stored)
+			t.Errorf("the resolved webhook of %s remembers package span %s, want %s", id, got.SpanID(), pkg.SpanID())
 		}
+	}
+}
+
+// Every webhook a traced change causes remembers the package's span and the span of the change,
+// whichever path and action made it: the locking path's accept, a reject, a transfer, a return to
+// the bot.
+func TestEveryTracedWebhookRemembersItsPackage(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	traces := tracing.With(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+	d := newDesk(t, "billing", "billing-refunds")
+	d.intake = intake.New(d.db, d.clock.Now, nil, traces)
+	actions := New(d.db, d.clock.Now, nil, nil, traces)
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing", "billing-refunds")
+	ctx := context.Background()
+	id := d.submit(t, "billing", nil)
+	steps := []func() error{
+		func() error { return actions.Accept(ctx, alex, id) },
+		func() error { _, err := actions.Reject(ctx, alex, id, "not mine", ""); return err },
+		func() error { _, err := actions.Transfer(ctx, alex, id, "billing-refunds", "refund"); return err },
+		func() error { return actions.Accept(ctx, alex, id) },
+		func() error { _, err := actions.ReturnToBot(ctx, alex, id, "out_of_scope", ""); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	var stored *string
+	if err := d.db.QueryRow(ctx, `SELECT trace_parent FROM handoffs WHERE handoff_id = $1`, id).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.db.Query(ctx, `SELECT event, trace_parent, package_trace FROM webhook_outbox WHERE handoff_id = $1 ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for rows.Next() {
+		var event string
+		var cause, pkg *string
+		if err := rows.Scan(&event, &cause, &pkg); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, event)
+		if !tracing.Parse(pkg).Equal(tracing.Parse(stored)) {
+			t.Errorf("the %s webhook remembers package span %s, want %s", event, tracing.Parse(pkg).SpanID(), tracing.Parse(stored).SpanID())
+		}
+		if !tracing.Parse(cause).IsValid() {
+			t.Errorf("the %s webhook remembers no cause", event)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"queued", "accepted", "rejected", "transferred", "accepted", "returned_to_bot"}; !slices.Equal(events, want) {
+		t.Errorf("webhooks %v, want %v", events, want)
 	}
 }

@@ -33,7 +33,7 @@ const (
 	HandoffID   = attribute.Key("handoff.id")
 	SourceRunID = attribute.Key("handoff.source_run_id")
 	Queue       = attribute.Key("handoff.queue")
-	// LinkTo names what a link of the desk's points at: one of the Link* values.
+	// LinkTo names what a link of the desk's points at: one of the To* values.
 	LinkTo = attribute.Key("handoff.link")
 )
 

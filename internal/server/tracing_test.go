@@ -190,6 +190,25 @@ func TestTracesJoinTheBotsRunToTheHumansWork(t *testing.T) {
 		return s.Parent().SpanID() == batch.SpanContext().SpanID() && attr(s, "db.system.name") == "postgresql"
 	})
 
+	// A browser's traceparent is only linked: it cannot put the desk's requests in its trace, nor
+	// decide their sampling.
+	req, err := http.NewRequest(http.MethodGet, app.URL+"/login", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("traceparent", botTraceparent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	login := waitSpan(t, spans, "GET /login", named("GET /login"))
+	if login.Parent().IsValid() || login.SpanContext().TraceID() == botRun.TraceID() || !slices.ContainsFunc(login.Links(),
+		func(l sdktrace.Link) bool { return l.SpanContext.SpanID() == botRun.SpanID() }) {
+		t.Errorf("a browser's request with a traceparent has parent %s in trace %s and links %+v, want a root linked to it",
+			login.Parent().SpanID(), login.SpanContext().TraceID(), login.Links())
+	}
+
 	// The agent accepts from the list (the locking path), then resolves from the hold (the fast
 	// path): each action's span, under its request's, links to the stored context.
 	dana := app.client(t)

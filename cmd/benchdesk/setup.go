@@ -398,7 +398,7 @@ func (b *bench) post(ctx context.Context, base string, body []byte) error {
 // fill queues n packages directly through intake.Intake.Submit (the intake's own transaction,
 // without HTTP), for set-up speed. Nothing wakes the live desk: no socket is open meanwhile.
 func (b *bench) fill(ctx context.Context, queueName, scenario string, n int) error {
-	intake := intake.New(b.db, time.Now, nil)
+	intake := intake.New(b.db, time.Now, nil, nil)
 	return parallel(ctx, setupConns, n, func(i int) error {
 		p := b.pkg
 		p.HandoffID = handoffID(scenario, i)

@@ -181,7 +181,7 @@ func allowPrivateWebhooks(getenv func(string) string) (bool, error) {
 }
 
 // withDB opens the database, brings its schema up to date, and runs f.
-func withDB(ctx context.Context, getenv func(string) string, logger *slog.Logger, f func(*pgxpool.Pool) error) error {
+func withDB(ctx context.Context, getenv func(string) string, logger *slog.Logger, f func(*pgxpool.Pool) error, opts ...postgres.Option) error {
 	acquireTimeout, err := duration(getenv, "DATABASE_ACQUIRE_TIMEOUT", postgres.DefaultAcquireTimeout)
 	if err != nil {
 		return err
@@ -189,7 +189,7 @@ func withDB(ctx context.Context, getenv func(string) string, logger *slog.Logger
 	if acquireTimeout == 0 {
 		return errors.New("DATABASE_ACQUIRE_TIMEOUT: want a duration above zero, such as 10s")
 	}
-	pool, err := postgres.Open(ctx, databaseURL(getenv), acquireTimeout)
+	pool, err := postgres.Open(ctx, databaseURL(getenv), acquireTimeout, opts...)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/instance"
+	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
 
@@ -57,6 +59,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	traces, err := tracing.New(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	if traces.On() {
+		logger.Info("tracing", "endpoint", getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	}
+	defer func() {
+		// The spans still buffered are worth a moment after the server stopped, not a hang.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := traces.Shutdown(flushCtx); err != nil {
+			logger.Warn("flushing traces", "err", err)
+		}
+	}()
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -76,7 +93,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())
 		}
-		opts := instance.Options{Server: cfg, DatabaseURL: databaseURL(getenv), Webhook: webhook.Options{AllowPrivate: allowPrivate}}
+		opts := instance.Options{Server: cfg, DatabaseURL: databaseURL(getenv), Webhook: webhook.Options{AllowPrivate: allowPrivate},
+			Tracing: traces}
 		if addr := getenv("METRICS_ADDR"); addr != "" {
 			opts.Metrics, err = net.Listen("tcp", addr)
 			if err != nil {
@@ -87,7 +105,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL, "login", cfg.BaseURL+"/login")
 		return instance.Run(ctx, opts, logger, db, ln)
-	})
+	}, postgres.Traced(traces))
 }
 
 // parseTrustedProxies reads TRUSTED_PROXIES: IP addresses and CIDR ranges, space- or

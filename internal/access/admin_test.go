@@ -149,7 +149,7 @@ func TestDisableQueueMovesOpenPackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := intake.New(f.db, time.Now, nil)
+	in := intake.New(f.db, time.Now, nil, nil)
 	var src handofftest.Numbered
 	for range 2 {
 		if _, err := in.Submit(ctx, intake.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}, src.Next(t, "old")); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/commit"
@@ -29,6 +30,7 @@ import (
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
 // MaxNoteChars caps every reason and note an agent writes. The notes table holds 4,000
@@ -54,20 +56,25 @@ type Service struct {
 	trips   *commit.Trips
 	counts  *metrics.Metrics
 	// due carries to the sweeper when a ring this instance made runs out (ring.go).
-	due chan time.Time
+	due     chan time.Time
+	tracing *tracing.Tracing
 }
 
 // New returns a Service over db that tells time with now, calls changed after every committed
-// change, and observes each accept's and resolution's time in counts (nil: nowhere).
-func New(db *pgxpool.Pool, now func() time.Time, changed func(), counts *metrics.Metrics) *Service {
+// change, observes each accept's and resolution's time in counts (nil: nowhere) and traces each
+// action with traces (nil: not at all).
+func New(db *pgxpool.Pool, now func() time.Time, changed func(), counts *metrics.Metrics, traces *tracing.Tracing) *Service {
 	if changed == nil {
 		changed = func() {}
 	}
 	if counts == nil {
 		counts = metrics.New(nil)
 	}
+	if traces == nil {
+		traces = tracing.Off()
+	}
 	return &Service{db: db, now: now, changed: changed, holds: holds{m: make(map[string]hold)}, trips: commit.NewTrips(db), counts: counts,
-		due: make(chan time.Time, 1)}
+		due: make(chan time.Time, 1), tracing: traces}
 }
 
 // held is a package row locked for an action, with its queue.
@@ -82,11 +89,14 @@ type held struct {
 	CreatedAt time.Time
 	// Warm says that the package is in its warm phase, ringing agents (ring.go).
 	Warm bool
+	// Trace is the package's stored trace context.
+	Trace *string
 }
 
 // hold is what this instance remembers of the locked package once the user holds it.
 func (h held) hold(userID int64) hold {
-	return hold{publicID: h.PublicID, rowID: h.ID, apiKeyID: h.APIKeyID, queueID: h.Queue.ID, queue: h.Queue.Name, userID: userID, createdAt: h.CreatedAt}
+	return hold{publicID: h.PublicID, rowID: h.ID, apiKeyID: h.APIKeyID, queueID: h.Queue.ID, queue: h.Queue.Name, userID: userID,
+		createdAt: h.CreatedAt, trace: h.Trace}
 }
 
 // check applies the rules to the locked package.
@@ -97,7 +107,7 @@ func (h held) check(act Action, user auth.User, now time.Time) error {
 // lock takes the package's row lock for the rest of tx: whoever comes second waits, then sees the
 // first one's result. That is what makes accept exactly-once across agents and instances. The
 // same statement reads, across their owners' tables, the assignee's name and whether the user
-// works the package's queue; the queue follows.
+// works the package's queue; the queue follows. The action's span links to the package.
 func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (held, error) {
 	var h held
 	var queueID int64
@@ -107,18 +117,20 @@ func lock(ctx context.Context, tx pgx.Tx, user auth.User, handoffID string) (hel
 			EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = $2), h.created_at,
 			h.warm_until IS NOT NULL,
 			EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL AND o.user_id = h.offered_to),
-			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending')
+			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending'),
+			h.trace_parent
 		FROM handoffs h LEFT JOIN users u ON u.id = h.assignee_id
 		WHERE h.handoff_id = $1 FOR UPDATE OF h`, handoffID, user.ID).Scan(
 		&h.ID, &h.PublicID, &h.Status, &h.AssigneeID, &h.Assignee, &h.RejectedBy, &h.Rejections,
 		&h.NeedsSupervisor, &h.OfferedTo, &h.OfferedUntil, &h.APIKeyID, &queueID, &h.Member, &h.CreatedAt,
-		&h.Warm, &h.Ringing, &h.ApprovalBy)
+		&h.Warm, &h.Ringing, &h.ApprovalBy, &h.Trace)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return held{}, desk.Errorf(desk.NotFound, "no handoff %q", handoffID)
 	}
 	if err != nil {
 		return held{}, err
 	}
+	tracing.LinkPackage(ctx, h.Trace)
 	h.Queue, err = queue.ByID(ctx, tx, queueID)
 	return h, err
 }
@@ -171,14 +183,16 @@ func (a *Service) inTx(ctx context.Context, f func(tx pgx.Tx, now time.Time) err
 func apply(ctx context.Context, tx pgx.Tx, update string, args []any, c events.Change, outcomes ...evals.Outcome) error {
 	b := &pgx.Batch{}
 	b.Queue(update, args...)
-	if err := record(b, c, outcomes); err != nil {
+	if err := record(ctx, b, c, outcomes); err != nil {
 		return err
 	}
 	return tx.SendBatch(ctx, b).Close()
 }
 
-// record adds a change's log row and webhook, and the eval records of its outcome, to b.
-func record(b *pgx.Batch, c events.Change, outcomes []evals.Outcome) error {
+// record adds a change's log row and webhook, and the eval records of its outcome, to b. The
+// webhook remembers the span of ctx, the action's, for its delivery to link to.
+func record(ctx context.Context, b *pgx.Batch, c events.Change, outcomes []evals.Outcome) error {
+	c.Trace = tracing.Stored(ctx)
 	for _, o := range outcomes {
 		evals.QueueOutcome(b, o)
 	}
@@ -210,7 +224,7 @@ const nextSQL = `
 			$3 OR EXISTS (SELECT 1 FROM queue_members m, q WHERE m.queue_id = q.id AND m.user_id = u.id) AS may_act
 		FROM users u WHERE u.id = $2 FOR UPDATE
 	), held AS (
-		SELECT h.id, h.handoff_id, h.api_key_id, h.queue_id, hq.name, h.created_at
+		SELECT h.id, h.handoff_id, h.api_key_id, h.queue_id, hq.name, h.created_at, h.trace_parent
 		FROM handoffs h JOIN queues hq ON hq.id = h.queue_id
 		WHERE h.assignee_id = $2 AND h.status = 'reserved'
 	), pick AS (
@@ -228,7 +242,7 @@ const nextSQL = `
 		UPDATE handoffs h SET status = 'reserved', assignee_id = $2, reserved_until = $4::timestamptz + q.reservation_timeout,
 			updated_at = $4, warm_until = NULL
 		FROM pick, q WHERE h.id = pick.id
-		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at
+		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at, h.trace_parent
 	), event AS (
 		INSERT INTO events (at, kind, queue_id, handoff_id, actor_user, detail)
 		SELECT $4, $5, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
@@ -236,23 +250,28 @@ const nextSQL = `
 	)
 	SELECT q.id, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
 		coalesce(r.id, held.id), coalesce(r.handoff_id, held.handoff_id), coalesce(r.api_key_id, held.api_key_id),
-		coalesce(held.queue_id, q.id), coalesce(held.name, q.name), coalesce(r.created_at, held.created_at)
+		coalesce(held.queue_id, q.id), coalesce(held.name, q.name), coalesce(r.created_at, held.created_at),
+		coalesce(r.trace_parent, held.trace_parent)
 	FROM (SELECT) one LEFT JOIN q ON true LEFT JOIN me ON true LEFT JOIN reserved r ON true
 		LEFT JOIN held ON me.may_act`
 
 // Next reserves the highest-priority, oldest package the agent may take in the queue. The agent
 // accepts it within the queue's reservation timeout, or it goes back. An agent who holds a
 // reservation already, in any queue they work, gets that one back.
-func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (string, error) {
+func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (_ string, err error) {
+	ctx, span := a.tracing.Start(ctx, "handoff.next", trace.WithAttributes(tracing.Queue.String(queueName)))
+	defer func() { tracing.End(span, err) }()
 	var queueID, rowID, apiKeyID, inQueueID *int64
 	var inQueue, handoffID *string
 	var createdAt *time.Time
+	var packageTrace *string
 	var mayAct bool
 	var capacity, holding int
 	b := &pgx.Batch{}
 	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), events.Reserved)
-	err := a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
-		return br.QueryRow().Scan(&queueID, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID, &inQueueID, &inQueue, &createdAt)
+	err = a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&queueID, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID, &inQueueID, &inQueue, &createdAt,
+			&packageTrace)
 	})
 	switch {
 	case err != nil:
@@ -268,13 +287,18 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (s
 		return "", desk.Errorf(desk.NotFound, "nothing is waiting for you in %s", queueName)
 	}
 	a.changed()
-	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *inQueueID, queue: *inQueue, userID: user.ID, createdAt: *createdAt})
+	span.SetAttributes(tracing.HandoffID.String(*handoffID))
+	tracing.LinkPackage(ctx, packageTrace)
+	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *inQueueID, queue: *inQueue, userID: user.ID,
+		createdAt: *createdAt, trace: packageTrace})
 	return *handoffID, nil
 }
 
 // Accept claims a package for the agent: the reservation they hold, or a waiting package they
 // pick from the list. Across all agents and instances exactly one accept wins.
-func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) error {
+func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) (err error) {
+	ctx, span := a.tracing.Act(ctx, "handoff.accept", handoffID)
+	defer func() { tracing.End(span, err) }()
 	accepted := func(hd hold, now time.Time) events.Change {
 		took := now.Sub(hd.createdAt).Round(time.Millisecond).Seconds()
 		return hd.to(events.Change{Kind: events.Accepted, Status: handoff.StatusAccepted, ActorUser: &user.ID,
@@ -293,7 +317,7 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 	}
 	var hd hold
 	var at time.Time
-	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		at = now
 		h, err := lockTo(ctx, tx, Accept, user, handoffID, now)
 		if err != nil {
@@ -322,7 +346,7 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 			UPDATE handoffs SET status = 'accepted', assignee_id = $2, reserved_until = NULL, accepted_at = $3, updated_at = $3,
 				warm_until = NULL
 			WHERE id = $1`, h.ID, user.ID, now)
-		if err := record(b, accepted(hd, now), nil); err != nil {
+		if err := record(ctx, b, accepted(hd, now), nil); err != nil {
 			return err
 		}
 		return tx.SendBatch(ctx, b).Close()
@@ -344,6 +368,8 @@ func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason,
 	if err := checkNote("reason", reason); err != nil {
 		return "", err
 	}
+	ctx, span := a.tracing.Act(ctx, "handoff.reject", handoffID)
+	defer func() { tracing.End(span, err) }()
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Reject, user, handoffID, now)
 		if err != nil {
@@ -365,7 +391,8 @@ func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason,
 			WHERE id = $1`, []any{h.ID, user.ID, rejections, needsSupervisor, target.ID, now},
 			events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
 				APIKeyID: h.APIKeyID, Kind: events.Rejected, Status: handoff.StatusQueued, ActorUser: &user.ID, Reason: reason, At: now,
-				Detail: map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name}},
+				Detail:       map[string]any{"rejections": rejections, "needs_supervisor": needsSupervisor, "from_queue": h.Queue.Name},
+				PackageTrace: h.Trace},
 			evals.Outcome{Kind: evals.KindReject, HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Note: reason})
 	})
 	return a.released(handoffID, from, err)
@@ -416,10 +443,12 @@ var evalKinds = map[Action]evals.Kind{Return: evals.KindReturnToBot, Resolve: ev
 //
 // A refund (outcome refunded) skips the fast path: whether it needs an approval depends on the
 // package's refund and its queue's threshold, which the fast path does not read.
-func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note, amount string) (string, error) {
+func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note, amount string) (_ string, err error) {
 	if err := checkNote("note", note); err != nil {
 		return "", err
 	}
+	ctx, span := a.tracing.Act(ctx, "handoff."+string(act), handoffID)
+	defer func() { tracing.End(span, err) }()
 	closed := func(hd hold, now time.Time) events.Change {
 		return hd.to(events.Change{Kind: kind, Status: status, ActorUser: &user.ID, Reason: outcome, Outcome: outcome,
 			Note: note, Assignee: user.DisplayName, At: now})
@@ -446,7 +475,7 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 	}
 	var queueName string
 	var took time.Duration
-	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, act, user, handoffID, now)
 		if err != nil {
 			return err
@@ -496,6 +525,8 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 	if err := checkNote("note", note); err != nil {
 		return "", err
 	}
+	ctx, span := a.tracing.Act(ctx, "handoff.transfer", handoffID)
+	defer func() { tracing.End(span, err) }()
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Transfer, user, handoffID, now)
 		if err != nil {
@@ -527,7 +558,7 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 			WHERE id = $1`, []any{h.ID, target.ID, now, target.TTL},
 			events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: target.ID, Queue: target.Name, FromQueueID: h.Queue.ID,
 				APIKeyID: h.APIKeyID, Kind: events.Transferred, Status: handoff.StatusQueued, ActorUser: &user.ID, Note: note, At: now,
-				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}})
+				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}, PackageTrace: h.Trace})
 	})
 	return a.released(handoffID, from, err)
 }
@@ -539,7 +570,9 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 // An agent whose role sees the package's contact masked edited the draft as masked for them: the
 // masked text they left alone is the contact's own again in what is sent and recorded (see
 // evals.Restore), so the customer is greeted by name and the record shows only the agent's edits.
-func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r evals.Reply) error {
+func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r evals.Reply) (err error) {
+	ctx, span := a.tracing.Act(ctx, "handoff.reply", handoffID)
+	defer func() { tracing.End(span, err) }()
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Reply, user, handoffID, now)
 		if err != nil {
@@ -556,8 +589,8 @@ func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r
 		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: p.DraftReply, Reply: r}); err != nil {
 			return err
 		}
-		if err := events.Queue(b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,
-			Assignee: user.DisplayName, Text: r.Text, At: now, Detail: map[string]any{"tags": r.Tags}})); err != nil {
+		if err := record(ctx, b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,
+			Assignee: user.DisplayName, Text: r.Text, At: now, Detail: map[string]any{"tags": r.Tags}}), nil); err != nil {
 			return err
 		}
 		return tx.SendBatch(ctx, b).Close()

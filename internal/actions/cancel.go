@@ -12,12 +12,15 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
 // Cancel closes an open package of the bot's key, in one of queueIDs, because the customer left,
 // freeing its queue and its contact.
-func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, handoffID string) error {
-	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, handoffID string) (err error) {
+	ctx, span := a.tracing.Act(ctx, "handoff.cancel", handoffID)
+	defer func() { tracing.End(span, err) }()
+	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		c := events.Change{PublicID: handoffID, APIKeyID: apiKeyID, Kind: events.Canceled, Status: handoff.StatusCanceled,
 			ActorBot: &apiKeyID, Outcome: "canceled", At: now}
 		err := tx.QueryRow(ctx, `
@@ -25,14 +28,16 @@ func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, 
 				reserved_until = NULL
 			FROM queues q
 			WHERE h.handoff_id = $1 AND h.queue_id = ANY($2) AND h.closed_at IS NULL AND q.id = h.queue_id
-			RETURNING h.id, h.api_key_id, h.queue_id, q.name`, handoffID, queueIDs, now).
-			Scan(&c.HandoffID, &c.APIKeyID, &c.QueueID, &c.Queue)
+			RETURNING h.id, h.api_key_id, h.queue_id, q.name, h.trace_parent`, handoffID, queueIDs, now).
+			Scan(&c.HandoffID, &c.APIKeyID, &c.QueueID, &c.Queue, &c.PackageTrace)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notOpen(ctx, tx, queueIDs, handoffID)
 		}
 		if err != nil {
 			return err
 		}
+		tracing.LinkPackage(ctx, c.PackageTrace)
+		c.Trace = tracing.Stored(ctx)
 		changes := []events.Change{c}
 		// A refund nobody will pay needs no decision: the request leaves the approvals page.
 		req, err := approvals.End(ctx, tx, c.HandoffID, approvals.Withdrawn, now)
@@ -42,6 +47,7 @@ func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, 
 			h.Queue.ID, h.Queue.Name = c.QueueID, c.Queue
 			w := h.approvalChange(events.ApprovalWithdrawn, handoff.StatusCanceled, req, approvals.Withdrawn, nil, "", now)
 			w.ActorBot = &apiKeyID
+			w.PackageTrace, w.Trace = c.PackageTrace, c.Trace
 			changes = append(changes, w)
 		case desk.ErrorCode(err) != desk.NotFound:
 			return err

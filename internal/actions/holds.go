@@ -13,6 +13,7 @@ import (
 	"github.com/handoffdesk/desk/internal/commit"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
 // hold is what this instance remembers of a package it reserved or accepted for an agent: the
@@ -26,11 +27,15 @@ type hold struct {
 	queue                    string
 	userID                   int64 // the holder
 	createdAt                time.Time
+	// trace is the package's stored trace context, which the action's span links to without a
+	// query of its own.
+	trace *string
 }
 
 // to fills in the package's side of c.
 func (hd hold) to(c events.Change) events.Change {
 	c.HandoffID, c.PublicID, c.QueueID, c.Queue, c.APIKeyID = hd.rowID, hd.publicID, hd.queueID, hd.queue, hd.apiKeyID
+	c.PackageTrace = hd.trace
 	return c
 }
 
@@ -78,6 +83,7 @@ const notAsExpected = "HD001"
 // false, with nothing written, when the package is no longer as remembered: the caller then takes
 // the slow path, which says why, or succeeds when the change is still allowed.
 func (a *Service) fast(ctx context.Context, user auth.User, hd hold, set, where string, args []any, c events.Change, outcomes ...evals.Outcome) (bool, error) {
+	tracing.LinkPackage(ctx, hd.trace)
 	b := &pgx.Batch{}
 	b.Queue(`
 		WITH changed AS (
@@ -88,7 +94,7 @@ func (a *Service) fast(ctx context.Context, user auth.User, hd hold, set, where 
 			RETURNING 1)
 		SELECT expect_change(count(*)) FROM changed`,
 		append([]any{hd.rowID, hd.queueID, hd.queue, user.ID, user.Role.AtLeast(auth.RoleSupervisor)}, args...)...)
-	if err := record(b, c, outcomes); err != nil {
+	if err := record(ctx, b, c, outcomes); err != nil {
 		return false, err
 	}
 	err := a.trips.Send(ctx, b, commit.ExecAll(b))

@@ -24,7 +24,7 @@ func (a *Service) Sweep(ctx context.Context) (int, error) {
 		FROM (SELECT id FROM handoffs WHERE status = 'reserved' AND reserved_until <= $1
 			ORDER BY reserved_until LIMIT $2 FOR UPDATE SKIP LOCKED) due, queues q
 		WHERE h.id = due.id AND q.id = h.queue_id
-		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, events.Released, handoff.StatusQueued, "")
+		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id, h.trace_parent`, events.Released, handoff.StatusQueued, "")
 	if err != nil {
 		return released, err
 	}
@@ -37,7 +37,7 @@ func (a *Service) Sweep(ctx context.Context) (int, error) {
 		FROM (SELECT id FROM handoffs WHERE status = 'queued' AND expires_at <= $1
 			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) due, queues q
 		WHERE h.id = due.id AND q.id = h.queue_id
-		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, events.Expired, handoff.StatusExpired, "expired")
+		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id, h.trace_parent`, events.Expired, handoff.StatusExpired, "expired")
 	if err != nil {
 		return released + expired, err
 	}
@@ -58,7 +58,7 @@ func (a *Service) sweep(ctx context.Context, update string, kind events.Kind, st
 			var changes []events.Change
 			for rows.Next() {
 				c := events.Change{Kind: kind, Status: status, Outcome: outcome, At: now}
-				if err := rows.Scan(&c.HandoffID, &c.PublicID, &c.QueueID, &c.Queue, &c.APIKeyID); err != nil {
+				if err := rows.Scan(&c.HandoffID, &c.PublicID, &c.QueueID, &c.Queue, &c.APIKeyID, &c.PackageTrace); err != nil {
 					return err
 				}
 				changes = append(changes, c)

@@ -46,6 +46,10 @@ type Change struct {
 	At       time.Time
 	// UserID is the person whose access changed, for the kinds that change it.
 	UserID int64
+	// Trace is the stored context of the span that made the change, and PackageTrace the
+	// package's (tracing.Stored): the change's webhook keeps both, for its delivery's span to
+	// link to. Nil while tracing is off.
+	Trace, PackageTrace *string
 }
 
 // Channel is the PostgreSQL notification channel on which instances tell each other to read the log.
@@ -83,6 +87,7 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
 				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, Approval: c.Approval, OccurredAt: c.At,
 				SecondsToAccept: c.SecondsToAccept,
+				Trace:           c.Trace, PackageTrace: c.PackageTrace,
 			})
 		}
 	}

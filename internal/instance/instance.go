@@ -22,6 +22,7 @@ import (
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/sso"
+	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	// Metrics is where /metrics is served (METRICS_ADDR); nil serves it nowhere. It is never the
 	// public listener: the desk's own port answers 404 for /metrics.
 	Metrics net.Listener
+	// Tracing makes the instance's spans (nil: none; see docs/tracing.md). The database pool's
+	// spans are the pool's own (postgres.Traced).
+	Tracing *tracing.Tracing
 }
 
 // Run serves on ln until ctx is done, then stops the server gracefully and the workers after it.
@@ -61,12 +65,13 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	})
 	hooks := opts.Webhook
 	hooks.Metrics = counts
+	hooks.Tracing = opts.Tracing
 	deliverer := webhook.NewDeliverer(db, logger, hooks)
 	changed := func() {
 		notifier.Changed()
 		deliverer.Wake()
 	}
-	work := actions.New(db, time.Now, changed, counts)
+	work := actions.New(db, time.Now, changed, counts, opts.Tracing)
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	presence.WhenGone(func(ctx context.Context, userIDs []int64) {
 		for _, id := range userIDs {
@@ -88,7 +93,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	})
 	opts.Server.AllowPrivateWebhooks = opts.Webhook.AllowPrivate
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
-		intake.New(db, time.Now, changed), work, board.New(db), hub, presence, counts)
+		intake.New(db, time.Now, changed, opts.Tracing), work, board.New(db), hub, presence, counts, opts.Tracing)
 	if err != nil {
 		// Unused, they only give their ports back; the server's error is the one to report.
 		_ = ln.Close()

@@ -19,18 +19,24 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/handoffdesk/desk/internal/commit"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
-// Sender is the bot submitting a package: its key and the queues the key may send to.
+// Sender is the bot submitting a package: its key, the queues the key may send to, and the span
+// of the bot's run that sent it (from the request's traceparent; none without one), which the
+// package's span links to.
 type Sender struct {
 	APIKeyID int64
 	QueueIDs []int64
+	Run      trace.SpanContext
 }
 
 func (s Sender) allows(queueID int64) bool {
@@ -68,6 +74,7 @@ type Intake struct {
 	// batches carries packages to PostgreSQL in batches. Only intake transactions take the
 	// contact locks, so a batch waits at worst on another instance's batch.
 	batches *commit.Convoy[*submission]
+	tracing *tracing.Tracing
 }
 
 const (
@@ -75,13 +82,16 @@ const (
 	batchTimeout = 30 * time.Second
 )
 
-// New returns an Intake over db that tells time with now and calls changed after every committed
-// change.
-func New(db *pgxpool.Pool, now func() time.Time, changed func()) *Intake {
+// New returns an Intake over db that tells time with now, calls changed after every committed
+// change and traces packages with traces (nil: not at all).
+func New(db *pgxpool.Pool, now func() time.Time, changed func(), traces *tracing.Tracing) *Intake {
 	if changed == nil {
 		changed = func() {}
 	}
-	in := &Intake{db: db, now: now, changed: changed}
+	if traces == nil {
+		traces = tracing.Off()
+	}
+	in := &Intake{db: db, now: now, changed: changed, tracing: traces}
 	in.batches = commit.NewConvoy(takeBatch, in.write)
 	return in
 }
@@ -94,6 +104,8 @@ type submission struct {
 	done              chan struct{}
 	receipt           Receipt
 	err               error
+	// trace is the package's span as stored with it (tracing.Stored); nil while tracing is off.
+	trace *string
 }
 
 // newSubmission prepares p for a batch: its canonical form is what is stored, and its digest what
@@ -120,15 +132,42 @@ func (in *Intake) Submit(ctx context.Context, sender Sender, p handoff.Package) 
 	if err != nil {
 		return Receipt{}, err
 	}
+	span := in.startPackage(ctx, s)
 	// A package that leads its batch writes it on Join's goroutine: not this one, which must stop
 	// waiting when ctx ends.
 	go in.batches.Join(s)
 	select {
 	case <-s.done:
+		span.SetAttributes(tracing.Queue.String(s.receipt.Queue), attribute.Bool("handoff.replayed", s.receipt.Replayed))
+		tracing.End(span, s.err)
 		return s.receipt, s.err
 	case <-ctx.Done():
+		tracing.End(span, ctx.Err())
 		return Receipt{}, &Unanswered{Cause: ctx.Err(), s: s}
 	}
+}
+
+// startPackage starts the package's span, whose context the package's row stores. It is the root
+// of a trace of its own, linked to the bot's run and to the request that brought it: the package
+// outlives the bot's run by minutes or hours, the desk decides whether it is sampled (a run the
+// bot did not sample would leave every later link pointing at nothing), and each later span about
+// the package links to it (docs/tracing.md).
+func (in *Intake) startPackage(ctx context.Context, s *submission) trace.Span {
+	if !in.tracing.On() {
+		return trace.SpanFromContext(context.Background())
+	}
+	var links []trace.Link
+	if s.sender.Run.IsValid() {
+		links = append(links, trace.Link{SpanContext: s.sender.Run, Attributes: []attribute.KeyValue{tracing.LinkTo.String(tracing.ToBotRun)}})
+	}
+	if request := trace.SpanContextFromContext(ctx); request.IsValid() {
+		links = append(links, trace.Link{SpanContext: request, Attributes: []attribute.KeyValue{tracing.LinkTo.String(tracing.ToIntake)}})
+	}
+	ctx, span := in.tracing.Start(ctx, "handoff.package", trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(tracing.HandoffID.String(s.p.HandoffID), tracing.SourceRunID.String(s.p.SourceRunID),
+			attribute.String("handoff.source_agent", s.p.SourceAgent)))
+	s.trace = tracing.Stored(ctx)
+	return span
 }
 
 // Unanswered is Submit's error when its context ended (the client left, or a deadline passed)
@@ -189,6 +228,8 @@ func (in *Intake) write(batch []*submission) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
+	ctx, span := in.startBatch(ctx, batch)
+	defer span.End()
 	queued, err := in.writeBatch(ctx, batch)
 	if err != nil && len(batch) > 1 {
 		for _, s := range batch {
@@ -211,6 +252,20 @@ func (in *Intake) write(batch []*submission) {
 	for _, s := range batch {
 		close(s.done)
 	}
+}
+
+// startBatch starts the span of a batch's transaction, under which its statements are traced. It
+// links to the span of each package in it: a batch serves many requests, none its parent.
+func (in *Intake) startBatch(ctx context.Context, batch []*submission) (context.Context, trace.Span) {
+	if !in.tracing.On() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	var links []trace.Link
+	for _, s := range batch {
+		links = append(links, tracing.Link(s.trace, tracing.ToPackage)...)
+	}
+	return in.tracing.Start(ctx, "intake.batch", trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("handoff.batch_size", len(batch))))
 }
 
 // writeBatch runs the batch's transaction on a connection of its own and reports whether it
@@ -385,6 +440,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 		offeredTo         = make([]*int64, n)
 		offeredUntil      = make([]*time.Time, n)
 		warmUntil         = make([]*time.Time, n)
+		traces            = make([]*string, n)
 		changes           = make([]events.Change, n)
 	)
 	for i, a := range admitted {
@@ -393,23 +449,25 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 		handoffIDs[i], contacts[i], sources[i] = p.HandoffID, p.Contact.ID, p.SourceAgent
 		packages[i], digests[i] = string(a.s.canonical), a.s.digest
 		expires[i], offeredTo[i], offeredUntil[i], warmUntil[i] = now.Add(a.queue.TTL), a.offeredTo, a.offeredUntil, a.warmUntil
+		traces[i] = a.s.trace
 		changes[i] = events.Change{
 			HandoffID: a.id, PublicID: p.HandoffID, QueueID: a.queue.ID, Queue: a.queue.Name, APIKeyID: a.s.sender.APIKeyID,
 			Kind: events.Queued, Status: handoff.StatusQueued, ActorBot: &a.s.sender.APIKeyID, Reason: string(p.Trigger), At: now,
+			Trace: a.s.trace, PackageTrace: a.s.trace,
 		}
 	}
 	b := &pgx.Batch{}
 	b.Queue(`
 		INSERT INTO handoffs (id, handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent,
-			package, body_sha256, created_at, enqueued_at, expires_at, updated_at, offered_to, offered_until, warm_until)
+			package, body_sha256, created_at, enqueued_at, expires_at, updated_at, offered_to, offered_until, warm_until, trace_parent)
 		OVERRIDING SYSTEM VALUE
 		SELECT id, handoff_id, api_key_id, queue_id, 'queued', priority_rank, contact_id, source_agent,
-			package::json, body_sha256, $13, $13, expires_at, $13, offered_to, offered_until, warm_until
+			package::json, body_sha256, $13, $13, expires_at, $13, offered_to, offered_until, warm_until, trace_parent
 		FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::smallint[], $6::text[], $7::text[],
-			$8::text[], $9::bytea[], $10::timestamptz[], $11::bigint[], $12::timestamptz[], $14::timestamptz[])
+			$8::text[], $9::bytea[], $10::timestamptz[], $11::bigint[], $12::timestamptz[], $14::timestamptz[], $15::text[])
 			AS t(id, handoff_id, api_key_id, queue_id, priority_rank, contact_id, source_agent,
-				package, body_sha256, expires_at, offered_to, offered_until, warm_until)`,
-		ids, handoffIDs, keys, queues, ranks, contacts, sources, packages, digests, expires, offeredTo, offeredUntil, now, warmUntil)
+				package, body_sha256, expires_at, offered_to, offered_until, warm_until, trace_parent)`,
+		ids, handoffIDs, keys, queues, ranks, contacts, sources, packages, digests, expires, offeredTo, offeredUntil, now, warmUntil, traces)
 	if err := events.Queue(b, changes...); err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ type testDesk struct {
 func newDesk(t *testing.T, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
-	d := &testDesk{db: db, queues: queue.NewService(db), intake: New(db, time.Now, nil)}
+	d := &testDesk{db: db, queues: queue.NewService(db), intake: New(db, time.Now, nil, nil)}
 	var ids []int64
 	for _, name := range queues {
 		q, err := d.queues.Create(context.Background(), queue.New{Name: name})

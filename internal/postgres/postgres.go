@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/migrations"
 )
 
@@ -36,7 +40,7 @@ const DefaultIdleInTransactionTimeout = "1min"
 // bot retries later, rather than waiting for as long as its client does. A transaction left idle
 // is ended after DefaultIdleInTransactionTimeout, or what the URL's
 // idle_in_transaction_session_timeout says (0 turns it off).
-func Open(ctx context.Context, url string, acquireTimeout time.Duration) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, url string, acquireTimeout time.Duration, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
@@ -48,6 +52,9 @@ func Open(ctx context.Context, url string, acquireTimeout time.Duration) (*pgxpo
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = DefaultIdleInTransactionTimeout
 	}
 	cfg.ConnConfig.Tracer = acquireDeadline(acquireTimeout)
+	for _, opt := range opts {
+		opt(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -58,6 +65,31 @@ func Open(ctx context.Context, url string, acquireTimeout time.Duration) (*pgxpo
 	}
 	return pool, nil
 }
+
+// Option changes how Open configures the pool.
+type Option func(*pgxpool.Config)
+
+// Traced makes a span of every statement, batch and connection acquire that runs inside a sampled
+// span, through otelpgx; statements of untraced work (the hub's reads, the deliverer's polls) make
+// none. A batch is one span, its round trip: otelpgx would add one per statement in it, timed only
+// by when its result was read, and the desk's hot paths are batches of five to ten statements,
+// whose spans made most of tracing's cost on an intake. With tracing off Traced changes nothing, so
+// the pool's hooks cost nothing.
+func Traced(t *tracing.Tracing) Option {
+	return func(cfg *pgxpool.Config) {
+		if !t.On() {
+			return
+		}
+		spans := otelpgx.NewTracer(otelpgx.WithTracerProvider(t.Provider()), otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelpgx.WithDisableConnectionDetailsInAttributes())
+		cfg.ConnConfig.Tracer = multitracer.New(cfg.ConnConfig.Tracer, roundTrips{spans})
+	}
+}
+
+// roundTrips is otelpgx with a batch's statements left to the batch's span.
+type roundTrips struct{ *otelpgx.Tracer }
+
+func (roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
 // acquireDeadline bounds every wait for a pooled connection. pgxpool has no setting of its own for
 // it; an acquire tracer is the one hook whose context the wait itself runs under.

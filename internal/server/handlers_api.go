@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/metrics"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
 // maxPackageBytes bounds a package body after decompression (spec: 256 KiB).
@@ -45,7 +47,13 @@ func (s *Server) requireBot(next echo.HandlerFunc) echo.HandlerFunc {
 
 func sender(c echo.Context) intake.Sender {
 	key := c.Get(botKey).(auth.APIKey)
-	return intake.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}
+	bot := intake.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}
+	// The bot's run, which its package's span links to: read only while requests are traced, when
+	// the request has a span context of its own.
+	if req := c.Request(); trace.SpanContextFromContext(req.Context()).IsValid() {
+		bot.Run = tracing.Caller(req.Header)
+	}
+	return bot
 }
 
 // readJSON reads a JSON request body of at most maxPackageBytes, gzip-compressed or not.

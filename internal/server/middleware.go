@@ -18,6 +18,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -53,6 +54,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		took := time.Since(start)
 		s.metrics.Request(req.Method, c.Path(), c.Response().Status, took)
+		tracing.Route(req.Context(), req.Method, c.Path())
 		s.logger.LogAttrs(req.Context(), level, "request",
 			slog.String("method", req.Method), slog.String("path", req.URL.Path),
 			slog.Int("status", c.Response().Status), slog.Duration("duration", took))

@@ -41,7 +41,7 @@ func TestEntitiesPutTheQueuesRequiredKeysFirst(t *testing.T) {
 func TestCitationsLinkOnlyAllowedSchemes(t *testing.T) {
 	t.Parallel()
 	s, err := New(Config{BaseURL: "http://localhost:8080", CitationSchemes: []string{"crm", "Policy:"}},
-		slog.New(slog.DiscardHandler), nil, nil, nil, nil, nil, nil, nil, nil, metrics.New(nil))
+		slog.New(slog.DiscardHandler), nil, nil, nil, nil, nil, nil, nil, nil, metrics.New(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestCitationSchemesThatRunScriptAreRefused(t *testing.T) {
 	t.Parallel()
 	for _, schemes := range [][]string{{"crm", "javascript"}, {"DATA:"}, {"file"}, {"vbscript"}, {"blob"}, {"not a scheme"}, {"9crm"}} {
 		_, err := New(Config{BaseURL: "http://localhost:8080", CitationSchemes: schemes},
-			slog.New(slog.DiscardHandler), nil, nil, nil, nil, nil, nil, nil, nil, metrics.New(nil))
+			slog.New(slog.DiscardHandler), nil, nil, nil, nil, nil, nil, nil, nil, metrics.New(nil), nil)
 		if err == nil || !strings.Contains(err.Error(), "CITATION_SCHEMES") {
 			t.Errorf("CITATION_SCHEMES %v: err %v, want a refusal naming the setting", schemes, err)
 		}

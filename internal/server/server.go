@@ -27,6 +27,7 @@ import (
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/sso"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
 // Config is what the server reads from the environment.
@@ -72,7 +73,9 @@ type Server struct {
 	metrics  *metrics.Metrics
 	sso      *sso.Service // nil without an identity provider
 
-	echo          *echo.Echo
+	echo *echo.Echo
+	// handler is echo, inside a span per request while tracing is on.
+	handler       http.Handler
 	citations     citationLinks
 	secureCookies bool
 	csrf          *http.CrossOriginProtection
@@ -93,7 +96,8 @@ type Server struct {
 
 // New builds a server from its dependencies.
 func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Service, queues *queue.Service,
-	intake *intake.Intake, actions *actions.Service, board *board.Board, hub *live.Hub, presence *live.Presence, counts *metrics.Metrics) (*Server, error) {
+	intake *intake.Intake, actions *actions.Service, board *board.Board, hub *live.Hub, presence *live.Presence, counts *metrics.Metrics,
+	traces *tracing.Tracing) (*Server, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Scheme == "" || base.Host == "" {
 		return nil, errors.New("BASE_URL must be an absolute URL like http://localhost:8080")
@@ -149,6 +153,10 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	s.echo.HTTPErrorHandler = s.handleError
 	s.echo.IPExtractor = clientAddress(cfg.TrustedProxies)
 	s.routes()
+	if traces == nil {
+		traces = tracing.Off()
+	}
+	s.handler = traces.Handler(s.echo)
 	return s, nil
 }
 
@@ -180,7 +188,7 @@ func isLoopback(host string) bool {
 func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }
 
 // ServeHTTP lets tests and other servers drive the desk directly.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Timeouts of the HTTP server. Reads are bounded to stop slow-loris clients; the write timeout
 // is left to handlers because websockets live for hours.

@@ -22,6 +22,7 @@ import (
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
 
@@ -39,6 +40,8 @@ type testApp struct {
 	cfg server.Config // what every instance is started with, besides its address
 	// hooks is how every instance delivers webhooks.
 	hooks webhook.Options
+	// traces, when set, traces every instance and its pool (tracing_test.go).
+	traces *tracing.Tracing
 }
 
 const testPassword = "correct-horse"
@@ -98,7 +101,12 @@ func (a *testApp) serve(t *testing.T, ln net.Listener) (string, func()) {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	db := openPool(t, a.DBURL)
+	var db *pgxpool.Pool
+	if a.traces != nil {
+		db = openTracedPool(t, a.DBURL, a.traces)
+	} else {
+		db = openPool(t, a.DBURL)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := a.cfg
@@ -108,7 +116,8 @@ func (a *testApp) serve(t *testing.T, ln net.Listener) (string, func()) {
 		t.Fatal(err)
 	}
 	a.MetricsURL = "http://" + metricsLn.Addr().String() + "/metrics"
-	opts := instance.Options{Server: cfg, DatabaseURL: a.DBURL, SweepInterval: 200 * time.Millisecond, Webhook: a.hooks, Metrics: metricsLn}
+	opts := instance.Options{Server: cfg, DatabaseURL: a.DBURL, SweepInterval: 200 * time.Millisecond, Webhook: a.hooks, Metrics: metricsLn,
+		Tracing: a.traces}
 	go func() { done <- instance.Run(ctx, opts, logger, db, ln) }()
 	var once sync.Once
 	stop := func() {

@@ -18,10 +18,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/handoffdesk/desk/internal/commit"
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/postgres"
+	"github.com/handoffdesk/desk/internal/tracing"
 )
 
 // States of an outbox row.
@@ -63,6 +68,9 @@ type Options struct {
 	AllowPrivate bool
 	// Metrics counts the deliveries' outcomes (nil: nowhere).
 	Metrics *metrics.Metrics
+	// Tracing makes a span of each request, linked to the change that caused it and to its
+	// package, whose context goes to the bot as traceparent (nil: no spans, no traceparent).
+	Tracing *tracing.Tracing
 	Timeout time.Duration // the longest one request may take
 	// MaxInFlight is how many requests at once one endpoint (a key's webhook URL) gets from this
 	// deliverer. More of its rows may be claimed, waiting for a slot, so that a fast endpoint's
@@ -122,6 +130,9 @@ func NewDeliverer(db *pgxpool.Pool, logger *slog.Logger, opts Options) *Delivere
 	defaultTo(&opts.BreakerCooldown, DefaultBreakerCooldown)
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New(nil)
+	}
+	if opts.Tracing == nil {
+		opts.Tracing = tracing.Off()
 	}
 	d := &Deliverer{
 		db: db, logger: logger, opts: opts,
@@ -217,6 +228,9 @@ type claimed struct {
 	// delivery is signed with both, so that the bot may still hold either.
 	previous  string
 	claimedAt time.Time // by the clock its lease was counted from
+	handoffID string
+	// trace and packageTrace are the stored contexts of the change's span and the package's.
+	trace, packageTrace *string
 }
 
 // pass claims the due rows that their endpoints have room for and starts each on sending; failed
@@ -343,7 +357,8 @@ func (d *Deliverer) claim(ctx context.Context, keys []int64, quotas []int32) ([]
 		claims, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 			var c claimed
 			var webhookURL, previous *string
-			err := row.Scan(&c.id, &c.apiKeyID, &c.eventID, &c.event, &c.body, &c.attempts, &webhookURL, &c.secret, &previous)
+			err := row.Scan(&c.id, &c.apiKeyID, &c.eventID, &c.event, &c.body, &c.attempts, &webhookURL, &c.secret, &previous,
+				&c.handoffID, &c.trace, &c.packageTrace)
 			if webhookURL != nil {
 				c.webhookURL = *webhookURL
 			}
@@ -374,7 +389,8 @@ func (d *Deliverer) claim(ctx context.Context, keys []int64, quotas []int32) ([]
 		FROM api_keys k
 		WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND k.id = o.api_key_id
 		RETURNING o.id, o.api_key_id, o.event_id, o.event, o.payload, o.attempts, k.webhook_url, k.webhook_secret,
-			CASE WHEN k.webhook_secret_previous_until > coalesce($1::timestamptz, now()) THEN k.webhook_secret_previous END`,
+			CASE WHEN k.webhook_secret_previous_until > coalesce($1::timestamptz, now()) THEN k.webhook_secret_previous END,
+			o.handoff_id, o.trace_parent, o.package_trace`,
 		d.clock(), keys, quotas, d.firstQuota(), d.opts.Lease)
 	if err != nil {
 		return nil, fmt.Errorf("claim webhooks: %w", err)
@@ -430,7 +446,7 @@ func (d *Deliverer) deliver(ctx context.Context, e *endpoint, row claimed) error
 		return d.giveBack(ctx, row, hold)
 	}
 	start := time.Now()
-	status, err := d.post(ctx, row)
+	status, err := d.traced(ctx, row)
 	took := time.Since(start)
 	if err != nil && ctx.Err() != nil {
 		// Stopping mid-request: the failure is ours, not the endpoint's, and the bot may have
@@ -565,7 +581,29 @@ func backoff(base time.Duration, attempt int, jitter float64) time.Duration {
 	return min(wait, maxBackoff)
 }
 
-// post sends the row and returns the response's status code.
+// traced posts the row inside the span of its delivery: the root of a trace of its own, since a
+// delivery is made by whichever instance claims it, maybe hours after the change, linked to the
+// change's span and to the package's. Its context is the traceparent the bot receives.
+func (d *Deliverer) traced(ctx context.Context, row claimed) (int, error) {
+	if !d.opts.Tracing.On() {
+		return d.post(ctx, row)
+	}
+	ctx, span := d.opts.Tracing.Start(ctx, "webhook.deliver", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithLinks(append(tracing.Link(row.trace, tracing.ToCause), tracing.Link(row.packageTrace, tracing.ToPackage)...)...),
+		trace.WithAttributes(tracing.HandoffID.String(row.handoffID), attribute.String("webhook.event", row.event),
+			attribute.String("webhook.event_id", row.eventID), attribute.Int("webhook.attempt", row.attempts)))
+	status, err := d.post(ctx, row)
+	if status != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+	if err == nil && (status < 200 || status >= 300) {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+	tracing.End(span, err)
+	return status, err
+}
+
+// post sends the row and returns the response's status code, with the traceparent of ctx's span.
 func (d *Deliverer) post(ctx context.Context, row claimed) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, row.webhookURL, bytes.NewReader(row.body))
 	if err != nil {
@@ -589,6 +627,7 @@ func (d *Deliverer) post(ctx context.Context, row claimed) (int, error) {
 	req.Header.Set(legacySignatureHeader, legacy)
 	req.Header.Set("X-Handoff-Event-Id", row.eventID)
 	req.Header.Set("X-Handoff-Event", row.event)
+	tracing.Inject(ctx, req.Header)
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return 0, err

@@ -36,6 +36,9 @@ type Event struct {
 	// customer of a warm transfer waited through.
 	SecondsToAccept *float64
 	OccurredAt      time.Time
+	// Trace and PackageTrace are the stored contexts of the span that made the change and of the
+	// package's span (tracing.Stored), which the delivery's span links to; nil while tracing is off.
+	Trace, PackageTrace *string
 }
 
 // Approval is the refund approval an approval_* event is about.
@@ -81,6 +84,7 @@ func insert(events []Event) (string, []any, error) {
 	handoffs := make([]string, len(events))
 	names := make([]string, len(events))
 	bodies := make([]string, len(events))
+	traces, packageTraces := make([]*string, len(events)), make([]*string, len(events))
 	for i, e := range events {
 		if e.Event == "" || e.HandoffID == "" || e.OccurredAt.IsZero() {
 			return "", nil, fmt.Errorf("enqueue webhook %q: event, handoff id and occurrence time are required", e.Event)
@@ -107,16 +111,17 @@ func insert(events []Event) (string, []any, error) {
 			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
 		}
 		keys[i], handoffs[i], names[i], bodies[i] = e.APIKeyID, e.HandoffID, e.Event, string(body)
+		traces[i], packageTraces[i] = e.Trace, e.PackageTrace
 	}
 	// An event for a key without a webhook URL is settled as it is written, rather than claimed
 	// and updated by a deliverer later for nothing.
-	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state)
+	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state, trace_parent, package_trace)
 		SELECT e.event_id, e.api_key_id, e.handoff_id, e.event, e.payload,
-			CASE WHEN k.webhook_url IS NULL THEN 'no_endpoint' ELSE 'pending' END
-		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]::jsonb[])
-			AS e(event_id, api_key_id, handoff_id, event, payload)
+			CASE WHEN k.webhook_url IS NULL THEN 'no_endpoint' ELSE 'pending' END, e.trace_parent, e.package_trace
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]::jsonb[], $6::text[], $7::text[])
+			AS e(event_id, api_key_id, handoff_id, event, payload, trace_parent, package_trace)
 		LEFT JOIN api_keys k ON k.id = e.api_key_id`,
-		[]any{ids, keys, handoffs, names, bodies}, nil
+		[]any{ids, keys, handoffs, names, bodies, traces, packageTraces}, nil
 }
 
 // The headers a bot checks a delivery with. The signature covers the timestamp, so that a

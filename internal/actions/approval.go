@@ -13,13 +13,14 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // approvalChange is the log row and webhook of a step of request a on the locked package.
 func (h held) approvalChange(kind events.Kind, status handoff.Status, a approvals.Approval, state approvals.State, actor *int64, note string, now time.Time) events.Change {
 	return events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name, APIKeyID: h.APIKeyID,
-		Kind: kind, Status: status, ActorUser: actor, Note: note, Assignee: h.Assignee, At: now,
+		Kind: kind, Status: status, ActorUser: actor, Note: note, Assignee: h.Assignee, At: now, PackageTrace: h.Trace,
 		Approval: &webhook.Approval{ID: a.ID, State: string(state), Amount: a.Refund.Amount, Currency: a.Refund.Currency},
 		Detail:   map[string]any{"approval_id": a.ID, "amount": a.Refund.Amount, "currency": a.Refund.Currency}}
 }
@@ -43,12 +44,13 @@ func requireNote(note string) error {
 // RequestApproval asks a supervisor to approve the refund of the package the agent holds: the
 // package waits as awaiting_approval, in the agent's hands, until a supervisor decides, the agent
 // withdraws or the queue's approval timeout runs out. It returns the request's id.
-func (a *Service) RequestApproval(ctx context.Context, user auth.User, handoffID, note string) (int64, error) {
+func (a *Service) RequestApproval(ctx context.Context, user auth.User, handoffID, note string) (id int64, err error) {
 	if err := requireNote(note); err != nil {
 		return 0, err
 	}
-	var id int64
-	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+	ctx, span := a.tracing.Act(ctx, "handoff.request_approval", handoffID)
+	defer func() { tracing.End(span, err) }()
+	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, RequestApproval, user, handoffID, now)
 		if err != nil {
 			return err
@@ -80,7 +82,9 @@ func (a *Service) RequestApproval(ctx context.Context, user auth.User, handoffID
 }
 
 // WithdrawApproval takes the agent's pending request back: the package is theirs to work again.
-func (a *Service) WithdrawApproval(ctx context.Context, user auth.User, handoffID string) error {
+func (a *Service) WithdrawApproval(ctx context.Context, user auth.User, handoffID string) (err error) {
+	ctx, span := a.tracing.Act(ctx, "handoff.withdraw_approval", handoffID)
+	defer func() { tracing.End(span, err) }()
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, WithdrawApproval, user, handoffID, now)
 		if err != nil {
@@ -99,7 +103,7 @@ func (a *Service) WithdrawApproval(ctx context.Context, user auth.User, handoffI
 // its agent, who sees the decision live. Four eyes (approvals.Check): never the requester nor the
 // package's holder. Of two supervisors deciding at once, the second waits for the package's row
 // lock, then reads the request as the first left it and is refused with a Conflict.
-func (a *Service) Decide(ctx context.Context, user auth.User, id int64, grant bool, note string) (approvals.Approval, error) {
+func (a *Service) Decide(ctx context.Context, user auth.User, id int64, grant bool, note string) (_ approvals.Approval, err error) {
 	if err := requireNote(note); err != nil {
 		return approvals.Approval{}, err
 	}
@@ -111,6 +115,8 @@ func (a *Service) Decide(ctx context.Context, user auth.User, id int64, grant bo
 	if err != nil {
 		return approvals.Approval{}, err
 	}
+	ctx, span := a.tracing.Act(ctx, "handoff.decide_approval", first.PublicID)
+	defer func() { tracing.End(span, err) }()
 	var req approvals.Approval
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lock(ctx, tx, user, first.PublicID)

@@ -67,7 +67,7 @@ type Card struct {
 	NeedsSupervisor  bool
 	Rejections       int
 	SortKey          string
-	// Repeat: the contact had another package closed in the last 7 days.
+	// Repeat: the contact had another package resolved or returned within the 7 days before this one.
 	Repeat bool
 }
 

@@ -48,9 +48,10 @@ type Item struct {
 	// RequiredEntityKeys are the entities the queue requires of every package: cards show them
 	// first.
 	RequiredEntityKeys []string
-	// Repeat says the package's contact had another package closed in the last 7 days: the seed's
-	// headline metric counts a contact escalated again within 7 days. The card's own query asks it
-	// (an EXISTS on handoffs_contact_closed_idx), not one query per card.
+	// Repeat says the package is a repeat contact as the dashboard counts one (docs/metrics.md):
+	// its contact had another package resolved or returned to the bot within the 7 days before
+	// this one arrived. The card's own query asks it (an EXISTS on handoffs_contact_settled_idx),
+	// not one query per card.
 	Repeat  bool
 	Package handoff.Package
 }
@@ -103,8 +104,8 @@ const itemSelect = `
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
 		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys,
 		q.required_entity_keys,
-		EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = h.contact_id AND r.id <> h.id
-			AND r.closed_at >= now() - interval '7 days'),
+		EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = h.contact_id AND r.status IN ('resolved', 'returned_to_bot')
+			AND r.closed_at < h.created_at AND r.closed_at >= h.created_at - interval '7 days'),
 		h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 

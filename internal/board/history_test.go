@@ -154,13 +154,17 @@ func TestHistoryListsTheContactsEarlierPackagesOfNinetyDaysNewestFirst(t *testin
 	}
 }
 
-func TestCardsOfContactsWithAPackageClosedInSevenDaysSayRepeat(t *testing.T) {
+// The badge counts as the dashboard's repeat contact does: a package resolved or returned to the
+// bot within the 7 days before the card's package arrived. An expiry or a cancel is no settling.
+func TestCardsOfContactsWithAPackageResolvedOrReturnedInSevenDaysSayRepeat(t *testing.T) {
 	h := newHistory(t)
 	for _, p := range []past{
-		{id: "ho_closed_6d23h", contact: "recent", status: handoff.StatusResolved, createdAgo: "8 days", closedAgo: "6 days 23 hours 59 minutes"},
-		{id: "ho_closed_7d1m", contact: "lapsed", status: handoff.StatusReturnedToBot, createdAgo: "8 days", closedAgo: "7 days 1 minute"},
-		{id: "ho_recent", contact: "recent", status: handoff.StatusQueued, createdAgo: "3 minutes"},
+		{id: "ho_resolved_7d2m", contact: "recent", status: handoff.StatusResolved, createdAgo: "8 days", closedAgo: "7 days 2 minutes"},
+		{id: "ho_returned_7d3m", contact: "lapsed", status: handoff.StatusReturnedToBot, createdAgo: "8 days", closedAgo: "7 days 3 minutes"},
+		{id: "ho_expired", contact: "expired", status: handoff.StatusExpired, createdAgo: "2 days", closedAgo: "1 day"},
+		{id: "ho_recent", contact: "recent", status: handoff.StatusQueued, createdAgo: "4 minutes"},
 		{id: "ho_lapsed", contact: "lapsed", status: handoff.StatusQueued, createdAgo: "2 minutes"},
+		{id: "ho_after_expiry", contact: "expired", status: handoff.StatusQueued, createdAgo: "2 minutes"},
 		{id: "ho_first", contact: "first", status: handoff.StatusQueued, createdAgo: "1 minute"},
 	} {
 		p.queue, p.trigger = h.q1, handoff.TriggerPolicyBoundary
@@ -174,7 +178,9 @@ func TestCardsOfContactsWithAPackageClosedInSevenDaysSayRepeat(t *testing.T) {
 	for _, c := range cards {
 		got[c.PublicID] = c.Repeat
 	}
-	want := map[string]bool{"ho_recent": true, "ho_lapsed": false, "ho_first": false}
+	// ho_recent arrived 6 days 23 hours 58 minutes after its contact's resolution, ho_lapsed 7 days
+	// 1 minute after its contact's return.
+	want := map[string]bool{"ho_recent": true, "ho_lapsed": false, "ho_after_expiry": false, "ho_first": false}
 	if len(got) != len(want) {
 		t.Fatalf("waiting cards %v, want %v", got, want)
 	}

@@ -50,8 +50,7 @@ type Item struct {
 	RequiredEntityKeys []string
 	// Repeat says the package is a repeat contact as the dashboard counts one (docs/metrics.md):
 	// its contact had another package resolved or returned to the bot within the 7 days before
-	// this one arrived. The card's own query asks it (an EXISTS on handoffs_contact_settled_idx),
-	// not one query per card.
+	// this one arrived. Intake decides it once, when it stores the package.
 	Repeat  bool
 	Package handoff.Package
 }
@@ -103,10 +102,7 @@ const itemSelect = `
 	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
 		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys,
-		q.required_entity_keys,
-		EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = h.contact_id AND r.status IN ('resolved', 'returned_to_bot')
-			AND r.closed_at < h.created_at AND r.closed_at >= h.created_at - interval '7 days'),
-		h.package
+		q.required_entity_keys, h.repeat_contact, h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the

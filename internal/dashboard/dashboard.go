@@ -58,10 +58,6 @@ func ParseWindow(name string) (Window, error) {
 	return Window{}, desk.Errorf(desk.BadRequest, "window %q is not one of %s", name, strings.Join(names, ", "))
 }
 
-// RepeatWithin is how soon after a package was resolved or returned another package of the same
-// contact counts as a repeat contact.
-const RepeatWithin = 7 * 24 * time.Hour
-
 // Period is a half-open span of time [From, To): a package created exactly at From belongs to it,
 // one created exactly at To to the next.
 type Period struct{ From, To time.Time }
@@ -89,10 +85,9 @@ type Figures struct {
 	ReturnedBy []Count
 	Expired    int
 	Canceled   int
-	// Settled packages were resolved or returned to the bot: the repeat rate's denominator.
-	// Repeats of them saw their contact escalated again within RepeatWithin; Watching ones were
-	// settled less than RepeatWithin before now and have not repeated yet, so they still may.
-	Settled, Repeats, Watching int
+	// Repeats are repeat contacts: packages whose contact had another package resolved or
+	// returned to the bot within the 7 days before this one arrived (intake decides it).
+	Repeats int
 	// Drafts are replies sent to a package with a bot's draft; AsIs of them were sent unchanged.
 	Drafts, AsIs int
 }
@@ -104,10 +99,10 @@ type Bucket struct {
 	ResolveP50 *time.Duration
 }
 
-// QueueFigures is one queue's bar: its packages in and repeat contacts in the window.
+// QueueFigures is one queue's bar: its packages in, repeat contacts and drafts in the window.
 type QueueFigures struct {
-	Queue                       string
-	In, Settled, Repeats, Drafts int
+	Queue               string
+	In, Repeats, Drafts int
 }
 
 // Stats is the dashboard for one queue or all, over a window and the one before it.
@@ -155,7 +150,7 @@ func Read(ctx context.Context, db DB, f Filter) (Stats, error) {
 	}
 	cur, prev := f.Window.Periods(f.Now)
 	s := Stats{Window: f.Window, Queue: f.Queue, Current: Figures{Period: cur}, Previous: Figures{Period: prev}}
-	for _, read := range []func(context.Context, pgx.Tx, queues, *Stats) error{readOutcomes, readMix, readRepeats, readDrafts, readSeries} {
+	for _, read := range []func(context.Context, pgx.Tx, queues, *Stats) error{readOutcomes, readMix, readDrafts, readSeries} {
 		if err := read(ctx, tx, q, &s); err != nil {
 			return Stats{}, err
 		}
@@ -220,18 +215,20 @@ func readOutcomes(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 			count(*) FILTER (WHERE h.rejections > 0),
 			count(*) FILTER (WHERE h.status = 'returned_to_bot'),
 			count(*) FILTER (WHERE h.status = 'expired'),
-			count(*) FILTER (WHERE h.status = 'canceled')
+			count(*) FILTER (WHERE h.status = 'canceled'),
+			count(*) FILTER (WHERE h.repeat_contact)
 		FROM handoffs h WHERE `+span+`
 		GROUP BY 1`, q.ids, s.Previous.From, s.Current.From, s.Current.To)
 	if err != nil {
 		return err
 	}
 	var current bool
-	var in, accepted, resolved, rejected, returned, expired, canceled int
+	var in, accepted, resolved, rejected, returned, expired, canceled, repeats int
 	var accept, resolve []*float64
-	_, err = pgx.ForEachRow(rows, []any{&current, &in, &accepted, &accept, &resolved, &resolve, &rejected, &returned, &expired, &canceled}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&current, &in, &accepted, &accept, &resolved, &resolve, &rejected, &returned, &expired, &canceled, &repeats}, func() error {
 		f := s.pick(current)
 		f.In, f.Accepted, f.Resolved, f.Rejected, f.Returned, f.Expired, f.Canceled = in, accepted, resolved, rejected, returned, expired, canceled
+		f.Repeats = repeats
 		f.AcceptP50, f.AcceptP90 = seconds(accept, 0), seconds(accept, 1)
 		f.ResolveP50, f.ResolveP90 = seconds(resolve, 0), seconds(resolve, 1)
 		return nil
@@ -247,12 +244,13 @@ func seconds(ps []*float64, i int) *time.Duration {
 	return &d
 }
 
-// readMix counts packages in by trigger, by source agent, by queue, and returns by reason, in one
-// scan.
+// readMix counts packages in by trigger, by source agent, by queue (with its repeat contacts), and
+// returns by reason, in one scan.
 func readMix(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 	rows, err := tx.Query(ctx, `
 		SELECT h.created_at >= $3 AS cur, GROUPING(h.trigger), GROUPING(h.source_agent), GROUPING(h.queue_id),
-			coalesce(h.trigger, ''), coalesce(h.source_agent, ''), coalesce(h.queue_id, 0), coalesce(h.outcome, ''), count(*)
+			coalesce(h.trigger, ''), coalesce(h.source_agent, ''), coalesce(h.queue_id, 0), coalesce(h.outcome, ''), count(*),
+			count(*) FILTER (WHERE h.repeat_contact)
 		FROM handoffs h WHERE `+span+`
 		GROUP BY GROUPING SETS ((cur, h.trigger), (cur, h.source_agent), (cur, h.queue_id),
 			(cur, h.status, h.outcome))
@@ -260,13 +258,13 @@ func readMix(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 	if err != nil {
 		return err
 	}
-	in := map[int64]int{}
+	in, repeats := map[int64]int{}, map[int64]int{}
 	var current bool
 	var noTrigger, noSource, noQueue int
 	var trigger, source, outcome string
 	var queueID int64
-	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&current, &noTrigger, &noSource, &noQueue, &trigger, &source, &queueID, &outcome, &n}, func() error {
+	var n, r int
+	if _, err := pgx.ForEachRow(rows, []any{&current, &noTrigger, &noSource, &noQueue, &trigger, &source, &queueID, &outcome, &n, &r}, func() error {
 		f := s.pick(current)
 		switch {
 		case noTrigger == 0:
@@ -275,7 +273,7 @@ func readMix(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 			f.BySource = append(f.BySource, Count{source, n})
 		case noQueue == 0:
 			if current {
-				in[queueID] = n
+				in[queueID], repeats[queueID] = n, r
 			}
 		default:
 			f.ReturnedBy = append(f.ReturnedBy, Count{outcome, n})
@@ -290,7 +288,7 @@ func readMix(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 		}
 	}
 	for _, id := range q.order {
-		s.Queues = append(s.Queues, QueueFigures{Queue: q.names[id], In: in[id]})
+		s.Queues = append(s.Queues, QueueFigures{Queue: q.names[id], In: in[id], Repeats: repeats[id]})
 	}
 	return nil
 }
@@ -303,47 +301,6 @@ func sortCounts(cs []Count) {
 		}
 		return strings.Compare(a.Value, b.Value)
 	})
-}
-
-// readRepeats counts the window's settled packages and those whose contact came back within
-// RepeatWithin of the settling: another package of the same contact_id, in any queue from any
-// bot, created after the settled one closed and at most RepeatWithin after. The probe is an
-// index-only scan of handoffs_contact_idx per settled package.
-func readRepeats(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
-	rows, err := tx.Query(ctx, `
-		SELECT h.created_at >= $3, h.queue_id, count(*),
-			count(*) FILTER (WHERE again.at IS NOT NULL),
-			count(*) FILTER (WHERE again.at IS NULL AND h.closed_at > $4::timestamptz - $5::interval)
-		FROM handoffs h
-		LEFT JOIN LATERAL (
-			SELECT r.created_at AS at FROM handoffs r
-			WHERE r.contact_id = h.contact_id AND r.created_at > h.closed_at AND r.created_at <= h.closed_at + $5::interval
-			LIMIT 1) again ON true
-		WHERE `+span+` AND h.status IN ('resolved', 'returned_to_bot')
-		GROUP BY 1, 2`, q.ids, s.Previous.From, s.Current.From, s.Current.To, RepeatWithin)
-	if err != nil {
-		return err
-	}
-	byQueue := map[int64][2]int{}
-	var current bool
-	var queueID int64
-	var settled, repeats, watching int
-	if _, err := pgx.ForEachRow(rows, []any{&current, &queueID, &settled, &repeats, &watching}, func() error {
-		f := s.pick(current)
-		f.Settled += settled
-		f.Repeats += repeats
-		f.Watching += watching
-		if current {
-			byQueue[queueID] = [2]int{settled, repeats}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for i, id := range q.order {
-		s.Queues[i].Settled, s.Queues[i].Repeats = byQueue[id][0], byQueue[id][1]
-	}
-	return nil
 }
 
 // readDrafts counts the replies sent in each period to a package that carried a bot's draft, and

@@ -98,7 +98,10 @@ type LiveConfig struct {
 	Queues  []string
 	Handoff string
 	Roster  bool
-	Mark    string
+	// Dashboard is the figures' query ("window=7d&queue=billing"): the socket sends them anew,
+	// throttled, as packages change.
+	Dashboard string
+	Mark      string
 }
 
 // Action is one step the bot already tried.
@@ -227,6 +230,33 @@ type RosterView struct {
 // DashboardView is the supervisors' page.
 type DashboardView struct {
 	Viewer Viewer
-	Roster RosterView
-	Live   LiveConfig
+	// Queue is the queue chosen ("" for all), Window the window; the pickers offer the others.
+	Queue, Window   string
+	Queues, Windows []string
+	Figures         DashboardFigures
+	Roster          RosterView
+	Live            LiveConfig
+}
+
+// DashboardFigures is the dashboard's numbers for one queue or all over a window, beside the
+// previous window: the part of the page that live frames replace, at most once every few seconds.
+type DashboardFigures struct {
+	Scope, Window     string
+	Current, Previous string // the two periods, as text
+	Rows              []FigureRow
+	Triggers, Sources []ShareRow
+	Returns           []ShareRow
+	In, Resolution    Sparkline
+	QueueBars         []Bar
+}
+
+// FigureRow is one figure in the current and the previous window. ID names it for tests and for
+// the definition it links to in docs/metrics.md.
+type FigureRow struct {
+	ID, Name, Current, Previous, Definition string
+}
+
+// ShareRow is a value's count and share in the current window, and its count in the previous.
+type ShareRow struct {
+	Value, N, Percent, Previous string
 }

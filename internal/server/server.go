@@ -45,7 +45,13 @@ type Config struct {
 	// DrainPeriod is how long, once asked to stop, the server keeps serving while /readyz answers
 	// 503, so that load balancers stop sending it requests before it stops accepting them.
 	DrainPeriod time.Duration
+	// DashboardEvery is the least time between two sendings of the dashboard's figures to one
+	// browser (0: DefaultDashboardEvery): changes in between are coalesced into the next one.
+	DashboardEvery time.Duration
 }
+
+// DefaultDashboardEvery is how often at most a dashboard's figures are sent to its browser.
+const DefaultDashboardEvery = 5 * time.Second
 
 // DefaultRequestTimeout is the request deadline when REQUEST_TIMEOUT is unset.
 const DefaultRequestTimeout = 30 * time.Second
@@ -94,6 +100,9 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	citations, err := newCitationLinks(cfg.CitationSchemes)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.DashboardEvery <= 0 {
+		cfg.DashboardEvery = DefaultDashboardEvery
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout

@@ -23,6 +23,9 @@
     if (root.dataset.queues) u.searchParams.set("queues", root.dataset.queues);
     if (root.dataset.handoff) u.searchParams.set("handoff", root.dataset.handoff);
     if (root.dataset.roster === "true") u.searchParams.set("roster", "true");
+    if (root.dataset.dashboard) {
+      for (const [k, v] of new URLSearchParams(root.dataset.dashboard)) u.searchParams.set("dashboard_" + k, v);
+    }
     if (mark) u.searchParams.set("since", mark);
     return u;
   }

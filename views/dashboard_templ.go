@@ -319,7 +319,7 @@ func DashboardNumbers(f DashboardFigures) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "). Each package counts in the window it arrived in. <a href=\"#definitions\" class=\"text-indigo-700 hover:underline\">How each number is counted</a>.</p><div class=\"grid grid-cols-1 gap-4 lg:grid-cols-2\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "). Each package counts in the window it arrived in. <a href=\"#definitions\" class=\"text-indigo-700 underline\">How each number is counted</a>.</p><div class=\"grid grid-cols-1 gap-4 lg:grid-cols-2\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -389,7 +389,7 @@ func FigureTable(rows []FigureRow) templ.Component {
 			templ_7745c5c3_Var14 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<table class=\"w-full rounded border border-slate-200 bg-white text-sm\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-500\"><tr><th class=\"px-3 py-2\">Figure</th><th class=\"px-3 py-2 text-right\">This window</th><th class=\"px-3 py-2 text-right\">Previous</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<table class=\"w-full rounded border border-slate-200 bg-white text-sm\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-600\"><tr><th class=\"px-3 py-2\">Figure</th><th class=\"px-3 py-2 text-right\">This window</th><th class=\"px-3 py-2 text-right\">Previous</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -847,7 +847,7 @@ func ShareTable(title, id string, rows []ShareRow) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, "</caption> <thead class=\"bg-slate-100 text-left uppercase tracking-wide text-slate-500\"><tr><th class=\"px-2 py-1\">Value</th><th class=\"px-2 py-1 text-right\">Now</th><th class=\"px-2 py-1 text-right\">Share</th><th class=\"px-2 py-1 text-right\">Before</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, "</caption> <thead class=\"bg-slate-100 text-left uppercase tracking-wide text-slate-600\"><tr><th class=\"px-2 py-1\">Value</th><th class=\"px-2 py-1 text-right\">Now</th><th class=\"px-2 py-1 text-right\">Share</th><th class=\"px-2 py-1 text-right\">Before</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1068,7 +1068,7 @@ func Roster(r RosterView) templ.Component {
 			templ_7745c5c3_Var54 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 81, "<div id=\"roster\" class=\"mt-3 grid grid-cols-1 gap-4 lg:grid-cols-2\" data-testid=\"roster\"><table class=\"w-full rounded border border-slate-200 bg-white\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-500\"><tr><th class=\"px-3 py-2\">Queue</th><th class=\"px-3 py-2 text-right\">Waiting</th><th class=\"px-3 py-2 text-right\">Reserved</th><th class=\"px-3 py-2 text-right\">Worked</th><th class=\"px-3 py-2 text-right\">Oldest</th><th class=\"px-3 py-2 text-right\">Agents on</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 81, "<div id=\"roster\" class=\"mt-3 grid grid-cols-1 gap-4 lg:grid-cols-2\" data-testid=\"roster\"><table class=\"w-full rounded border border-slate-200 bg-white\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-600\"><tr><th class=\"px-3 py-2\">Queue</th><th class=\"px-3 py-2 text-right\">Waiting</th><th class=\"px-3 py-2 text-right\">Reserved</th><th class=\"px-3 py-2 text-right\">Worked</th><th class=\"px-3 py-2 text-right\">Oldest</th><th class=\"px-3 py-2 text-right\">Agents on</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1233,7 +1233,7 @@ func Roster(r RosterView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 96, "</tbody></table><table class=\"w-full rounded border border-slate-200 bg-white\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-500\"><tr><th class=\"px-3 py-2\">Agent</th><th class=\"px-3 py-2\">Status</th><th class=\"px-3 py-2 text-right\">Load</th><th class=\"px-3 py-2\">Queues</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 96, "</tbody></table><table class=\"w-full rounded border border-slate-200 bg-white\"><thead class=\"bg-slate-100 text-left text-xs uppercase tracking-wide text-slate-600\"><tr><th class=\"px-3 py-2\">Agent</th><th class=\"px-3 py-2\">Status</th><th class=\"px-3 py-2 text-right\">Load</th><th class=\"px-3 py-2\">Queues</th></tr></thead> <tbody class=\"divide-y divide-slate-100\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

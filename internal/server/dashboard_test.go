@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/server"
@@ -146,5 +149,31 @@ func TestDashboardFiguresAreCoalescedOnTheSocket(t *testing.T) {
 				t.Fatal("a second figures frame without any change since the first")
 			}
 		}
+	}
+}
+
+// The page's script opens its socket with the dashboard's window and queue, and puts the figures
+// the socket sends in place.
+func TestBrowserDashboardFollowsTheDesk(t *testing.T) {
+	t.Parallel()
+	app := setupWith(t, server.Config{DashboardEvery: time.Second})
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "sam@example.com", auth.RoleSupervisor)
+	app.submitFor(t, key, "cust_before")
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "sam@example.com")
+	const in = `[data-testid="figure-in"] [data-testid="current"]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/dashboard?window=24h&queue=billing_t2"),
+		chromedp.WaitVisible(`body[data-live="online"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, ctx, in); got != "1" {
+		t.Fatalf("packages in before: %q, want 1", got)
+	}
+	app.submitFor(t, key, "cust_after")
+	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(wait, chromedp.Poll[chromedp.Void](`document.querySelector('`+in+`').innerText.trim() === "2"`)); err != nil {
+		t.Fatalf("the figures never showed the second package (now %q): %v", text(t, ctx, in), err)
 	}
 }

@@ -128,18 +128,18 @@ func NewSparkline(values []*float64, summary string) Sparkline {
 		}
 		return sparkHeight - sparkPad - v/most*(sparkHeight-2*sparkPad)
 	}
+	has := func(i int) bool { return i >= 0 && i < len(values) && values[i] != nil }
 	var b strings.Builder
 	for i, v := range values {
 		if v == nil {
 			continue
 		}
-		joined := (i > 0 && values[i-1] != nil) || (i+1 < len(values) && values[i+1] != nil)
-		if !joined {
+		if !has(i-1) && !has(i+1) {
 			s.Dots = append(s.Dots, ChartDot{X: f1(x(i)), Y: f1(y(*v))})
 			continue
 		}
 		cmd := "L"
-		if i == 0 || values[i-1] == nil {
+		if !has(i - 1) {
 			cmd = "M"
 		}
 		fmt.Fprintf(&b, "%s%.1f %.1f ", cmd, x(i), y(*v))

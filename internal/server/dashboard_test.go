@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func TestDashboardFiguresAreCoalescedOnTheSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readFrame(t, conn) // hello
+	hello := readFrame(t, conn)
 	const n = 4
 	for i := range n {
 		app.submitFor(t, key, fmt.Sprintf("cust_%d", i))
@@ -149,6 +150,14 @@ func TestDashboardFiguresAreCoalescedOnTheSocket(t *testing.T) {
 				t.Fatal("a second figures frame without any change since the first")
 			}
 		}
+	}
+	// A browser coming back from before the changes gets the figures anew with its catch-up.
+	again, _, err := app.dial(t, sup, "roster=true&dashboard_window=24h&since="+url.QueryEscape(hello.Mark), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := figure(t, readUntil(t, again, "dashboard-figures"), "in"); got != fmt.Sprint(n) {
+		t.Errorf("figures after a reconnect show %s packages in, want %d", got, n)
 	}
 }
 

@@ -114,6 +114,11 @@ func (s *Server) handleSocket(c echo.Context) error {
 			_ = conn.Close()
 		}
 	}
+	if since != "" && w.dashboard != nil {
+		// The figures may have moved while the browser was away: its first turn sends them anew.
+		k.figuresDue = time.Now()
+		k.sub.Poke()
+	}
 	k.sub.Start()
 	return nil
 }

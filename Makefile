@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export bench-warm soak db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -89,3 +89,10 @@ db-stop:
 
 clean:
 	rm -rf bin
+
+## bench-dashboard: seeds 1,000,000 packages with their events and replies (a few minutes), then
+## times each dashboard query per window for all queues and the busiest, beside a count(*) of the
+## same rows (BENCH_PACKAGES=50000 for a quick run).
+bench-dashboard:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) test ./internal/dashboard -run '^$$' -bench Dashboard -benchtime 1x -timeout 60m -v

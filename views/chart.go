@@ -92,3 +92,81 @@ func NewTrendChart(points []TrendPoint, summary string) TrendChart {
 }
 
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// Sparkline is a small SVG line of one figure over the window's buckets, with the same figures as
+// text beside it (Summary) for readers that do not see the line.
+type Sparkline struct {
+	Width, Height int
+	Path          string
+	// Dots mark buckets with a value that no neighbour joins: a line needs two points.
+	Dots    []ChartDot
+	Summary string
+}
+
+// ChartDot is a lone point of a sparkline.
+type ChartDot struct{ X, Y string }
+
+const sparkWidth, sparkHeight, sparkPad = 240, 40, 3
+
+// NewSparkline scales the values from zero to their largest; a nil value breaks the line.
+func NewSparkline(values []*float64, summary string) Sparkline {
+	s := Sparkline{Width: sparkWidth, Height: sparkHeight, Summary: summary}
+	var most float64
+	for _, v := range values {
+		if v != nil {
+			most = max(most, *v)
+		}
+	}
+	if len(values) == 0 {
+		return s
+	}
+	step := float64(sparkWidth-2*sparkPad) / float64(max(1, len(values)-1))
+	x := func(i int) float64 { return sparkPad + step*float64(i) }
+	y := func(v float64) float64 {
+		if most == 0 {
+			return sparkHeight - sparkPad
+		}
+		return sparkHeight - sparkPad - v/most*(sparkHeight-2*sparkPad)
+	}
+	has := func(i int) bool { return i >= 0 && i < len(values) && values[i] != nil }
+	var b strings.Builder
+	for i, v := range values {
+		if v == nil {
+			continue
+		}
+		if !has(i-1) && !has(i+1) {
+			s.Dots = append(s.Dots, ChartDot{X: f1(x(i)), Y: f1(y(*v))})
+			continue
+		}
+		cmd := "L"
+		if !has(i - 1) {
+			cmd = "M"
+		}
+		fmt.Fprintf(&b, "%s%.1f %.1f ", cmd, x(i), y(*v))
+	}
+	s.Path = strings.TrimSpace(b.String())
+	return s
+}
+
+// Bar is one queue's bar: its length as a share of the longest, and its figure as text.
+type Bar struct {
+	Label, Value, Note string
+	Width              string // percent of the track
+}
+
+// NewBars scales each value against the largest.
+func NewBars(labels []string, values []int, notes []string) []Bar {
+	most := 0
+	for _, v := range values {
+		most = max(most, v)
+	}
+	bars := make([]Bar, len(labels))
+	for i, l := range labels {
+		w := 0.0
+		if most > 0 {
+			w = float64(values[i]) / float64(most) * 100
+		}
+		bars[i] = Bar{Label: l, Value: strconv.Itoa(values[i]), Note: notes[i], Width: f1(w)}
+	}
+	return bars
+}

@@ -25,3 +25,21 @@ func TestTrendChartBreaksOverEmptyBuckets(t *testing.T) {
 		t.Errorf("bars %+v with scale %s: want two, the larger full height", c.Bars, c.MaxChars)
 	}
 }
+
+// A sparkline breaks over empty buckets, marks a lone value with a dot, and puts the largest
+// value at the top.
+func TestSparklineBreaksAndDots(t *testing.T) {
+	t.Parallel()
+	one, two, four := 1.0, 2.0, 4.0
+	s := NewSparkline([]*float64{&one, &two, nil, &four, nil}, "")
+	if strings.Count(s.Path, "M") != 1 || strings.Count(s.Path, "L") != 1 {
+		t.Errorf("path %q: want one segment of two points", s.Path)
+	}
+	if len(s.Dots) != 1 || s.Dots[0].Y != f1(sparkPad) {
+		t.Errorf("dots %+v: want one, at the top", s.Dots)
+	}
+	bars := NewBars([]string{"a", "b"}, []int{5, 10}, []string{"", ""})
+	if bars[0].Width != "50.0" || bars[1].Width != "100.0" {
+		t.Errorf("bars %+v: want 50%% and 100%%", bars)
+	}
+}

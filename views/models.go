@@ -89,7 +89,7 @@ type Card struct {
 	NeedsSupervisor  bool
 	Rejections       int
 	SortKey          string
-	// Repeat: the contact had another package closed in the last 7 days.
+	// Repeat: the contact had another package resolved or returned within the 7 days before this one.
 	Repeat bool
 }
 
@@ -122,6 +122,9 @@ type LiveConfig struct {
 	Roster  bool
 	// Approvals: the page follows refund approval requests (/approvals).
 	Approvals bool
+	// Dashboard is the figures' query ("window=7d&queue=billing"): the socket sends them anew,
+	// throttled, as packages change.
+	Dashboard string
 	Mark      string
 }
 
@@ -311,8 +314,35 @@ type RosterView struct {
 // DashboardView is the supervisors' page.
 type DashboardView struct {
 	Viewer Viewer
-	Roster RosterView
-	Live   LiveConfig
+	// Queue is the queue chosen ("" for all), Window the window; the pickers offer the others.
+	Queue, Window   string
+	Queues, Windows []string
+	Figures         DashboardFigures
+	Roster          RosterView
+	Live            LiveConfig
+}
+
+// DashboardFigures is the dashboard's numbers for one queue or all over a window, beside the
+// previous window: the part of the page that live frames replace, at most once every few seconds.
+type DashboardFigures struct {
+	Scope, Window     string
+	Current, Previous string // the two periods, as text
+	Rows              []FigureRow
+	Triggers, Sources []ShareRow
+	Returns           []ShareRow
+	In, Resolution    Sparkline
+	QueueBars         []Bar
+}
+
+// FigureRow is one figure in the current and the previous window. ID names it for tests and for
+// the definition it links to in docs/metrics.md.
+type FigureRow struct {
+	ID, Name, Current, Previous, Definition string
+}
+
+// ShareRow is a value's count and share in the current window, and its count in the previous.
+type ShareRow struct {
+	Value, N, Percent, Previous string
 }
 
 // AuditView is a page of the audit trail, newest first, with the filters that chose it.

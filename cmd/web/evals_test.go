@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/dashboard"
 )
 
 // web evals export writes the export to stdout with the route's options as flags, and refuses
@@ -11,12 +17,14 @@ import (
 func TestEvalsExportCommand(t *testing.T) {
 	t.Parallel()
 	getenv := env(t)
+	// The seed's history (seedHistory) ends hours before now; its own replies are sent now.
+	since := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	if out, err := runCommand(t, getenv, "seed-demo"); err != nil {
 		t.Fatalf("seed-demo: %v\n%s", err, out)
 	}
 	lines := func(args ...string) []map[string]any {
 		t.Helper()
-		out, err := runCommand(t, getenv, append([]string{"evals", "export"}, args...)...)
+		out, err := runCommand(t, getenv, append([]string{"evals", "export", "--since", since}, args...)...)
 		if err != nil {
 			t.Fatalf("evals export %v: %v\n%s", args, err, out)
 		}
@@ -39,7 +47,7 @@ func TestEvalsExportCommand(t *testing.T) {
 			t.Errorf("record %v", r)
 		}
 	}
-	if got := lines("--kind", "reply", "--since", "2000-01-01"); len(got) != 3 {
+	if got := lines("--kind", "reply"); len(got) != 3 {
 		t.Errorf("--kind reply: %d lines, want 3", len(got))
 	}
 	dpo := lines("--format", "openai-dpo", "--redact")
@@ -58,6 +66,50 @@ func TestEvalsExportCommand(t *testing.T) {
 		out, err := runCommand(t, getenv, append([]string{"evals", "export"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.name) || out != "" {
 			t.Errorf("evals export %v: %v, printing %q; want an error naming %s and nothing printed", tc.args, err, out, tc.name)
+		}
+	}
+}
+
+// seed-demo leaves the dashboard figures to show: weeks of resolved, returned and canceled
+// packages, repeat contacts among them, and drafts sent as is; a second seed adds nothing.
+func TestSeedDemoGivesTheDashboardAHistory(t *testing.T) {
+	t.Parallel()
+	getenv := env(t)
+	if out, err := runCommand(t, getenv, "seed-demo"); err != nil {
+		t.Fatalf("seed-demo: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	count := func() int {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM handoffs`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	if out, err := runCommand(t, getenv, "seed-demo"); err != nil {
+		t.Fatalf("second seed-demo: %v\n%s", err, out)
+	}
+	if after := count(); after != before {
+		t.Errorf("a second seed-demo: %d packages, then %d", before, after)
+	}
+	w, err := dashboard.ParseWindow("30d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dashboard.Read(ctx, db, dashboard.Filter{Window: w, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []dashboard.Figures{s.Current, s.Previous} {
+		if f.In == 0 || f.Resolved == 0 || f.Returned == 0 || f.Canceled == 0 || f.Repeats == 0 || f.AsIs == 0 || f.Drafts == f.AsIs {
+			t.Errorf("the demo's figures %s – %s: %+v; want packages in, resolved, returned, canceled, repeats and drafts both ways",
+				f.From.Format(time.DateTime), f.To.Format(time.DateTime), f)
 		}
 	}
 }

@@ -85,6 +85,9 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if ignoreConflict(err) != nil {
 			return fmt.Errorf("seed-demo: api key: %w", err)
 		}
+		if err := seedHistory(ctx, db, users, time.Now()); err != nil {
+			return fmt.Errorf("seed-demo: history: %w", err)
+		}
 		if err := seedReplies(ctx, db, users); err != nil {
 			return fmt.Errorf("seed-demo: replies: %w", err)
 		}

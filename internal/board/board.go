@@ -50,9 +50,9 @@ type Item struct {
 	// RequiredEntityKeys are the entities the queue requires of every package: cards show them
 	// first.
 	RequiredEntityKeys []string
-	// Repeat says the package's contact had another package closed in the last 7 days: the seed's
-	// headline metric counts a contact escalated again within 7 days. The card's own query asks it
-	// (an EXISTS on handoffs_contact_closed_idx), not one query per card.
+	// Repeat says the package is a repeat contact as the dashboard counts one (docs/metrics.md):
+	// its contact had another package resolved or returned to the bot within the 7 days before
+	// this one arrived. Intake decides it once, when it stores the package.
 	Repeat bool
 	// RefundThreshold and Currency are the queue's: a refund above the threshold, or in another
 	// currency, needs a supervisor's approval (approvals.Needed).
@@ -113,9 +113,7 @@ const itemSelect = `
 	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
 		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript,
-		q.required_entity_keys,
-		EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = h.contact_id AND r.id <> h.id
-			AND r.closed_at >= now() - interval '7 days'),
+		q.required_entity_keys, h.repeat_contact,
 		q.refund_threshold::text, q.currency,
 		-- Only a package awaiting approval has a pending request: the others skip the probe.
 		CASE WHEN h.status = 'awaiting_approval' THEN

@@ -3,6 +3,7 @@ package board_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"testing"
 
@@ -67,6 +68,7 @@ type past struct {
 	createdAgo  string
 	closedAgo   string // "" for an open package
 	handler     *int64
+	repeat      bool
 }
 
 // store inserts the package and returns its row id.
@@ -85,11 +87,11 @@ func (h *history) store(p past) int64 {
 	var id int64
 	err = h.db.QueryRow(context.Background(), `
 		INSERT INTO handoffs (handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent, package,
-			body_sha256, expires_at, created_at, enqueued_at, closed_at, assignee_id, outcome)
+			body_sha256, expires_at, created_at, enqueued_at, closed_at, assignee_id, outcome, repeat_contact)
 		VALUES ($1, $2, $3, $4, 2, $5, 'tier1-support', $6, '\x00', now() + interval '1 day',
 			now() - $7::interval, now() - $7::interval, now() - $8::interval, $9,
-			CASE WHEN $4 = 'resolved' THEN 'refund_issued' END)
-		RETURNING id`, p.id, h.key, p.queue.ID, p.status, p.contact, string(body), p.createdAgo, closed, p.handler).Scan(&id)
+			CASE WHEN $4 = 'resolved' THEN 'refund_issued' END, $10)
+		RETURNING id`, p.id, h.key, p.queue.ID, p.status, p.contact, string(body), p.createdAgo, closed, p.handler, p.repeat).Scan(&id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -154,13 +156,12 @@ func TestHistoryListsTheContactsEarlierPackagesOfNinetyDaysNewestFirst(t *testin
 	}
 }
 
-func TestCardsOfContactsWithAPackageClosedInSevenDaysSayRepeat(t *testing.T) {
+// The badge shows what intake decided when it stored the package (intake's
+// TestIntakeDecidesRepeatContacts holds the rule's edges).
+func TestCardsOfRepeatContactsSayRepeat(t *testing.T) {
 	h := newHistory(t)
 	for _, p := range []past{
-		{id: "ho_closed_6d23h", contact: "recent", status: handoff.StatusResolved, createdAgo: "8 days", closedAgo: "6 days 23 hours 59 minutes"},
-		{id: "ho_closed_7d1m", contact: "lapsed", status: handoff.StatusReturnedToBot, createdAgo: "8 days", closedAgo: "7 days 1 minute"},
-		{id: "ho_recent", contact: "recent", status: handoff.StatusQueued, createdAgo: "3 minutes"},
-		{id: "ho_lapsed", contact: "lapsed", status: handoff.StatusQueued, createdAgo: "2 minutes"},
+		{id: "ho_repeat", contact: "again", status: handoff.StatusQueued, createdAgo: "2 minutes", repeat: true},
 		{id: "ho_first", contact: "first", status: handoff.StatusQueued, createdAgo: "1 minute"},
 	} {
 		p.queue, p.trigger = h.q1, handoff.TriggerPolicyBoundary
@@ -174,13 +175,7 @@ func TestCardsOfContactsWithAPackageClosedInSevenDaysSayRepeat(t *testing.T) {
 	for _, c := range cards {
 		got[c.PublicID] = c.Repeat
 	}
-	want := map[string]bool{"ho_recent": true, "ho_lapsed": false, "ho_first": false}
-	if len(got) != len(want) {
-		t.Fatalf("waiting cards %v, want %v", got, want)
-	}
-	for id, repeat := range want {
-		if got[id] != repeat {
-			t.Errorf("card %s: repeat %v, want %v", id, got[id], repeat)
-		}
+	if want := map[string]bool{"ho_repeat": true, "ho_first": false}; !maps.Equal(got, want) {
+		t.Errorf("cards' repeat badges %v, want %v", got, want)
 	}
 }

@@ -459,10 +459,14 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 	b := &pgx.Batch{}
 	b.Queue(`
 		INSERT INTO handoffs (id, handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent,
-			package, body_sha256, created_at, enqueued_at, expires_at, updated_at, offered_to, offered_until, warm_until, trace_parent)
+			package, body_sha256, created_at, enqueued_at, expires_at, updated_at, offered_to, offered_until, warm_until, trace_parent,
+			repeat_contact)
 		OVERRIDING SYSTEM VALUE
 		SELECT id, handoff_id, api_key_id, queue_id, 'queued', priority_rank, contact_id, source_agent,
-			package::json, body_sha256, $13, $13, expires_at, $13, offered_to, offered_until, warm_until, trace_parent
+			package::json, body_sha256, $13, $13, expires_at, $13, offered_to, offered_until, warm_until, trace_parent,
+			-- A repeat contact (docs/metrics.md): decided once, here, from closed rows, which stay closed.
+			EXISTS (SELECT 1 FROM handoffs r WHERE r.contact_id = t.contact_id AND r.status IN ('resolved', 'returned_to_bot')
+				AND r.closed_at < $13 AND r.closed_at >= $13 - interval '7 days')
 		FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::smallint[], $6::text[], $7::text[],
 			$8::text[], $9::bytea[], $10::timestamptz[], $11::bigint[], $12::timestamptz[], $14::timestamptz[], $15::text[])
 			AS t(id, handoff_id, api_key_id, queue_id, priority_rank, contact_id, source_agent,

@@ -51,7 +51,7 @@ func checkA11y(t *testing.T, ctx context.Context, axe, page string) {
 
 // axe-core finds no serious or critical violation on the queue page (with a repeat card), the
 // package view with the co-pilot editor, the sidebar, a repeat contact's package with its earlier
-// handoffs, and /evals.
+// handoffs, /evals and /dashboard.
 func TestBrowserAccessibility(t *testing.T) {
 	t.Parallel()
 	source, err := os.ReadFile(axePath)
@@ -127,4 +127,8 @@ func TestBrowserAccessibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkA11y(t, sup, axe, "/audit, one package's trail")
+	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/dashboard?window=24h"), chromedp.WaitVisible(`[data-testid="spark-in"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, sup, axe, "/dashboard")
 }

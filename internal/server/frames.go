@@ -16,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/dashboard"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/live"
@@ -64,6 +65,9 @@ type watcher struct {
 	roster   bool // every change anywhere moves the supervisors' roster
 	// approvals: the supervisors' /approvals page, which every step of a refund approval moves.
 	approvals bool
+	// dashboard is the figures the page shows beside the roster, sent at most every
+	// Config.DashboardEvery (socket.sendFigures), never as part of a batch's frame.
+	dashboard *dashboard.Filter
 	queueKey  string // queueIDs spelled once, for frameKey
 }
 
@@ -270,6 +274,20 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		}
 	}
 	return f, nil
+}
+
+// figuresFrame is the dashboard's figures as of now. It carries no mark: it brings no event,
+// and the browser keeps the mark of the last frame that did.
+func (s *Server) figuresFrame(ctx context.Context, f dashboard.Filter) (frame, error) {
+	v, err := s.dashboardFigures(ctx, f)
+	if err != nil {
+		return frame{}, err
+	}
+	frag, err := rendered(ctx, fragment{Target: "dashboard-figures", Op: "replace"}, views.DashboardNumbers(v))
+	if err != nil {
+		return frame{}, err
+	}
+	return frame{Type: "events", Fragments: []fragment{frag}}, nil
 }
 
 func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]board.Item, error) {

@@ -52,7 +52,13 @@ type Config struct {
 	DrainPeriod time.Duration
 	// OIDC is the identity provider for single sign-on (OIDC_*); unset, passwords only.
 	OIDC sso.Config
+	// DashboardEvery is the least time between two sendings of the dashboard's figures to one
+	// browser (0: DefaultDashboardEvery): changes in between are coalesced into the next one.
+	DashboardEvery time.Duration
 }
+
+// DefaultDashboardEvery is how often at most a dashboard's figures are sent to its browser.
+const DefaultDashboardEvery = 5 * time.Second
 
 // DefaultRequestTimeout is the request deadline when REQUEST_TIMEOUT is unset.
 const DefaultRequestTimeout = 30 * time.Second
@@ -108,6 +114,9 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	}
 	if err := cfg.OIDC.Check(); err != nil {
 		return nil, err
+	}
+	if cfg.DashboardEvery <= 0 {
+		cfg.DashboardEvery = DefaultDashboardEvery
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout

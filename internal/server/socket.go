@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +95,8 @@ func (s *Server) handleSocket(c echo.Context) error {
 	s.metrics.SocketOpened()
 	s.presence.Connect(w.user.ID)
 	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
+	k.figuresTimer = time.AfterFunc(time.Hour, k.sub.Poke)
+	k.figuresTimer.Stop()
 	// A session runs out without an event to say so; the page is closed as for a logout, and its
 	// reload lands on the login page. WriteControl and Close may be called beside the hub's writes.
 	k.sessionEnd = time.AfterFunc(time.Until(sessionEnds), func() { k.goodbye(closeAccessChanged, "session ended") })
@@ -116,6 +119,11 @@ func (s *Server) handleSocket(c echo.Context) error {
 			_ = conn.Close()
 		}
 	}
+	if since != "" && w.dashboard != nil {
+		// The figures may have moved while the browser was away: its first turn sends them anew.
+		k.figuresDue = time.Now()
+		k.sub.Poke()
+	}
 	k.sub.Start()
 	return nil
 }
@@ -132,6 +140,11 @@ type socket struct {
 	pingDue atomic.Bool
 	// sessionEnd closes the socket when its session runs out.
 	sessionEnd *time.Timer
+	// The dashboard's figures: figuresDue is when they go out next, zero while no package has
+	// changed since they last did; figuresTimer asks for the turn then. Only the socket's turns,
+	// which never overlap, read and write figuresDue.
+	figuresDue   time.Time
+	figuresTimer *time.Timer
 }
 
 // receive is the socket's turn: the batches that waited, then a ping if one is due, then the
@@ -160,6 +173,9 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 		}
 		k.s.metrics.FrameSent()
 	}
+	if k.w.dashboard != nil && !k.sendFigures(batches) {
+		return
+	}
 	if k.pingDue.Swap(false) {
 		if err := k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(turnWriteWait)); err != nil {
 			_ = k.conn.Close()
@@ -175,6 +191,40 @@ func (k *socket) receive(batches []live.Batch, ending live.Ending) {
 		// Going away: the browser reconnects, through the load balancer, to another instance.
 		k.goodbye(websocket.CloseGoingAway, "server shutting down")
 	}
+}
+
+// sendFigures sends the dashboard's figures DashboardEvery after the first change since they last
+// went out: however many events arrive in that time, the browser gets one frame for them all,
+// and none while nothing changes. It reports whether the socket is still open.
+func (k *socket) sendFigures(batches []live.Batch) bool {
+	if k.figuresDue.IsZero() {
+		for _, b := range batches {
+			if slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.HandoffID != 0 }) {
+				k.figuresDue = time.Now().Add(k.s.cfg.DashboardEvery)
+				k.figuresTimer.Reset(k.s.cfg.DashboardEvery)
+				return true
+			}
+		}
+		return true
+	}
+	if time.Now().Before(k.figuresDue) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+	defer cancel()
+	f, err := k.s.figuresFrame(ctx, *k.w.dashboard)
+	if err != nil {
+		k.failed(err)
+		return false
+	}
+	_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
+	if err := k.conn.WriteJSON(f); err != nil {
+		_ = k.conn.Close()
+		return false
+	}
+	k.s.metrics.FrameSent()
+	k.figuresDue = time.Time{}
+	return true
 }
 
 // failed answers a frame that could not be built: the browser is told, to show itself offline
@@ -230,6 +280,7 @@ func (k *socket) read() {
 func (k *socket) close() {
 	k.ping.Stop()
 	k.sessionEnd.Stop()
+	k.figuresTimer.Stop()
 	k.s.hub.Unsubscribe(k.sub)
 	k.s.presence.Disconnect(k.w.user.ID)
 	k.s.userSockets.give(k.w.user.ID)

@@ -82,6 +82,21 @@ func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.Use
 	if r.w.queueIDs, err = s.queues.IDsByName(ctx, r.queues); err != nil {
 		return r, err
 	}
+	if c.QueryParam("dashboard_window") != "" || c.QueryParam("dashboard_queue") != "" {
+		if !r.w.roster {
+			return r, desk.Errorf(desk.BadRequest, "dashboard_window and dashboard_queue go with roster=true")
+		}
+		f, err := dashboardFilter(c.QueryParams(), "dashboard_")
+		if err != nil {
+			return r, err
+		}
+		if f.Queue != "" {
+			if _, err := s.queues.IDsByName(ctx, []string{f.Queue}); err != nil {
+				return r, err
+			}
+		}
+		r.w.dashboard = &f
+	}
 	if r.handoff = c.QueryParam("handoff"); r.handoff != "" {
 		item, err := s.board.Item(ctx, r.handoff)
 		if err != nil {

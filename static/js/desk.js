@@ -24,6 +24,9 @@
     if (root.dataset.handoff) u.searchParams.set("handoff", root.dataset.handoff);
     if (root.dataset.roster === "true") u.searchParams.set("roster", "true");
     if (root.dataset.approvals === "true") u.searchParams.set("approvals", "true");
+    if (root.dataset.dashboard) {
+      for (const [k, v] of new URLSearchParams(root.dataset.dashboard)) u.searchParams.set("dashboard_" + k, v);
+    }
     if (mark) u.searchParams.set("since", mark);
     return u;
   }

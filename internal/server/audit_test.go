@@ -38,10 +38,14 @@ func TestAuditTrail(t *testing.T) {
 	app.login(t, sup, "sup@example.com")
 	app.login(t, adm, "adm@example.com")
 
+	// Cold packages: a warm one nobody is online for adds a warm_timeout row to the counts.
 	for range 55 {
-		expect(t, "submit", app.submit(t, key, harborFor(t, q)), http.StatusCreated)
+		p := harborFor(t, q).(map[string]any)
+		p["transfer_mode"] = "cold"
+		expect(t, "submit", app.submit(t, key, p), http.StatusCreated)
 	}
 	pkg := grepPackage(t, q)
+	pkg["transfer_mode"] = "cold"
 	id := pkg["handoff_id"].(string)
 	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
 	if status, _, body := postForm(t, agent, app.URL+"/handoffs/"+id+"/accept", nil); status != http.StatusSeeOther {

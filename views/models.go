@@ -303,6 +303,9 @@ type AgentLoad struct {
 	Capacity int
 	Queues   string
 	Ringing  string // the warm package ringing for the agent, if any
+	// Rings says how the agent's rings of the last day went ("3 rings, 2 accepted, last timed out"),
+	// or "" when they had none.
+	Rings string
 }
 
 // RosterView is the supervisors' live roster.

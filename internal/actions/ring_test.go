@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -262,6 +263,21 @@ func TestRingTimesOutOrIsWithdrawnAndRingsTheNext(t *testing.T) {
 	want := "queued offered offer_ended:timed_out offered offer_ended:withdrawn offered offer_ended:accepted accepted"
 	if strings.Join(kinds, " ") != want {
 		t.Errorf("events %v, want %s", kinds, want)
+	}
+
+	// The supervisors' roster shows each agent's rings and how the last one ended.
+	roster, err := d.queues.Roster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range roster.Agents {
+		got[a.Name] = fmt.Sprintf("%d/%d/%s", a.Rings, a.RingsAccepted, a.LastRing)
+	}
+	for name, want := range map[string]string{"alex": "1/0/timed_out", "bea": "1/0/withdrawn", "cy": "1/1/accepted"} {
+		if got[name] != want {
+			t.Errorf("roster rings of %s = %s, want %s (rings/accepted/last)", name, got[name], want)
+		}
 	}
 }
 

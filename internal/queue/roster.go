@@ -32,7 +32,15 @@ type AgentLoad struct {
 	Capacity int
 	Queues   []string
 	Ringing  string // the warm package ringing for the agent (actions' offers), if any
+	// The agent's rings of the last RingWindow: how many, how many they accepted, and how the
+	// latest that ended ended (accepted, declined, timed_out, withdrawn or taken; "" if none).
+	Rings         int
+	RingsAccepted int
+	LastRing      string
 }
+
+// RingWindow is how far back the roster counts each agent's rings.
+const RingWindow = 24 * time.Hour
 
 // Roster is what supervisors watch: every queue's health and every agent's presence and load.
 type Roster struct {
@@ -81,10 +89,15 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 			coalesce((SELECT array_agg(q.name ORDER BY q.name) FROM queue_members m JOIN queues q ON q.id = m.queue_id
 				WHERE m.user_id = u.id), '{}'),
 			coalesce((SELECT h.handoff_id FROM offers o JOIN handoffs h ON h.id = o.handoff_id
-				WHERE o.user_id = u.id AND o.ended_at IS NULL), '')
+				WHERE o.user_id = u.id AND o.ended_at IS NULL), ''),
+			r.rings, r.accepted,
+			coalesce((SELECT o.outcome FROM offers o WHERE o.user_id = u.id AND o.offered_at > now() - $2::interval
+				AND o.ended_at IS NOT NULL ORDER BY o.offered_at DESC LIMIT 1), '')
 		FROM users u LEFT JOIN presence_now p ON p.user_id = u.id
+		CROSS JOIN LATERAL (SELECT count(*) AS rings, count(*) FILTER (WHERE o.outcome = 'accepted') AS accepted
+			FROM offers o WHERE o.user_id = u.id AND o.offered_at > now() - $2::interval) r
 		WHERE NOT u.disabled AND u.role IN ('agent', 'supervisor')
-		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale)
+		ORDER BY coalesce(p.status, 'offline') = 'offline', u.display_name`, PresenceStale, RingWindow)
 	if err != nil {
 		return r, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/dashboard"
+	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -32,7 +33,8 @@ func (s *Server) rosterView(ctx context.Context) (views.RosterView, error) {
 	}
 	for _, a := range r.Agents {
 		v.Agents = append(v.Agents, views.AgentLoad{Name: a.Name, Role: a.Role, Status: a.Status, Holding: a.Holding,
-			Capacity: a.Capacity, Queues: strings.Join(a.Queues, ", "), Ringing: a.Ringing})
+			Capacity: a.Capacity, Queues: strings.Join(a.Queues, ", "), Ringing: a.Ringing,
+			Rings: ringsOf(a)})
 	}
 	return v, nil
 }
@@ -199,4 +201,19 @@ func shares(cur, prev []dashboard.Count, whole int) []views.ShareRow {
 		}
 	}
 	return rows
+}
+
+// ringsOf says how an agent's warm rings of the last day went, for the roster.
+func ringsOf(a queue.AgentLoad) string {
+	if a.Rings == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%d rings, %d accepted", a.Rings, a.RingsAccepted)
+	if a.Rings == 1 {
+		s = fmt.Sprintf("1 ring, %d accepted", a.RingsAccepted)
+	}
+	if a.LastRing != "" {
+		s += ", last " + strings.ReplaceAll(a.LastRing, "_", " ")
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,8 @@ func grepPackage(t *testing.T, queue string) map[string]any {
 }
 
 // An agent is sent none of the customer's details anywhere: pages, the sidebar, websocket frames,
-// the API, exports, the audit. A supervisor's package page shows them, and the read is recorded.
+// the API, exports, the audit, the package's refund approval panel. A supervisor's package page and
+// /approvals show them, and each read is recorded.
 func TestPIIGrep(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
@@ -73,6 +75,8 @@ func TestPIIGrep(t *testing.T) {
 	frames := collectFrames(t, queueSocket)
 
 	pkg := grepPackage(t, q)
+	// Above the queue's threshold (50 USD): the agent asks a supervisor to approve it below.
+	pkg["refund"] = map[string]any{"amount": "120.00", "currency": "USD"}
 	id := pkg["handoff_id"].(string)
 	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
 	var rowID int64
@@ -90,7 +94,7 @@ func TestPIIGrep(t *testing.T) {
 	getAll := func(stage string) {
 		for _, path := range []string{"/", "/queues/" + q, "/handoffs/" + id, "/sidebar/" + id, "/api/v1/handoffs/" + id,
 			"/api/v1/handoffs?contact_id=cust_" + id, "/evals/export.jsonl", "/audit?package=" + id,
-			"/audit/export.csv?package=" + id, "/audit/export.jsonl?package=" + id} {
+			"/audit/export.csv?package=" + id, "/audit/export.jsonl?package=" + id, "/approvals"} {
 			resp, body := get(t, agent, app.URL+path)
 			grep(stage+" GET "+path+" ("+resp.Status+")", body)
 		}
@@ -114,6 +118,20 @@ func TestPIIGrep(t *testing.T) {
 		t.Fatalf("reply: %d %s", status, body)
 	}
 	getAll("replied:")
+	// The agent heard the name and the account on the phone and wrote them in the request's note:
+	// the approval panel masks them as it masks every note.
+	requestNote := "Refund " + grepName + " for the double charge on " + grepAccount
+	status, _, body = postForm(t, agent, app.URL+"/handoffs/"+id+"/approval", map[string][]string{"note": {requestNote}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("request approval: %d %s", status, body)
+	}
+	getAll("awaiting approval:")
+	page = mustGet(t, agent, app.URL+"/handoffs/"+id)
+	for _, want := range []string{`data-testid="approval-panel"`, `data-testid="approval-line" data-state="pending"`, "120.00 USD", "for the double charge on"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the agent's package page lacks the approval panel's %q", want)
+		}
+	}
 
 	// The frames of the arrival, the accept and the reply have come by now; the socket's reader
 	// has them all once the sockets close.
@@ -129,6 +147,7 @@ func TestPIIGrep(t *testing.T) {
 	}
 	waitFrames("queue", frames, "card-"+id)
 	waitFrames("package", packageFrames, "status-"+id)
+	waitFrames("package", packageFrames, "approval-panel")
 	grep("the queue socket's frames", frames.text())
 	grep("the package socket's frames", packageFrames.text())
 
@@ -165,6 +184,41 @@ func TestPIIGrep(t *testing.T) {
 	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM pii_views WHERE user_id = $1 AND via = 'sidebar' AND handoff_ids = ARRAY[$2::bigint]`,
 		sup.ID, rowID).Scan(&sidebarReads); err != nil || sidebarReads != 1 {
 		t.Errorf("the supervisor's sidebar view: %d records (%v), want 1", sidebarReads, err)
+	}
+
+	// /approvals shows the supervisor the request beside the package's contact, unmasked, and
+	// records the read.
+	var lastRead int64
+	if err := app.DB.QueryRow(t.Context(), `SELECT coalesce(max(id), 0) FROM pii_views`).Scan(&lastRead); err != nil {
+		t.Fatal(err)
+	}
+	approvalsPage := mustGet(t, supervisor, app.URL+"/approvals")
+	for _, want := range []string{`data-handoff="` + id + `"`, grepName, requestNote} {
+		if !strings.Contains(approvalsPage, want) {
+			t.Errorf("the supervisor's /approvals lacks %q", want)
+		}
+	}
+	var reads []string
+	if err := app.DB.QueryRow(t.Context(), `
+		SELECT coalesce(array_agg(via || ' ' || array_to_string(handoff_ids, ',') || ' ' || array_to_string(fields, ',') ORDER BY id), '{}')
+		FROM pii_views WHERE user_id = $1 AND id > $2`, sup.ID, lastRead).Scan(&reads); err != nil {
+		t.Fatal(err)
+	}
+	if want := "page " + strconv.FormatInt(rowID, 10) + " name"; !slices.Equal(reads, []string{want}) {
+		t.Errorf("the supervisor's /approvals recorded %q, want one record %q", reads, want)
+	}
+
+	// The supervisor's decision note names the customer too; the agent sees it live and masked.
+	approvalID := approvalIDOf(t, supervisor, app.URL, id)
+	status, _, body = postForm(t, supervisor, app.URL+"/approvals/"+approvalID+"/approve", map[string][]string{"note": {"Called " + grepPhone + ", fine"}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("approve: %d %s", status, body)
+	}
+	getAll("approved:")
+	waitFrames("package", packageFrames, "approval-decision-note")
+	grep("the package socket's frames after the decision", packageFrames.text())
+	if page := mustGet(t, agent, app.URL+"/handoffs/"+id); !strings.Contains(page, `data-testid="approval-decision-note"`) {
+		t.Error("the agent's package page lacks the decision's note")
 	}
 	t.Logf("grepped %d answers and frames", len(seen))
 }

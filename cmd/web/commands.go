@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/access"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -51,18 +52,16 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("user add: %w", err)
 	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
-		queueService := queue.NewService(db)
 		// Unknown queues are refused before the user exists, so a typo leaves nothing half-made.
-		if _, err := queueService.IDsByName(ctx, queue.SplitNames(queues)); err != nil {
-			return fmt.Errorf("user add: %w", err)
-		}
-		user, err := auth.NewService(db).CreateUser(ctx, auth.NewUser{
-			Email: email, DisplayName: name, Role: parsedRole, Password: password, Capacity: capacity, SSOOnly: ssoOnly,
-		})
+		ids, err := queue.NewService(db).IDsByName(ctx, queue.SplitNames(queues))
 		if err != nil {
 			return fmt.Errorf("user add: %w", err)
 		}
-		if err := queueService.AddMembers(ctx, user.ID, queue.SplitNames(queues)); err != nil {
+		people := auth.NewService(db)
+		user, err := access.New(db, people).CreateUser(ctx, auth.NewUser{
+			Email: email, DisplayName: name, Role: parsedRole, Password: password, Capacity: capacity, SSOOnly: ssoOnly,
+		}, ids, 0)
+		if err != nil {
 			return fmt.Errorf("user add: %w", err)
 		}
 		_, err = fmt.Fprintf(stdout, "user %s (%s) added with id %d\n", user.Email, user.Role, user.ID)

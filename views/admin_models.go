@@ -88,6 +88,7 @@ type AdminUserView struct {
 	ID       string
 	Email    string
 	Disabled bool
+	SSOOnly  bool // their password login is off
 	Form     AdminForm
 	Error    string // a refused disable, enable or reset
 }
@@ -142,6 +143,7 @@ type AdminKeyView struct {
 	Prefix     string
 	Revoked    bool
 	Form       AdminForm
+	Rotate     AdminForm // a new signing secret, the old one signing beside it for the overlap
 	Deliveries []AdminDelivery
 	Older      string // the next page's address, when there may be one
 }
@@ -151,4 +153,13 @@ type PasswordView struct {
 	Viewer Viewer
 	Forced bool // the password was reset: nothing else opens until it is changed
 	Form   AdminForm
+}
+
+// AdminSettingsView is the desk's own settings: single sign-on's.
+type AdminSettingsView struct {
+	Viewer Viewer
+	// SSOConfigured says whether this instance has an identity provider (OIDC_ISSUER): the
+	// settings apply only once it has.
+	SSOConfigured bool
+	SSO           AdminForm
 }

@@ -118,6 +118,16 @@ func accessMatrix() []accessRow {
 		{method: "POST", route: "/api/v1/sw4rm/handoff-requests", body: func(t *testing.T, q string) any {
 			return sw4rmRequest(t, func(r map[string]any) { r["to_agent"] = q })
 		}, want: byRole{noKey, noKey, noKey, noKey, noKey, http.StatusUnprocessableEntity}},
+
+		// The console's wiring of rotation, SSO-only and the SSO settings: admins only. ":id" is
+		// the matrix's package id, which names no key or user (404 once past the role check).
+		{method: "POST", route: "/admin/keys/:id/rotate", form: url.Values{"overlap": {"1h"}},
+			want: byRole{noKey, denied, denied, denied, missing, noKey}},
+		{method: "POST", route: "/admin/users/:id/sso-only", form: url.Values{"sso_only": {"on"}},
+			want: byRole{noKey, denied, denied, denied, missing, noKey}},
+		{method: "GET", route: "/admin/settings", want: byRole{login, denied, denied, denied, ok, login}},
+		{method: "POST", route: "/admin/settings", form: url.Values{"unknown_emails": {"refuse"}},
+			want: byRole{noKey, denied, denied, denied, moved, noKey}},
 	}
 }
 

@@ -32,6 +32,8 @@ func adminRoutes(queueID, userID, keyID string) []adminRoute {
 		{"POST", "/admin/users/" + userID + "/reset-password"},
 		{"GET", "/admin/keys"}, {"POST", "/admin/keys"}, {"GET", "/admin/keys/" + keyID}, {"POST", "/admin/keys/" + keyID},
 		{"POST", "/admin/keys/" + keyID + "/revoke"}, {"POST", "/admin/keys/" + keyID + "/deliveries/1/redeliver"},
+		{"POST", "/admin/keys/" + keyID + "/rotate"}, {"POST", "/admin/users/" + userID + "/sso-only"},
+		{"GET", "/admin/settings"}, {"POST", "/admin/settings"},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/server"
 )
 
 var shownSigningSecret = regexp.MustCompile(`data-testid="secret-signing-secret">([^<]+)<`)
@@ -112,9 +113,20 @@ func TestAdminSetsTheUnknownEmailsChoice(t *testing.T) {
 
 // A user's page turns their password login off and on again; each change is logged as the admin's
 // with before → after, and a person whose password login is off is refused at the password form.
+// A desk without an identity provider refuses to make anyone SSO-only: they could not sign in.
 func TestAdminTogglesSSOOnly(t *testing.T) {
 	t.Parallel()
-	app := setup(t)
+	plain := setup(t)
+	plain.user(t, "ada@example.com", auth.RoleAdmin)
+	erin := plain.user(t, "erin@example.com", auth.RoleAgent)
+	c := plain.client(t)
+	plain.login(t, c, "ada@example.com")
+	if status, _, body := postForm(t, c, plain.URL+"/admin/users/"+itoa(erin.ID)+"/sso-only", url.Values{"sso_only": {"on"}}); status != http.StatusConflict ||
+		!strings.Contains(body, "no identity provider") {
+		t.Errorf("SSO-only on a desk without an identity provider: %d, want 409 saying why\n%s", status, body)
+	}
+
+	app := setupWith(t, server.Config{OIDC: newIdentityProvider(t).config()})
 	ada := app.user(t, "ada@example.com", auth.RoleAdmin)
 	dana := app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
 	admin := app.client(t)

@@ -592,6 +592,10 @@ func (s *Server) handleAdminSSOOnly(c echo.Context) error {
 		return desk.Errorf(desk.Invalid, "sso_only %q is neither on nor off", v)
 	}
 	return s.userAction(c, func(ctx context.Context, id, actor int64) error {
+		if ssoOnly && s.sso == nil {
+			// Their password would be refused and nothing else lets them in.
+			return desk.Errorf(desk.Conflict, "this desk has no identity provider (OIDC_ISSUER): a user who may sign in with single sign-on only could not sign in at all")
+		}
 		return s.access.SetSSOOnly(ctx, id, ssoOnly, actor)
 	})
 }

@@ -144,6 +144,8 @@ type AdminKeyView struct {
 	Revoked    bool
 	Form       AdminForm
 	Rotate     AdminForm // a new signing secret, the old one signing beside it for the overlap
+	// PreviousUntil is when the secret the last rotation replaced stops signing, while it still does.
+	PreviousUntil string
 	Deliveries []AdminDelivery
 	Older      string // the next page's address, when there may be one
 }

@@ -73,6 +73,10 @@ func TestAdminRotatesAKeysSigningSecret(t *testing.T) {
 	if strings.Contains(page, first) {
 		t.Error("the page shows the old secret")
 	}
+	if _, page := get(t, admin, app.URL+"/admin/keys/"+keyID); !strings.Contains(page, "also signs until "+until.UTC().Format("2006-01-02 15:04 UTC")) ||
+		strings.Contains(page, secret) || strings.Contains(page, first) {
+		t.Errorf("the key's page after the rotation does not say until when the old secret signs, or shows a secret\n%s", page)
+	}
 }
 
 // The console's settings page sets what an email no user has does at single sign-on; a bad

@@ -713,6 +713,9 @@ func (s *Server) keyPage(c echo.Context, status int, id int64, values url.Values
 		v.Form = withErrors(v.Form, formErr)
 	}
 	v.Rotate = rotateForm(path, c.FormValue("overlap"))
+	if k.PreviousSecretUntil != nil {
+		v.PreviousUntil = k.PreviousSecretUntil.UTC().Format("2006-01-02 15:04 UTC")
+	}
 	if rotateErr != nil {
 		v.Rotate = withErrors(v.Rotate, rotateErr)
 	}

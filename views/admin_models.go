@@ -137,17 +137,17 @@ type AdminDelivery struct {
 
 // AdminKeyView is one key's page: its queues and webhook URL, and its deliveries newest first.
 type AdminKeyView struct {
-	Viewer     Viewer
-	ID         string
-	Name       string
-	Prefix     string
-	Revoked    bool
-	Form       AdminForm
-	Rotate     AdminForm // a new signing secret, the old one signing beside it for the overlap
+	Viewer  Viewer
+	ID      string
+	Name    string
+	Prefix  string
+	Revoked bool
+	Form    AdminForm
+	Rotate  AdminForm // a new signing secret, the old one signing beside it for the overlap
 	// PreviousUntil is when the secret the last rotation replaced stops signing, while it still does.
 	PreviousUntil string
-	Deliveries []AdminDelivery
-	Older      string // the next page's address, when there may be one
+	Deliveries    []AdminDelivery
+	Older         string // the next page's address, when there may be one
 }
 
 // PasswordView is the form to choose a new password.

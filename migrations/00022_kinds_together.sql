@@ -11,7 +11,7 @@ ALTER TABLE events ADD CONSTRAINT events_kind_check CHECK (kind IN ('queued', 'r
     'offered', 'offer_ended', 'warm_timeout',
     'user_created', 'user_changed', 'user_enabled', 'password_reset', 'password_changed',
     'queue_created', 'queue_changed', 'api_key_created', 'api_key_changed', 'api_key_revoked', 'webhook_redelivered',
-    'webhook_secret_rotated')) NOT VALID;
+    'webhook_secret_rotated', 'sso_settings_changed')) NOT VALID;
 ALTER TABLE events DROP CONSTRAINT events_subject_user;
 ALTER TABLE events ADD CONSTRAINT events_subject_user CHECK ((subject_user IS NOT NULL) =
     (kind IN ('signed_out', 'user_disabled', 'role_changed', 'member_removed',

@@ -88,6 +88,7 @@ type AdminUserView struct {
 	ID       string
 	Email    string
 	Disabled bool
+	SSOOnly  bool // their password login is off
 	Form     AdminForm
 	Error    string // a refused disable, enable or reset
 }
@@ -136,14 +137,17 @@ type AdminDelivery struct {
 
 // AdminKeyView is one key's page: its queues and webhook URL, and its deliveries newest first.
 type AdminKeyView struct {
-	Viewer     Viewer
-	ID         string
-	Name       string
-	Prefix     string
-	Revoked    bool
-	Form       AdminForm
-	Deliveries []AdminDelivery
-	Older      string // the next page's address, when there may be one
+	Viewer  Viewer
+	ID      string
+	Name    string
+	Prefix  string
+	Revoked bool
+	Form    AdminForm
+	Rotate  AdminForm // a new signing secret, the old one signing beside it for the overlap
+	// PreviousUntil is when the secret the last rotation replaced stops signing, while it still does.
+	PreviousUntil string
+	Deliveries    []AdminDelivery
+	Older         string // the next page's address, when there may be one
 }
 
 // PasswordView is the form to choose a new password.
@@ -151,4 +155,13 @@ type PasswordView struct {
 	Viewer Viewer
 	Forced bool // the password was reset: nothing else opens until it is changed
 	Form   AdminForm
+}
+
+// AdminSettingsView is the desk's own settings: single sign-on's.
+type AdminSettingsView struct {
+	Viewer Viewer
+	// SSOConfigured says whether this instance has an identity provider (OIDC_ISSUER): the
+	// settings apply only once it has.
+	SSOConfigured bool
+	SSO           AdminForm
 }

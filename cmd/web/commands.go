@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/access"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -51,18 +52,16 @@ func userAdd(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("user add: %w", err)
 	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
-		queueService := queue.NewService(db)
 		// Unknown queues are refused before the user exists, so a typo leaves nothing half-made.
-		if _, err := queueService.IDsByName(ctx, queue.SplitNames(queues)); err != nil {
-			return fmt.Errorf("user add: %w", err)
-		}
-		user, err := auth.NewService(db).CreateUser(ctx, auth.NewUser{
-			Email: email, DisplayName: name, Role: parsedRole, Password: password, Capacity: capacity, SSOOnly: ssoOnly,
-		})
+		ids, err := queue.NewService(db).IDsByName(ctx, queue.SplitNames(queues))
 		if err != nil {
 			return fmt.Errorf("user add: %w", err)
 		}
-		if err := queueService.AddMembers(ctx, user.ID, queue.SplitNames(queues)); err != nil {
+		people := auth.NewService(db)
+		user, err := access.New(db, people).CreateUser(ctx, auth.NewUser{
+			Email: email, DisplayName: name, Role: parsedRole, Password: password, Capacity: capacity, SSOOnly: ssoOnly,
+		}, ids, 0)
+		if err != nil {
 			return fmt.Errorf("user add: %w", err)
 		}
 		_, err = fmt.Fprintf(stdout, "user %s (%s) added with id %d\n", user.Email, user.Role, user.ID)
@@ -80,6 +79,8 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		fs.StringVar(&n.RefundThreshold, "refund-threshold", queue.DefaultRefundThreshold, "refunds above this need a supervisor")
 		fs.StringVar(&n.Currency, "currency", queue.DefaultCurrency, "the threshold's currency (ISO 4217); refunds in another always need a supervisor")
 		fs.DurationVar(&n.ApprovalTimeout, "approval-timeout", queue.DefaultApprovalTimeout, "how long a refund approval request waits for a decision")
+		fs.DurationVar(&n.AcceptWindow, "accept-window", queue.DefaultAcceptWindow, "how long a warm package rings one agent before it rings the next")
+		fs.DurationVar(&n.WarmWait, "warm-wait", queue.DefaultWarmWait, "how long a warm package goes on ringing before it waits like any other")
 		fs.BoolVar(&n.AcceptsTopLevelTransfers, "accepts-top-level-transfers", false,
 			"a top-level queue: other top-level queues may transfer packages into it")
 	})
@@ -98,8 +99,8 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		if q.AcceptsTopLevelTransfers {
 			topLevel = ", accepts top-level transfers"
 		}
-		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s %s, approval timeout %s%s)\n",
-			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold, q.Currency, q.ApprovalTimeout, topLevel)
+		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s %s, approval timeout %s, accept window %s, warm wait %s%s)\n",
+			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold, q.Currency, q.ApprovalTimeout, q.AcceptWindow, q.WarmWait, topLevel)
 		return err
 	})
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/handoffdesk/desk/internal/access"
 	"github.com/handoffdesk/desk/internal/auth"
-	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/sso"
 )
 
@@ -81,9 +80,10 @@ func userSSOOnly(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
-		u, err := auth.NewService(db).SetSSOOnly(ctx, email, !off)
-		if desk.ErrorCode(err) == desk.NotFound {
-			return fmt.Errorf("user sso-only: no enabled user has email %s", email)
+		people := auth.NewService(db)
+		u, err := enabledUser(ctx, people, email)
+		if err == nil {
+			err = access.New(db, people).SetSSOOnly(ctx, u.ID, !off, 0)
 		}
 		if err != nil {
 			return fmt.Errorf("user sso-only: %w", err)
@@ -104,7 +104,7 @@ func ssoUnknownEmails(ctx context.Context, args []string, getenv func(string) st
 	}
 	policy := args[0]
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
-		if err := sso.SetUnknownEmails(ctx, db, policy); err != nil {
+		if err := access.New(db, auth.NewService(db)).SetUnknownEmails(ctx, policy, 0); err != nil {
 			return fmt.Errorf("sso unknown-emails: %w", err)
 		}
 		what := "are refused"

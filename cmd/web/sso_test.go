@@ -12,7 +12,8 @@ import (
 var secretLine = regexp.MustCompile(`webhook secret: (whsec_\S+)`)
 
 // `web apikey rotate` prints the new secret once and keeps the old one signing for the overlap;
-// `web user sso-only` and `web sso unknown-emails` change what the database says.
+// `web user add`, `web user sso-only` and `web sso unknown-emails` change what the database says
+// and log it.
 func TestSSOAndRotationCommands(t *testing.T) {
 	t.Parallel()
 	getenv := env(t)
@@ -60,6 +61,26 @@ func TestSSOAndRotationCommands(t *testing.T) {
 	var policy string
 	if err := db.QueryRow(t.Context(), `SELECT unknown_emails FROM sso_settings`).Scan(&policy); err != nil || policy != "create" {
 		t.Errorf("unknown emails = %q (%v), want create", policy, err)
+	}
+	// Each change is in the log with its before → after, as an admin's in /admin is.
+	var created int
+	var ssoOnly, settings string
+	if err := db.QueryRow(t.Context(), `SELECT
+		(SELECT count(*) FROM events WHERE kind = 'user_created' AND actor_user IS NULL),
+		(SELECT string_agg(u.email || ' ' || (e.detail->'sso_only')::text, '; ' ORDER BY e.seq)
+			FROM events e JOIN users u ON u.id = e.subject_user WHERE e.kind = 'user_changed'),
+		(SELECT string_agg((detail->'unknown_emails')::text, '; ' ORDER BY seq) FROM events WHERE kind = 'sso_settings_changed')`).
+		Scan(&created, &ssoOnly, &settings); err != nil {
+		t.Fatal(err)
+	}
+	if created != 2 {
+		t.Errorf("%d user_created rows by the command line, want 2", created)
+	}
+	if want := "erin@example.com [false, true]; dana@example.com [true, false]"; ssoOnly != want {
+		t.Errorf("SSO-only changes logged as %q, want %q", ssoOnly, want)
+	}
+	if want := `["refuse", "create"]`; settings != want {
+		t.Errorf("the unknown-emails change logged as %q, want %q", settings, want)
 	}
 
 	for _, c := range []struct {

@@ -2,13 +2,19 @@ package access
 
 import (
 	"context"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/handoff/handofftest"
+	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -135,5 +141,75 @@ func TestChangesOfAccessAreLoggedWithTheChange(t *testing.T) {
 	}
 	if got[3].actor != nil {
 		t.Errorf("a change from the command line logged actor %d, want none", *got[3].actor)
+	}
+}
+
+// Disabling an agent whose refund request is pending withdraws the request, which the bot hears
+// of, and returns the package to its queue for another agent: nobody is left deciding a refund
+// for a package no one holds.
+func TestDisableWithdrawsTheHeldPackagesApproval(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t)
+	ctx := context.Background()
+	billing := f.newQueue(t, url.Values{"name": {"billing"}})
+	key, err := f.people.CreateAPIKey(ctx, auth.NewAPIKey{Name: "bot", QueueIDs: []int64{billing.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alex := f.user(t, "alex@example.com", auth.RoleAgent)
+	if err := f.queues.AddMembers(ctx, alex.ID, []string{"billing"}); err != nil {
+		t.Fatal(err)
+	}
+	var src handofftest.Numbered
+	p := src.Next(t, "billing")
+	p.Refund = &handoff.Refund{Amount: "120.00", Currency: "USD"}
+	if _, err := intake.New(f.db, time.Now, nil, nil).Submit(ctx, intake.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}, p); err != nil {
+		t.Fatal(err)
+	}
+	work := actions.New(f.db, time.Now, nil, nil, nil)
+	if err := work.Accept(ctx, alex, p.HandoffID); err != nil {
+		t.Fatal(err)
+	}
+	approvalID, err := work.RequestApproval(ctx, alex, p.HandoffID, "charged twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := f.s.Disable(ctx, alex.ID, f.admin.ID); err != nil {
+		t.Fatal(err)
+	}
+	var status, state, kinds, hooks, reason string
+	var assignee *int64
+	if err := f.db.QueryRow(ctx, `SELECT h.status, h.assignee_id, a.state,
+			(SELECT string_agg(e.kind, ',' ORDER BY e.seq) FROM events e WHERE e.handoff_id = h.id),
+			(SELECT string_agg(w.event, ',' ORDER BY w.created_at, w.event_id) FROM webhook_outbox w WHERE w.handoff_id = h.handoff_id),
+			(SELECT e.detail->>'reason' FROM events e WHERE e.handoff_id = h.id AND e.kind = 'approval_withdrawn')
+		FROM handoffs h JOIN approvals a ON a.handoff_id = h.id WHERE a.id = $1`, approvalID).
+		Scan(&status, &assignee, &state, &kinds, &hooks, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if status != "queued" || assignee != nil || state != "withdrawn" {
+		t.Errorf("after disabling the requester: package %s held by %v, request %s; want queued, nobody, withdrawn", status, assignee, state)
+	}
+	if want := "queued,accepted,approval_requested,approval_withdrawn,released"; kinds != want {
+		t.Errorf("the package's log %s, want %s", kinds, want)
+	}
+	if want := "queued,accepted,approval_requested,approval_withdrawn"; hooks != want {
+		t.Errorf("the bot's webhooks %s, want %s", hooks, want)
+	}
+	if reason != "assignee_disabled" {
+		t.Errorf("the withdrawal's reason %q, want assignee_disabled", reason)
+	}
+
+	// Another agent takes it and may ask again.
+	blake := f.user(t, "blake@example.com", auth.RoleAgent)
+	if err := f.queues.AddMembers(ctx, blake.ID, []string{"billing"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := work.Accept(ctx, blake, p.HandoffID); err != nil {
+		t.Fatalf("another agent accepts the returned package: %v", err)
+	}
+	if _, err := work.RequestApproval(ctx, blake, p.HandoffID, "agreed, charged twice"); err != nil {
+		t.Fatalf("the new holder asks for the refund again: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/sso"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
 
@@ -145,6 +146,32 @@ func (s *Service) ChangePassword(ctx context.Context, userID int64, current, nex
 			return nil, err
 		}
 		return &events.Change{Kind: events.PasswordChanged, UserID: userID, ActorUser: &userID}, nil
+	})
+}
+
+// SetSSOOnly turns a user's password login off (ssoOnly) or on again: an SSO-only person signs in
+// through the identity provider only. Their sessions stay; the log row says before → after.
+func (s *Service) SetSSOOnly(ctx context.Context, userID int64, ssoOnly bool, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		wasOn, err := auth.SetPasswordLogin(ctx, tx, userID, !ssoOnly)
+		if err != nil || wasOn == !ssoOnly {
+			return nil, err
+		}
+		return &events.Change{Kind: events.UserChanged, UserID: userID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"sso_only": [2]bool{!wasOn, ssoOnly}}}, nil
+	})
+}
+
+// SetUnknownEmails says what signing in with a verified email no user has does (sso.RefuseUnknown
+// or sso.CreateUnknown).
+func (s *Service) SetUnknownEmails(ctx context.Context, policy string, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		was, err := sso.SetUnknownEmails(ctx, tx, policy)
+		if err != nil || was == policy {
+			return nil, err
+		}
+		return &events.Change{Kind: events.SSOSettingsChanged, ActorUser: nonZero(actor),
+			Detail: map[string]any{"unknown_emails": [2]string{was, policy}}}, nil
 	})
 }
 

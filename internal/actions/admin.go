@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/handoffdesk/desk/internal/approvals"
+	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -14,22 +16,49 @@ import (
 // ReturnHeld puts every open package the user holds back in its queue, inside tx (an admin's
 // disabling of the user): nobody else could work them while their holder cannot log in. It
 // returns one Released change each, for the caller to log in the same transaction; the
-// bot is not told, as when a reservation runs out.
+// bot is not told, as when a reservation runs out. A package awaiting a refund approval the user
+// asked for has its request withdrawn first (an ApprovalWithdrawn change, which the bot hears
+// of): the next agent to take it may not agree to the refund, and asks again if they do.
 func ReturnHeld(ctx context.Context, tx pgx.Tx, userID int64, actor *int64, now time.Time) ([]events.Change, error) {
 	rows, err := tx.Query(ctx, `
 		UPDATE handoffs h SET status = 'queued', assignee_id = NULL, reserved_until = NULL, accepted_at = NULL, updated_at = $2
-		FROM (SELECT id FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL ORDER BY id FOR UPDATE) held, queues q
+		FROM (SELECT id, status FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL ORDER BY id FOR UPDATE) held, queues q
 		WHERE h.id = held.id AND q.id = h.queue_id
-		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id`, userID, now)
+		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id, held.status`, userID, now)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.Change, error) {
-		c := events.Change{Kind: events.Released, Status: handoff.StatusQueued, ActorUser: actor, At: now,
-			Reason: "assignee_disabled", Detail: map[string]any{"from_assignee": userID}}
-		err := row.Scan(&c.HandoffID, &c.PublicID, &c.QueueID, &c.Queue, &c.APIKeyID)
-		return c, err
+	type returned struct {
+		events.Change
+		was handoff.Status
+	}
+	released, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (returned, error) {
+		r := returned{Change: events.Change{Kind: events.Released, Status: handoff.StatusQueued, ActorUser: actor, At: now,
+			Reason: "assignee_disabled", Detail: map[string]any{"from_assignee": userID}}}
+		err := row.Scan(&r.HandoffID, &r.PublicID, &r.QueueID, &r.Queue, &r.APIKeyID, &r.was)
+		return r, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	var changes []events.Change
+	for _, r := range released {
+		if r.was == handoff.StatusAwaitingApproval {
+			req, err := approvals.End(ctx, tx, r.HandoffID, approvals.Withdrawn, now)
+			switch {
+			case err == nil:
+				h := held{ID: r.HandoffID, State: State{PublicID: r.PublicID}, APIKeyID: r.APIKeyID}
+				h.Queue.ID, h.Queue.Name = r.QueueID, r.Queue
+				w := h.approvalChange(events.ApprovalWithdrawn, handoff.StatusQueued, req, approvals.Withdrawn, actor, "", now)
+				w.Reason = "assignee_disabled"
+				changes = append(changes, w)
+			case desk.ErrorCode(err) != desk.NotFound:
+				return nil, err
+			}
+		}
+		changes = append(changes, r.Change)
+	}
+	return changes, nil
 }
 
 // CountOpen counts the open packages in the queue, inside tx: a queue that holds any is not

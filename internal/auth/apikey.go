@@ -134,7 +134,8 @@ type RotatedSecret struct {
 // within the window drops the older one. NotFound when no live key has the id.
 func RotateWebhookSecret(ctx context.Context, tx pgx.Tx, keyID int64, overlap time.Duration, now time.Time) (RotatedSecret, error) {
 	if overlap < 0 || overlap > MaxSecretOverlap {
-		return RotatedSecret{}, desk.Errorf(desk.Invalid, "overlap %s must be between 0 and %s", overlap, MaxSecretOverlap)
+		return RotatedSecret{}, &desk.Error{Code: desk.Invalid, Details: map[string]string{"overlap": fmt.Sprintf("between 0s and %s", MaxSecretOverlap)},
+			Message: fmt.Sprintf("overlap %s must be between 0 and %s", overlap, MaxSecretOverlap)}
 	}
 	secret, err := newWebhookSecret()
 	if err != nil {

@@ -21,16 +21,19 @@ type KeyInfo struct {
 	CreatedAt  time.Time
 	LastUsed   *time.Time
 	Revoked    *time.Time
+	// PreviousSecretUntil is when the secret a rotation replaced stops signing, while it still does.
+	PreviousSecretUntil *time.Time
 }
 
 const keyInfoSelect = `
 	SELECT k.id, k.name, k.key_prefix, coalesce(k.webhook_url, ''), k.created_at, k.last_used_at, k.revoked_at,
+		CASE WHEN k.webhook_secret_previous_until > now() THEN k.webhook_secret_previous_until END,
 		coalesce(array_agg(q.queue_id ORDER BY q.queue_id) FILTER (WHERE q.queue_id IS NOT NULL), '{}')
 	FROM api_keys k LEFT JOIN api_key_queues q ON q.api_key_id = k.id`
 
 func scanKeyInfo(row pgx.Row) (KeyInfo, error) {
 	var k KeyInfo
-	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &k.WebhookURL, &k.CreatedAt, &k.LastUsed, &k.Revoked, &k.QueueIDs)
+	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &k.WebhookURL, &k.CreatedAt, &k.LastUsed, &k.Revoked, &k.PreviousSecretUntil, &k.QueueIDs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return KeyInfo{}, desk.Errorf(desk.NotFound, "no such API key")
 	}

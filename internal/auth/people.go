@@ -21,17 +21,18 @@ type Person struct {
 	User
 	Disabled  bool
 	LastLogin *time.Time
+	SSOOnly   bool // their password login is off
 }
 
 // People lists every user, enabled ones first, by email.
 func (s *Service) People(ctx context.Context) ([]Person, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+userColumns+`, disabled, last_login_at FROM users ORDER BY disabled, lower(email)`)
+	rows, err := s.db.Query(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users ORDER BY disabled, lower(email)`)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Person, error) {
 		var p Person
-		err := row.Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin)
+		err := row.Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin, &p.SSOOnly)
 		return p, err
 	})
 }
@@ -39,8 +40,8 @@ func (s *Service) People(ctx context.Context) ([]Person, error) {
 // PersonByID reads one user, enabled or not.
 func (s *Service) PersonByID(ctx context.Context, id int64) (Person, error) {
 	var p Person
-	err := s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at FROM users WHERE id = $1`, id).
-		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin)
+	err := s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users WHERE id = $1`, id).
+		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin, &p.SSOOnly)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Person{}, desk.Errorf(desk.NotFound, "no user has id %d", id)
 	}
@@ -50,8 +51,8 @@ func (s *Service) PersonByID(ctx context.Context, id int64) (Person, error) {
 // PersonByEmail reads one user, enabled or not, by email in any case.
 func (s *Service) PersonByEmail(ctx context.Context, email string) (Person, error) {
 	var p Person
-	err := s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at FROM users WHERE lower(email) = lower($1)`, strings.TrimSpace(email)).
-		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin)
+	err := s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users WHERE lower(email) = lower($1)`, strings.TrimSpace(email)).
+		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin, &p.SSOOnly)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Person{}, desk.Errorf(desk.NotFound, "no user has email %s", email)
 	}
@@ -61,8 +62,8 @@ func (s *Service) PersonByEmail(ctx context.Context, email string) (Person, erro
 // lockUser reads the user's row for an update inside tx.
 func lockUser(ctx context.Context, tx pgx.Tx, userID int64) (Person, error) {
 	var p Person
-	err := tx.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at FROM users WHERE id = $1 FOR UPDATE`, userID).
-		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin)
+	err := tx.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users WHERE id = $1 FOR UPDATE`, userID).
+		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin, &p.SSOOnly)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Person{}, desk.Errorf(desk.NotFound, "no user has id %d", userID)
 	}

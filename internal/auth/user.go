@@ -211,12 +211,19 @@ func (s *Service) UserByID(ctx context.Context, id int64) (User, error) {
 	return scanUser(s.db.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND NOT disabled`, id))
 }
 
-// SetSSOOnly turns a user's password login off (on, with false): an SSO-only user signs in through
-// the identity provider only. NotFound when no enabled user has the email.
-func (s *Service) SetSSOOnly(ctx context.Context, email string, ssoOnly bool) (User, error) {
-	return scanUser(s.db.QueryRow(ctx, `
-		UPDATE users SET password_login = $2 WHERE lower(email) = lower($1) AND NOT disabled
-		RETURNING `+userColumns, strings.TrimSpace(email), !ssoOnly))
+// SetPasswordLogin turns the user's password login on or off inside tx (off: they sign in through
+// the identity provider only) and returns whether it was on.
+func SetPasswordLogin(ctx context.Context, tx pgx.Tx, userID int64, on bool) (bool, error) {
+	var was bool
+	err := tx.QueryRow(ctx, `SELECT password_login FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&was)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, desk.Errorf(desk.NotFound, "no user has id %d", userID)
+	}
+	if err != nil || was == on {
+		return was, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE users SET password_login = $2 WHERE id = $1`, userID, on)
+	return was, err
 }
 
 // Authenticate checks an email and password from a client address. Both a wrong email and a wrong

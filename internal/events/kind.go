@@ -69,6 +69,10 @@ const (
 	// A bot key's webhook signing secret was replaced (detail: the key, and until when the old
 	// one still signs). Neither secret is logged.
 	WebhookSecretRotated Kind = "webhook_secret_rotated"
+
+	// The desk's single sign-on settings changed (detail: each setting, before → after), from
+	// /admin or the command line.
+	SSOSettingsChanged Kind = "sso_settings_changed"
 )
 
 // Kinds lists every kind.
@@ -78,7 +82,8 @@ func Kinds() []Kind {
 		WebhookSecretRotated, Offered, OfferEnded, WarmTimeout,
 		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
 		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered,
-		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn}
+		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn,
+		SSOSettingsChanged}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a
@@ -95,7 +100,8 @@ func (k Kind) ChangesAccess() bool {
 // a webhook delivery: the audit's, never a browser's to be sent.
 func (k Kind) Configures() bool {
 	switch k {
-	case QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered, WebhookSecretRotated:
+	case QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered, WebhookSecretRotated,
+		SSOSettingsChanged:
 		return true
 	}
 	return false

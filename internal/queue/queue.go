@@ -73,6 +73,8 @@ type New struct {
 	RefundThreshold    string
 	Currency           string        // of the threshold; default DefaultCurrency
 	ApprovalTimeout    time.Duration // default DefaultApprovalTimeout
+	AcceptWindow       time.Duration // a warm package's ring; default DefaultAcceptWindow
+	WarmWait           time.Duration // how long a warm package rings; default DefaultWarmWait
 
 	AcceptsTopLevelTransfers bool // as Queue.AcceptsTopLevelTransfers
 }
@@ -110,6 +112,20 @@ func (n *New) validate() error {
 	}
 	if n.ApprovalTimeout == 0 {
 		n.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if n.AcceptWindow == 0 {
+		n.AcceptWindow = DefaultAcceptWindow
+	}
+	if n.WarmWait == 0 {
+		n.WarmWait = DefaultWarmWait
+	}
+	// The admin form's bounds (settings.go), so that a queue the command line made opens in the
+	// form as it was saved.
+	if n.AcceptWindow < time.Second {
+		return desk.Errorf(desk.Invalid, "accept window %s is shorter than a second", n.AcceptWindow)
+	}
+	if n.WarmWait < time.Second {
+		return desk.Errorf(desk.Invalid, "warm wait %s is shorter than a second", n.WarmWait)
 	}
 	if !currencyPattern.MatchString(n.Currency) {
 		return desk.Errorf(desk.Invalid, "currency %q is not an ISO 4217 code like USD", n.Currency)
@@ -155,9 +171,10 @@ func (s *Service) Create(ctx context.Context, n New) (Queue, error) {
 	}
 	row := s.db.QueryRow(ctx, `
 		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold, accepts_top_level_transfers,
-			currency, approval_timeout)
-		VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8) RETURNING `+columns,
-		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold, n.AcceptsTopLevelTransfers, n.Currency, n.ApprovalTimeout)
+			currency, approval_timeout, accept_window, warm_wait)
+		VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10) RETURNING `+columns,
+		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold, n.AcceptsTopLevelTransfers, n.Currency, n.ApprovalTimeout,
+		n.AcceptWindow, n.WarmWait)
 	q, err := scanQueue(row)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {

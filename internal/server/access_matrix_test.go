@@ -141,7 +141,14 @@ func adminRows() []accessRow {
 		row("GET", "/admin/keys/:id", keyTarget, nil, ok),
 		row("POST", "/admin/keys/:id", keyTarget, url.Values{"queues": {"{queue_id}"}, "webhook_url": {""}}, moved),
 		row("POST", "/admin/keys/:id/deliveries/:delivery/redeliver", keyTarget, nil, moved),
+		// The new signing secret is shown once, on the answer's page; before the revoke, which
+		// ends the key.
+		row("POST", "/admin/keys/:id/rotate", keyTarget, url.Values{"overlap": {"1h"}}, ok),
 		row("POST", "/admin/keys/:id/revoke", keyTarget, nil, moved),
+		// Turning password login back on: turning it off needs an identity provider (409 here).
+		row("POST", "/admin/users/:id/sso-only", userTarget, url.Values{"sso_only": {"off"}}, moved),
+		row("GET", "/admin/settings", pkgTarget, nil, ok),
+		row("POST", "/admin/settings", pkgTarget, url.Values{"unknown_emails": {"refuse"}}, moved),
 	}
 }
 

@@ -127,6 +127,20 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 		t.Errorf("after the PII role went to agent, the agent's next render shows %q, want the email", got)
 	}
 
+	// The signing secret is rotated with the default overlap, and the new one shown once.
+	if err := chromedp.Do(admin,
+		chromedp.Navigate(app.URL+"/admin/keys"),
+		chromedp.Click(`[data-testid="key-row"][data-key="vip-bot"] a`),
+		chromedp.WaitVisible(`[data-testid="rotate-form"]`),
+		chromedp.Submit(`[data-testid="rotate-form"]`),
+		chromedp.WaitVisible(`[data-testid="secret-signing-secret"]`),
+	); err != nil {
+		t.Fatalf("rotate the signing secret: %v", err)
+	}
+	if rotated := text(t, admin, `[data-testid="secret-signing-secret"]`); !strings.HasPrefix(rotated, "whsec_") || rotated == secret {
+		t.Errorf("the rotation shows %q, want a new whsec_ secret", rotated)
+	}
+
 	if err := chromedp.Do(admin,
 		chromedp.Navigate(app.URL+"/admin/keys"),
 		chromedp.Click(`[data-testid="key-row"][data-key="vip-bot"] a`),
@@ -147,7 +161,7 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 		WHERE u.email = 'ada@example.com'`).Scan(&kinds); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"queue_created", "user_created", "api_key_created", "queue_changed", "api_key_revoked"}; strings.Join(kinds, " ") != strings.Join(want, " ") {
+	if want := []string{"queue_created", "user_created", "api_key_created", "queue_changed", "webhook_secret_rotated", "api_key_revoked"}; strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Errorf("the log has the admin's changes %v, want %v", kinds, want)
 	}
 }
@@ -308,7 +322,7 @@ func TestBrowserAdminAccessibility(t *testing.T) {
 	ctx := browser(t)
 	adminLogin(t, ctx, app.URL, "ada@example.com")
 	for _, page := range []string{"/admin/queues", "/admin/queues/" + queueID, "/admin/users", "/admin/users/" + itoa(dana.ID),
-		"/admin/keys", "/admin/keys/" + keyID, "/password"} {
+		"/admin/keys", "/admin/keys/" + keyID, "/admin/settings", "/password"} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+page), chromedp.WaitVisible(`form`)); err != nil {
 			t.Fatalf("%s: %v", page, err)
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/sso"
 	"github.com/handoffdesk/desk/internal/webhook"
 	"github.com/handoffdesk/desk/views"
 )
@@ -495,7 +497,7 @@ func (s *Server) userPage(c echo.Context, status int, id int64, values url.Value
 		}
 	}
 	path := "/admin/users/" + strconv.FormatInt(id, 10)
-	v := views.AdminUserView{Viewer: *viewer(c), ID: strconv.FormatInt(id, 10), Email: p.Email, Disabled: p.Disabled,
+	v := views.AdminUserView{Viewer: *viewer(c), ID: strconv.FormatInt(id, 10), Email: p.Email, Disabled: p.Disabled, SSOOnly: p.SSOOnly,
 		Form: userForm(path, false, values, all)}
 	if formErr != nil {
 		v.Form = withErrors(v.Form, formErr)
@@ -577,6 +579,25 @@ func (s *Server) handleAdminResetPassword(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "Temporary password for " + p.Email,
 		Note:    "Shown this once. Their sessions have ended; with this password they log in once and choose their own.",
 		Secrets: []views.Option{{Label: "password", Value: password}}, Back: "/admin/users/" + strconv.FormatInt(id, 10)}))
+}
+
+// handleAdminSSOOnly turns the user's password login off (sso_only=on) or on again (off).
+func (s *Server) handleAdminSSOOnly(c echo.Context) error {
+	var ssoOnly bool
+	switch v := c.FormValue("sso_only"); v {
+	case "on":
+		ssoOnly = true
+	case "off":
+	default:
+		return desk.Errorf(desk.Invalid, "sso_only %q is neither on nor off", v)
+	}
+	return s.userAction(c, func(ctx context.Context, id, actor int64) error {
+		if ssoOnly && s.sso == nil {
+			// Their password would be refused and nothing else lets them in.
+			return desk.Errorf(desk.Conflict, "this desk has no identity provider (OIDC_ISSUER): a user who may sign in with single sign-on only could not sign in at all")
+		}
+		return s.access.SetSSOOnly(ctx, id, ssoOnly, actor)
+	})
 }
 
 // keyForm is the form for a key's name (new keys only), queues and webhook URL.
@@ -669,7 +690,7 @@ func (s *Server) handleAdminCreateKey(c echo.Context) error {
 		Back:    "/admin/keys/" + strconv.FormatInt(issued.ID, 10)}))
 }
 
-func (s *Server) keyPage(c echo.Context, status int, id int64, values url.Values, formErr error) error {
+func (s *Server) keyPage(c echo.Context, status int, id int64, values url.Values, formErr, rotateErr error) error {
 	ctx := c.Request().Context()
 	k, err := s.auth.APIKeyByID(ctx, id)
 	if err != nil {
@@ -690,6 +711,13 @@ func (s *Server) keyPage(c echo.Context, status int, id int64, values url.Values
 		Form: keyForm(path, false, values, all)}
 	if formErr != nil {
 		v.Form = withErrors(v.Form, formErr)
+	}
+	v.Rotate = rotateForm(path, c.FormValue("overlap"))
+	if k.PreviousSecretUntil != nil {
+		v.PreviousUntil = k.PreviousSecretUntil.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	if rotateErr != nil {
+		v.Rotate = withErrors(v.Rotate, rotateErr)
 	}
 	var before int64
 	if b := c.QueryParam("before"); b != "" {
@@ -724,7 +752,7 @@ func (s *Server) handleAdminKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.keyPage(c, http.StatusOK, id, nil, nil)
+	return s.keyPage(c, http.StatusOK, id, nil, nil, nil)
 }
 
 func (s *Server) handleAdminSaveKey(c echo.Context) error {
@@ -742,7 +770,7 @@ func (s *Server) handleAdminSaveKey(c echo.Context) error {
 			WebhookURL: strings.TrimSpace(values.Get("webhook_url")), AllowPrivateWebhook: s.cfg.AllowPrivateWebhooks}, currentUser(c).ID)
 	}
 	if status, ok := refused(err); ok && desk.ErrorCode(err) != desk.NotFound {
-		return s.keyPage(c, status, id, values, err)
+		return s.keyPage(c, status, id, values, err, nil)
 	}
 	if err != nil {
 		return err
@@ -759,6 +787,48 @@ func (s *Server) handleAdminRevokeKey(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/keys/"+strconv.FormatInt(id, 10))
+}
+
+// rotateForm is the form for a new signing secret; overlap is as typed, or empty for the default.
+func rotateForm(keyPath, overlap string) views.AdminForm {
+	if overlap == "" {
+		overlap = queue.FormatDuration(auth.DefaultSecretOverlap)
+	}
+	return views.AdminForm{Action: keyPath + "/rotate", Submit: "Rotate secret", TestID: "rotate-form", Fields: []views.FormField{
+		{Name: "overlap", Label: "Overlap", Input: "text", Value: overlap,
+			Help: "How long the old secret also signs (both signatures in X-Handoff-Signature), for the bot to move over; 0s stops it now, for a leaked secret."}}}
+}
+
+// handleAdminRotateKey gives the key a new signing secret and shows it once.
+func (s *Server) handleAdminRotateKey(c echo.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	overlap, err := time.ParseDuration(strings.TrimSpace(c.FormValue("overlap")))
+	if err != nil {
+		err = &desk.Error{Code: desk.Invalid, Details: map[string]string{"overlap": "a duration like 24h, 90m or 0s"},
+			Message: fmt.Sprintf("overlap %q is not a duration", c.FormValue("overlap"))}
+	}
+	var r auth.RotatedSecret
+	if err == nil {
+		r, err = s.access.RotateWebhookSecret(c.Request().Context(), id, overlap, currentUser(c).ID)
+	}
+	if status, ok := refused(err); ok && desk.ErrorCode(err) != desk.NotFound {
+		return s.keyPage(c, status, id, nil, nil, err)
+	}
+	if err != nil {
+		return err
+	}
+	note := "The old secret no longer signs: give the new one to the bot now."
+	if !r.PreviousUntil.IsZero() {
+		note = "Until " + r.PreviousUntil.UTC().Format("2006-01-02 15:04 UTC") + " each delivery carries both signatures " +
+			"(X-Handoff-Signature: sha256=<new>, sha256=<old>); give the new secret to the bot before then."
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return s.render(c, http.StatusOK, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "New signing secret for " + r.Key.Name,
+		Note: "Shown this once. " + note, Secrets: []views.Option{{Label: "signing-secret", Value: r.Secret}},
+		Back: "/admin/keys/" + strconv.FormatInt(id, 10)}))
 }
 
 func (s *Server) handleAdminRedeliver(c echo.Context) error {
@@ -803,4 +873,36 @@ func (s *Server) handleChangePassword(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+// settingsForm is the form of the desk's single sign-on settings.
+func settingsForm(unknownEmails string) views.AdminForm {
+	return views.AdminForm{Action: "/admin/settings", Submit: "Save", TestID: "sso-settings", Fields: []views.FormField{
+		{Name: "unknown_emails", Label: "Unknown emails", Input: "select", Value: unknownEmails,
+			Options: []views.Option{{Value: sso.RefuseUnknown, Label: "refuse"}, {Value: sso.CreateUnknown, Label: "create an agent with no queues"}},
+			Help:    "What signing in with a verified email no user has does: refused, or a new agent who signs in with single sign-on only."}}}
+}
+
+func (s *Server) settingsPage(c echo.Context, status int, form views.AdminForm) error {
+	return s.render(c, status, views.AdminSettingsPage(views.AdminSettingsView{Viewer: *viewer(c), SSOConfigured: s.sso != nil, SSO: form}))
+}
+
+func (s *Server) handleAdminSettings(c echo.Context) error {
+	policy, err := sso.UnknownEmails(c.Request().Context(), s.db)
+	if err != nil {
+		return err
+	}
+	return s.settingsPage(c, http.StatusOK, settingsForm(policy))
+}
+
+func (s *Server) handleAdminSaveSettings(c echo.Context) error {
+	policy := c.FormValue("unknown_emails")
+	err := s.access.SetUnknownEmails(c.Request().Context(), policy, currentUser(c).ID)
+	if status, ok := refused(err); ok {
+		return s.settingsPage(c, status, withErrors(settingsForm(policy), err))
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/settings")
 }

@@ -86,6 +86,11 @@ func (s *Server) routes() {
 	e.POST("/admin/keys/:id", s.handleAdminSaveKey, admin)
 	e.POST("/admin/keys/:id/revoke", s.handleAdminRevokeKey, admin)
 	e.POST("/admin/keys/:id/deliveries/:delivery/redeliver", s.handleAdminRedeliver, admin)
+	// What the sso branch added, wired into the console: rotation, SSO-only, the SSO settings.
+	e.POST("/admin/keys/:id/rotate", s.handleAdminRotateKey, admin)
+	e.POST("/admin/users/:id/sso-only", s.handleAdminSSOOnly, admin)
+	e.GET("/admin/settings", s.handleAdminSettings, admin)
+	e.POST("/admin/settings", s.handleAdminSaveSettings, admin)
 
 	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
 	e.GET("/api/openapi.yaml", s.handleOpenAPI)

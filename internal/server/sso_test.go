@@ -13,7 +13,9 @@ import (
 
 	"github.com/oauth2-proxy/mockoidc"
 
+	"github.com/handoffdesk/desk/internal/access"
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/sso"
 )
@@ -255,7 +257,7 @@ func TestSSOUnknownEmail(t *testing.T) {
 		t.Error("a refused unknown email made a user")
 	}
 
-	if err := sso.SetUnknownEmails(ctx, app.DB, sso.CreateUnknown); err != nil {
+	if err := access.New(app.DB, app.Auth).SetUnknownEmails(ctx, sso.CreateUnknown, 0); err != nil {
 		t.Fatal(err)
 	}
 	idp.person("new.hire@example.com", true)
@@ -284,8 +286,15 @@ func TestSSOUnknownEmail(t *testing.T) {
 		t.Errorf("%d users with the email (%v), want 1", n, err)
 	}
 
-	if err := sso.SetUnknownEmails(ctx, app.DB, "maybe"); err == nil {
-		t.Error("an unknown-emails setting of maybe was taken")
+	// The sign-in's account is in the log as any other, made by the person signing in.
+	var created int
+	if err := app.DB.QueryRow(ctx, `SELECT count(*) FROM events WHERE kind = 'user_created' AND subject_user = $1 AND actor_user = $1
+		AND detail->>'via' = 'single sign-on'`, u.ID).Scan(&created); err != nil || created != 1 {
+		t.Errorf("%d user_created rows for the signed-in agent (%v), want 1", created, err)
+	}
+
+	if err := access.New(app.DB, app.Auth).SetUnknownEmails(ctx, "maybe", 0); desk.FieldsOf(err)["unknown_emails"] == "" {
+		t.Errorf("an unknown-emails setting of maybe: %v, want it refused naming unknown_emails", err)
 	}
 }
 
@@ -313,8 +322,8 @@ func TestSSOOnlyUserRefusedAtThePasswordForm(t *testing.T) {
 	t.Parallel()
 	idp := newIdentityProvider(t)
 	app := setupWith(t, server.Config{OIDC: idp.config()})
-	app.user(t, "dana@example.com", auth.RoleAgent)
-	if _, err := app.Auth.SetSSOOnly(context.Background(), "dana@example.com", true); err != nil {
+	dana := app.user(t, "dana@example.com", auth.RoleAgent)
+	if err := access.New(app.DB, app.Auth).SetSSOOnly(context.Background(), dana.ID, true, 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -340,7 +349,7 @@ func TestSSOOnlyUserRefusedAtThePasswordForm(t *testing.T) {
 		t.Errorf("single sign-on of the SSO-only user: %d:\n%s", got.status, got.body)
 	}
 
-	if _, err := app.Auth.SetSSOOnly(context.Background(), "dana@example.com", false); err != nil {
+	if err := access.New(app.DB, app.Auth).SetSSOOnly(context.Background(), dana.ID, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	app.login(t, app.client(t), "dana@example.com")

@@ -30,6 +30,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/events"
 )
 
 // Config is what the deployment says of its identity provider (OIDC_* settings).
@@ -278,7 +279,7 @@ func (s *Service) userFor(ctx context.Context, email, name string) (auth.User, e
 	if strings.TrimSpace(name) == "" {
 		name = email[:max(strings.IndexByte(email, '@'), 1)]
 	}
-	u, err = s.people.CreateUser(ctx, auth.NewUser{Email: email, DisplayName: name, Role: auth.RoleAgent, SSOOnly: true})
+	u, err = s.createAgent(ctx, auth.NewUser{Email: email, DisplayName: name, Role: auth.RoleAgent, SSOOnly: true})
 	if desk.ErrorCode(err) != desk.Conflict {
 		return u, err
 	}
@@ -287,6 +288,26 @@ func (s *Service) userFor(ctx context.Context, email, name string) (auth.User, e
 	if desk.ErrorCode(err) == desk.NotFound {
 		return auth.User{}, desk.Errorf(desk.Forbidden, "single sign-on refused: the desk account of %s is disabled", email)
 	}
+	return u, err
+}
+
+// createAgent creates the user and logs it, as an admin's creation is, with the person as its
+// actor: their sign-in made the account.
+func (s *Service) createAgent(ctx context.Context, n auth.NewUser) (auth.User, error) {
+	var u auth.User
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		if u, err = auth.CreateUser(ctx, tx, n); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		if err := events.Queue(b, events.Change{Kind: events.UserCreated, UserID: u.ID, ActorUser: &u.ID, At: s.now(),
+			Detail: map[string]any{"email": u.Email, "name": u.DisplayName, "role": u.Role, "capacity": u.Capacity,
+				"queues": []int64{}, "sso_only": true, "via": "single sign-on"}}); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
 	return u, err
 }
 
@@ -324,13 +345,18 @@ func UnknownEmails(ctx context.Context, db *pgxpool.Pool) (string, error) {
 	return policy, err
 }
 
-// SetUnknownEmails changes that setting.
-func SetUnknownEmails(ctx context.Context, db *pgxpool.Pool, policy string) error {
+// SetUnknownEmails changes that setting inside tx and returns what it was.
+func SetUnknownEmails(ctx context.Context, tx pgx.Tx, policy string) (string, error) {
 	if policy != RefuseUnknown && policy != CreateUnknown {
-		return desk.Errorf(desk.Invalid, "unknown emails: want %s or %s, not %q", RefuseUnknown, CreateUnknown, policy)
+		return "", &desk.Error{Code: desk.Invalid, Details: map[string]string{"unknown_emails": "pick refuse or create"},
+			Message: fmt.Sprintf("unknown emails: want %s or %s, not %q", RefuseUnknown, CreateUnknown, policy)}
 	}
-	_, err := db.Exec(ctx, `UPDATE sso_settings SET unknown_emails = $1`, policy)
-	return err
+	var was string
+	if err := tx.QueryRow(ctx, `SELECT unknown_emails FROM sso_settings FOR UPDATE`).Scan(&was); err != nil {
+		return "", err
+	}
+	_, err := tx.Exec(ctx, `UPDATE sso_settings SET unknown_emails = $1`, policy)
+	return was, err
 }
 
 // hash keeps the secrets of a sign-in (state, browser cookie, ticket) out of the table: a reader

@@ -40,10 +40,10 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 			continue
 		}
 		if !slices.Contains(FilterParams(), name) {
-			return Filter{}, bad(name, "unknown parameter %q; the audit reads %s", name, strings.Join(FilterParams(), ", "))
+			return Filter{}, desk.BadParam(name, "unknown parameter %q; the audit reads %s", name, strings.Join(FilterParams(), ", "))
 		}
 		if len(values) > 1 {
-			return Filter{}, bad(name, "parameter %s is given %d times; give it once", name, len(values))
+			return Filter{}, desk.BadParam(name, "parameter %s is given %d times; give it once", name, len(values))
 		}
 	}
 	f := Filter{Package: q.Get("package"), Actor: q.Get("actor"), Kind: events.Kind(q.Get("kind")), Queue: q.Get("queue")}
@@ -52,24 +52,11 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 		for _, k := range events.Kinds() {
 			names = append(names, string(k))
 		}
-		return Filter{}, bad("kind", "kind %q is not one of %s", f.Kind, strings.Join(names, ", "))
+		return Filter{}, desk.BadParam("kind", "kind %q is not one of %s", f.Kind, strings.Join(names, ", "))
 	}
-	for _, p := range []struct {
-		name string
-		to   *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		v := q.Get(p.name)
-		if v == "" {
-			continue
-		}
-		t, err := parseTime(v)
-		if err != nil {
-			return Filter{}, bad(p.name, "%s %q is neither an RFC 3339 time (2026-06-01T00:00:00Z) nor a date (2026-06-01)", p.name, v)
-		}
-		*p.to = t
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
-		return Filter{}, bad("until", "until %s is not after since %s", f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339))
+	var err error
+	if f.Since, f.Until, err = desk.ParseSpan(q); err != nil {
+		return Filter{}, err
 	}
 	return f, nil
 }
@@ -99,17 +86,6 @@ func timeParam(t time.Time) string {
 	return t.Format(time.RFC3339Nano)
 }
 
-func bad(param, format string, args ...any) error {
-	return &desk.Error{Code: desk.BadRequest, Details: map[string]string{"param": param}, Message: fmt.Sprintf(format, args...)}
-}
-
-func parseTime(v string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	return time.Parse(time.DateOnly, v)
-}
-
 // Cursor is where a page of the trail ends, newest first: the next page starts below it. Keyset
 // paging: no OFFSET, no COUNT, the same cost for page 1 and page 500.
 type Cursor struct {
@@ -126,7 +102,7 @@ func ParseCursor(s string) (Cursor, error) {
 	micros, err1 := strconv.ParseInt(at, 10, 64)
 	n, err2 := strconv.ParseInt(seq, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return Cursor{}, bad("after", "after %q is not a cursor this desk made", s)
+		return Cursor{}, desk.BadParam("after", "after %q is not a cursor this desk made", s)
 	}
 	return Cursor{At: time.UnixMicro(micros), Seq: n}, nil
 }
@@ -163,11 +139,11 @@ func (f Filter) Check(ctx context.Context, db Querier) (handoffID int64, err err
 	case err != nil:
 		return 0, err
 	case f.Package != "" && pkg == nil:
-		return 0, bad("package", "package %q does not exist", f.Package)
+		return 0, desk.BadParam("package", "package %q does not exist", f.Package)
 	case f.Actor != "" && actor == nil:
-		return 0, bad("actor", "actor %q: no user has this email", f.Actor)
+		return 0, desk.BadParam("actor", "actor %q: no user has this email", f.Actor)
 	case f.Queue != "" && queue == nil:
-		return 0, bad("queue", "queue %q does not exist", f.Queue)
+		return 0, desk.BadParam("queue", "queue %q does not exist", f.Queue)
 	}
 	if pkg != nil {
 		handoffID = *pkg

@@ -66,62 +66,39 @@ func FilterParams() []string {
 // ParseFilter reads a Filter from query parameters, refusing any it does not know or cannot read
 // with a BadRequest that names it, so that a misspelt filter never exports more than was asked.
 func ParseFilter(q url.Values) (Filter, error) {
-	bad := func(param, format string, args ...any) error {
-		return &desk.Error{Code: desk.BadRequest, Details: map[string]string{"param": param}, Message: fmt.Sprintf(format, args...)}
-	}
 	for name, values := range q {
 		if !slices.Contains(FilterParams(), name) {
-			return Filter{}, bad(name, "unknown parameter %q; the export reads %s", name, strings.Join(FilterParams(), ", "))
+			return Filter{}, desk.BadParam(name, "unknown parameter %q; the export reads %s", name, strings.Join(FilterParams(), ", "))
 		}
 		if len(values) > 1 {
-			return Filter{}, bad(name, "parameter %s is given %d times; give it once", name, len(values))
+			return Filter{}, desk.BadParam(name, "parameter %s is given %d times; give it once", name, len(values))
 		}
 	}
 	f := Filter{Format: FormatRecords, Queue: q.Get("queue"), SourceAgent: q.Get("source_agent"), Kind: Kind(q.Get("kind"))}
 	if v := q.Get("format"); v != "" {
 		f.Format = Format(v)
 		if !slices.Contains(Formats(), f.Format) {
-			return Filter{}, bad("format", "format %q is not one of %s", v, joinOf(Formats()))
+			return Filter{}, desk.BadParam("format", "format %q is not one of %s", v, joinOf(Formats()))
 		}
 	}
 	if f.Kind != "" && !slices.Contains(Kinds(), f.Kind) {
-		return Filter{}, bad("kind", "kind %q is not one of %s", f.Kind, joinOf(Kinds()))
+		return Filter{}, desk.BadParam("kind", "kind %q is not one of %s", f.Kind, joinOf(Kinds()))
 	}
 	if f.Format != FormatRecords && f.Kind != "" && f.Kind != KindReply {
-		return Filter{}, bad("kind", "format %s exports replies only; kind %q cannot be one", f.Format, f.Kind)
+		return Filter{}, desk.BadParam("kind", "format %s exports replies only; kind %q cannot be one", f.Format, f.Kind)
 	}
-	for _, p := range []struct {
-		name string
-		to   *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		v := q.Get(p.name)
-		if v == "" {
-			continue
-		}
-		t, err := parseTime(v)
-		if err != nil {
-			return Filter{}, bad(p.name, "%s %q is neither an RFC 3339 time (2026-06-01T00:00:00Z) nor a date (2026-06-01)", p.name, v)
-		}
-		*p.to = t
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
-		return Filter{}, bad("until", "until %s is not after since %s", f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339))
+	var err error
+	if f.Since, f.Until, err = desk.ParseSpan(q); err != nil {
+		return Filter{}, err
 	}
 	if v := q.Get("redact"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return Filter{}, bad("redact", "redact %q is neither true nor false", v)
+			return Filter{}, desk.BadParam("redact", "redact %q is neither true nor false", v)
 		}
 		f.Redact = b
 	}
 	return f, nil
-}
-
-func parseTime(v string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	return time.Parse(time.DateOnly, v)
 }
 
 func joinOf[T ~string](values []T) string {
@@ -160,8 +137,7 @@ func Export(ctx context.Context, db Querier, role auth.Role, f Filter, w io.Writ
 			return 0, err
 		}
 		if !exists {
-			return 0, &desk.Error{Code: desk.BadRequest, Details: map[string]string{"param": "queue"},
-				Message: fmt.Sprintf("queue %q does not exist", f.Queue)}
+			return 0, desk.BadParam("queue", "queue %q does not exist", f.Queue)
 		}
 	}
 	sql, args := exportQuery(f)

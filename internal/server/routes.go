@@ -42,8 +42,8 @@ func (s *Server) routes() {
 	// decide, never their own request nor a package they hold (approvals.Check).
 	e.POST("/handoffs/:id/approval", s.handleRequestApproval, agent)
 	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent)
-	e.GET("/ws", s.handleSocket, agent)
 	e.POST("/handoffs/:id/decline", s.handleDecline, agent) // a warm package's ring
+	e.GET("/ws", s.handleSocket, agent)
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))
 	e.GET("/dashboard", s.handleDashboard, supervisor)
@@ -62,7 +62,7 @@ func (s *Server) routes() {
 	e.GET("/password", s.handlePasswordForm, agent)
 	e.POST("/password", s.handleChangePassword, agent)
 
-	// The admin console (#13): queues, users, bot keys and their webhook deliveries.
+	// The admin console: queues, users, bot keys and their webhook deliveries.
 	admin := private(s.requireRole(auth.RoleAdmin))
 	e.GET("/admin", s.handleAdmin, admin)
 	e.GET("/admin/queues", s.handleAdminQueues, admin)
@@ -86,7 +86,8 @@ func (s *Server) routes() {
 	e.POST("/admin/keys/:id", s.handleAdminSaveKey, admin)
 	e.POST("/admin/keys/:id/revoke", s.handleAdminRevokeKey, admin)
 	e.POST("/admin/keys/:id/deliveries/:delivery/redeliver", s.handleAdminRedeliver, admin)
-	// What the sso branch added, wired into the console: rotation, SSO-only, the SSO settings.
+	// A key's signing secret rotated with an overlap; password login off for a person; what SSO
+	// does with an unknown email.
 	e.POST("/admin/keys/:id/rotate", s.handleAdminRotateKey, admin)
 	e.POST("/admin/users/:id/sso-only", s.handleAdminSSOOnly, admin)
 	e.GET("/admin/settings", s.handleAdminSettings, admin)

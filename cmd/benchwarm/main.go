@@ -1,4 +1,4 @@
-// Command benchwarm measures the warm bridge end to end (issue #15), across two desk instances on
+// Command benchwarm measures the warm bridge end to end, across two desk instances on
 // one fresh database, each figure beside a baseline measured in the same run:
 //
 //  1. intake → ring: a bot POSTs a warm package to instance A; the clock stops when the ring

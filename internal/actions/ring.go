@@ -14,7 +14,7 @@ import (
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
-// Warm transfers ring one agent at a time (issue #15). While a warm package is in its warm phase
+// Warm transfers ring one agent at a time. While a warm package is in its warm phase
 // (handoffs.warm_until set), it is offered to one qualifying agent for the queue's accept window;
 // a decline, a timeout or the agent going offline offers it to the next one, and when nobody is
 // left, or the warm wait has run out, the bot hears warm_timeout and the package waits like any

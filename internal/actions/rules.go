@@ -38,7 +38,7 @@ type State struct {
 	// OfferedTo is the preferred agent, who alone may take the package until OfferedUntil.
 	OfferedTo    *int64
 	OfferedUntil *time.Time
-	// Ringing says that the offer is a warm package's ring (issue #15) rather than a preferred
+	// Ringing says that the offer is a warm package's ring rather than a preferred
 	// agent's head start.
 	Ringing bool
 	// ApprovalBy is who asked for the package's pending refund approval, if one is pending.

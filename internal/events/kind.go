@@ -25,7 +25,7 @@ const (
 	// conversation and passes the reply on to the customer's channel.
 	Reply Kind = "reply"
 
-	// Warm transfers (issue #15). An offer rings one agent (Event.UserID) for the queue's accept
+	// Warm transfers. An offer rings one agent (Event.UserID) for the queue's accept
 	// window; its end (detail.outcome: accepted, declined, timed_out, withdrawn, taken) frees the
 	// agent's ring. A warm package that finds nobody to ring tells its bot warm_timeout
 	// (reason: no_agent_online, all_declined, waited_too_long) and waits like any other.

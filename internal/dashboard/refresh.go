@@ -1,0 +1,148 @@
+package dashboard
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RefreshEvery is how often each instance runs Refresh. Between runs the figures of hours before
+// the last run can lag by at most this much behind the packages' later changes (an accept, a
+// close); the hours from the last run on are read from handoffs directly (Read).
+const RefreshEvery = 15 * time.Second
+
+// rollupLock is the advisory lock one Refresh holds at a time, whichever instance runs it.
+const rollupLock = 0x64617368 // "dash"
+
+// Refreshed says what a Refresh did: whether it ran (another instance's may hold the lock) and
+// how many hours it computed again.
+type Refreshed struct {
+	Ran, Rebuilt bool
+	Hours        int
+}
+
+// Refresh brings dashboard_hours up to date: it computes again, whole, every hour that a package
+// which changed since the last run arrived in, or that a reply was sent in, from handoffs and
+// evals. The changes are read from the event log by transaction id, as events.Read reads it: up
+// to the oldest transaction still running, so a change that commits late is read on a later run,
+// never skipped. Each hour is rewritten from its packages as they stand, so a run that repeats an
+// hour (after a crash, or two instances one after the other) writes the same rows. Only one
+// instance runs at a time (pg_try_advisory_xact_lock); the others return without waiting. With
+// no rollup yet (the first run after migration 00023, or after Rebuild), every hour is computed.
+func Refresh(ctx context.Context, db DB) (Refreshed, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return Refreshed{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var locked bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, rollupLock).Scan(&locked); err != nil || !locked {
+		return Refreshed{}, err
+	}
+	var since *string
+	var bound string
+	if err := tx.QueryRow(ctx, `SELECT (SELECT through::text FROM dashboard_rollup), pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&since, &bound); err != nil {
+		return Refreshed{}, err
+	}
+	var ids []int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM queues`).Scan(&ids); err != nil {
+		return Refreshed{}, err
+	}
+	r := Refreshed{Ran: true, Rebuilt: since == nil}
+	var in spans
+	if r.Rebuilt {
+		if _, err := tx.Exec(ctx, `DELETE FROM dashboard_hours`); err != nil {
+			return Refreshed{}, err
+		}
+		in = spans{from: []time.Time{time.Unix(0, 0)}, to: []time.Time{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	} else {
+		rows, err := tx.Query(ctx, `
+			SELECT to_timestamp(floor(extract(epoch FROM h.created_at) / 3600) * 3600)
+			FROM events e JOIN handoffs h ON h.id = e.handoff_id
+			WHERE e.xid >= $1::xid8 AND e.xid < $2::xid8
+			UNION
+			SELECT to_timestamp(floor(extract(epoch FROM e.at) / 3600) * 3600)
+			FROM events e WHERE e.xid >= $1::xid8 AND e.xid < $2::xid8 AND e.kind = 'reply'`, *since, bound)
+		if err != nil {
+			return Refreshed{}, err
+		}
+		hours, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		if err != nil {
+			return Refreshed{}, err
+		}
+		slices.SortFunc(hours, func(a, b time.Time) int { return a.Compare(b) })
+		for _, h := range hours {
+			in.from, in.to = append(in.from, h), append(in.to, h.Add(time.Hour))
+		}
+		r.Hours = len(hours)
+		if _, err := tx.Exec(ctx, `DELETE FROM dashboard_hours WHERE hour = ANY($1)`, in.from); err != nil {
+			return Refreshed{}, err
+		}
+	}
+	if len(in.from) > 0 {
+		hours, err := aggregate(ctx, tx, ids, in)
+		if err != nil {
+			return Refreshed{}, err
+		}
+		rows := make([][]any, 0, len(hours))
+		seen := map[time.Time]bool{}
+		for _, h := range hours {
+			rows = append(rows, []any{h.Hour, h.Queue, h.In, h.Accepted, h.Resolved, h.Rejected, h.Returned, h.Expired, h.Canceled,
+				h.Repeats, h.ByTrigger, h.BySource, h.ReturnedBy, []int32(h.AcceptBins), []int32(h.ResolveBins), h.Drafts, h.AsIs})
+			seen[h.Hour] = true
+		}
+		if r.Rebuilt {
+			r.Hours = len(seen)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"dashboard_hours"}, []string{"hour", "queue_id", "packages", "accepted",
+			"resolved", "rejected", "returned", "expired", "canceled", "repeats", "by_trigger", "by_source", "returned_by",
+			"accept_bins", "resolve_bins", "drafts", "as_is"}, pgx.CopyFromRows(rows)); err != nil {
+			return Refreshed{}, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO dashboard_rollup (through, refreshed_at) VALUES ($1::xid8, now())
+		ON CONFLICT (one) DO UPDATE SET through = excluded.through, refreshed_at = excluded.refreshed_at`, bound); err != nil {
+		return Refreshed{}, err
+	}
+	return r, tx.Commit(ctx)
+}
+
+// Rebuild forgets the rollup, so that the next Refresh computes every hour again (web dashboard
+// rebuild runs both).
+func Rebuild(ctx context.Context, db DB) (Refreshed, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return Refreshed{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `DELETE FROM dashboard_rollup`); err != nil {
+		return Refreshed{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Refreshed{}, err
+	}
+	return Refresh(ctx, db)
+}
+
+// RunRefresher runs Refresh every interval until ctx ends; a failure is a warning and the next
+// run tries again (the watermark did not move).
+func RunRefresher(ctx context.Context, db DB, interval time.Duration, logger *slog.Logger) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		if r, err := Refresh(ctx, db); err != nil && ctx.Err() == nil {
+			logger.Warn("dashboard refresh failed", "err", err)
+		} else if r.Rebuilt {
+			logger.Info("dashboard rollup built", "hours", r.Hours)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}

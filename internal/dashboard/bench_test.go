@@ -203,7 +203,7 @@ func timeRead(ctx context.Context, db *pgxpool.Pool, f Filter, read func(context
 
 // seedBench makes the queues, the key and an agent, stores n packages and returns the queues,
 // the busiest first.
-func seedBench(b *testing.B, db *pgxpool.Pool, n int, now time.Time) queues {
+func seedBench(b testing.TB, db *pgxpool.Pool, n int, now time.Time) queues {
 	b.Helper()
 	ctx := context.Background()
 	qs := queue.NewService(db)

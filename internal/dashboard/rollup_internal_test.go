@@ -124,3 +124,26 @@ func directStats(t *testing.T, db *pgxpool.Pool, f Filter) Stats {
 	}
 	return s
 }
+
+// With several instances, one refreshes at a time: the others return at once without a run.
+func TestRefreshSkipsWhileAnotherRuns(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, rollupLock); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Refresh(ctx, db); err != nil || r.Ran {
+		t.Errorf("refresh while another holds the lock: %+v, %v; want no run", r, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Refresh(ctx, db); err != nil || !r.Ran || !r.Rebuilt {
+		t.Errorf("refresh after: %+v, %v; want the first build", r, err)
+	}
+}

@@ -30,13 +30,14 @@ CREATE TABLE dashboard_hours (
     PRIMARY KEY (queue_id, hour)
 );
 
--- One row: how far the rollup has read the event log. through is an xid bound as events.Read
--- takes it (every transaction below it has ended), refreshed_at when the refresh that set it ran:
+-- One row: how far the rollup has read the event log. through is a mark as events.Now hands it
+-- out ("<incarnation>:<xid>": every transaction of this database below the xid has ended; another
+-- incarnation's mark means a rebuild), refreshed_at when the refresh that set it ran:
 -- hours from refreshed_at's on are read from handoffs, not from the rollup. No row: never built,
 -- and the next refresh rebuilds every hour.
 CREATE TABLE dashboard_rollup (
     one           boolean PRIMARY KEY DEFAULT true CHECK (one),
-    through       xid8 NOT NULL,
+    through       text NOT NULL,
     refreshed_at  timestamptz NOT NULL
 );
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/handoffdesk/desk/internal/events"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -26,32 +28,54 @@ type Refreshed struct {
 
 // Refresh brings dashboard_hours up to date: it computes again, whole, every hour that a package
 // which changed since the last run arrived in, or that a reply was sent in, from handoffs and
-// evals. The changes are read from the event log by transaction id, as events.Read reads it: up
-// to the oldest transaction still running, so a change that commits late is read on a later run,
-// never skipped. Each hour is rewritten from its packages as they stand, so a run that repeats an
+// evals. The changes are read from the event log by transaction id up to the mark events.Now
+// hands out (the oldest transaction of this database still running), so a change that commits
+// late is read on a later run, never skipped. Each hour is rewritten from its packages as they stand, so a run that repeats an
 // hour (after a crash, or two instances one after the other) writes the same rows. Only one
 // instance runs at a time (pg_try_advisory_xact_lock); the others return without waiting. With
 // no rollup yet (the first run after migration 00023, or after Rebuild), every hour is computed.
-func Refresh(ctx context.Context, db DB) (Refreshed, error) {
+func Refresh(ctx context.Context, db DB) (Refreshed, error) { return refresh(ctx, db, false) }
+
+// Rebuild computes every hour again, from the packages as they stand (web dashboard rebuild). It
+// waits for a refresh another instance is running.
+func Rebuild(ctx context.Context, db DB) (Refreshed, error) { return refresh(ctx, db, true) }
+
+func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return Refreshed{}, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	lock := `SELECT pg_try_advisory_xact_lock($1)`
+	if rebuild {
+		lock = `SELECT true FROM pg_advisory_xact_lock($1)`
+	}
 	var locked bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, rollupLock).Scan(&locked); err != nil || !locked {
+	if err := tx.QueryRow(ctx, lock, rollupLock).Scan(&locked); err != nil || !locked {
 		return Refreshed{}, err
 	}
-	var since *string
-	var bound string
-	if err := tx.QueryRow(ctx, `SELECT (SELECT through::text FROM dashboard_rollup), pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&since, &bound); err != nil {
+	var through *string
+	if err := tx.QueryRow(ctx, `SELECT (SELECT through FROM dashboard_rollup)`).Scan(&through); err != nil {
 		return Refreshed{}, err
+	}
+	mark, err := events.Now(ctx, tx)
+	if err != nil {
+		return Refreshed{}, err
+	}
+	// A mark of another life of the server (after a crash or a failover, xids are handed out
+	// again) says nothing about which changes were read: every hour is computed again.
+	inc, bound, _ := strings.Cut(string(mark), ":")
+	var since *string
+	if through != nil {
+		if i, x, ok := strings.Cut(*through, ":"); ok && i == inc {
+			since = &x
+		}
 	}
 	var ids []int64
 	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM queues`).Scan(&ids); err != nil {
 		return Refreshed{}, err
 	}
-	r := Refreshed{Ran: true, Rebuilt: since == nil}
+	r := Refreshed{Ran: true, Rebuilt: since == nil || rebuild}
 	var in spans
 	if r.Rebuilt {
 		if _, err := tx.Exec(ctx, `DELETE FROM dashboard_hours`); err != nil {
@@ -104,28 +128,11 @@ func Refresh(ctx context.Context, db DB) (Refreshed, error) {
 		}
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO dashboard_rollup (through, refreshed_at) VALUES ($1::xid8, now())
-		ON CONFLICT (one) DO UPDATE SET through = excluded.through, refreshed_at = excluded.refreshed_at`, bound); err != nil {
+		INSERT INTO dashboard_rollup (through, refreshed_at) VALUES ($1, now())
+		ON CONFLICT (one) DO UPDATE SET through = excluded.through, refreshed_at = excluded.refreshed_at`, string(mark)); err != nil {
 		return Refreshed{}, err
 	}
 	return r, tx.Commit(ctx)
-}
-
-// Rebuild forgets the rollup, so that the next Refresh computes every hour again (web dashboard
-// rebuild runs both).
-func Rebuild(ctx context.Context, db DB) (Refreshed, error) {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return Refreshed{}, err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `DELETE FROM dashboard_rollup`); err != nil {
-		return Refreshed{}, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Refreshed{}, err
-	}
-	return Refresh(ctx, db)
 }
 
 // RunRefresher runs Refresh every interval until ctx ends; a failure is a warning and the next

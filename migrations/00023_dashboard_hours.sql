@@ -8,9 +8,12 @@
 -- count) and the times to accept and to resolution as histograms over log-spaced bins of seconds
 -- (dashboard.binOf: bin 0 is under a second, bin k >= 1 is [2^((k-1)/4), 2^(k/4)) s; trailing
 -- empty bins are left off), and the replies to a bot's draft sent in that hour (by evals.at).
--- Only dashboard.Refresh writes it, a whole hour at a time, from handoffs and evals.
+-- Only dashboard.Refresh writes it, a whole hour at a time, from handoffs and evals. A row of 24
+-- hours is a UTC day, the sum of its hours' rows: the 7- and 30-day windows read those (at most
+-- 60 days x the queues), the 24-hour window the hours'.
 CREATE TABLE dashboard_hours (
     hour          timestamptz NOT NULL,
+    hours         smallint NOT NULL CHECK (hours IN (1, 24)),
     queue_id      bigint NOT NULL,
     packages      integer NOT NULL,
     accepted      integer NOT NULL,
@@ -27,7 +30,7 @@ CREATE TABLE dashboard_hours (
     resolve_bins  integer[] NOT NULL,
     drafts        integer NOT NULL,
     as_is         integer NOT NULL,
-    PRIMARY KEY (queue_id, hour)
+    PRIMARY KEY (queue_id, hours, hour)
 );
 
 -- One row: how far the rollup has read the event log. through is a mark as events.Now hands it

@@ -121,7 +121,7 @@ func BenchmarkDashboard(b *testing.B) {
 		{"direct: outcomes+percentiles", readOutcomes}, {"direct: mix", readMix},
 		{"direct: drafts", readDrafts}, {"direct: series", readSeries},
 		{"rollup: hours summed", func(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
-			hs, err := readHours(ctx, tx, q, s.Previous.From, s.Current.To)
+			hs, err := readHours(ctx, tx, q, s.Previous.From, s.Current.To, s.Window.Bucket)
 			if err == nil {
 				s.Queues = nil
 				s.estimate(s.sum(hs, q))

@@ -124,11 +124,12 @@ type Filter struct {
 	Now    time.Time
 }
 
-// Periods are the window ending at now, from the start of the hour now is in less the window's
-// span, and the previous window of the span's length before it. Windows start on an hour, as the
-// rollup's rows do: the current window holds the span's whole hours and the current hour so far.
+// Periods are the window ending at now, from the start of the bucket now is in (the hour for 24h,
+// the UTC day for 7d and 30d) less the window's span, and the previous window of the span's
+// length before it. Windows start where the rollup's rows do: the current window holds the span's
+// whole buckets and the current one so far.
 func (w Window) Periods(now time.Time) (current, previous Period) {
-	current = Period{From: now.Truncate(time.Hour).Add(-w.Span), To: now}
+	current = Period{From: now.Truncate(w.Bucket).Add(-w.Span), To: now}
 	previous = Period{From: current.From.Add(-w.Span), To: current.From}
 	return current, previous
 }
@@ -156,7 +157,7 @@ func Read(ctx context.Context, db DB, f Filter) (Stats, error) {
 	}
 	cur, prev := f.Window.Periods(f.Now)
 	s := Stats{Window: f.Window, Queue: f.Queue, Current: Figures{Period: cur}, Previous: Figures{Period: prev}}
-	hs, err := readHours(ctx, tx, q, s.Previous.From, s.Current.To)
+	hs, err := readHours(ctx, tx, q, s.Previous.From, s.Current.To, f.Window.Bucket)
 	if err != nil {
 		return Stats{}, err
 	}

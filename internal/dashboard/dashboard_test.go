@@ -38,7 +38,7 @@ func newHistory(t *testing.T) *history {
 	t.Helper()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	h := &history{t: t, db: db, now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC), queues: map[string]int64{}}
+	h := &history{t: t, db: db, now: time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), queues: map[string]int64{}}
 	qs := queue.NewService(db)
 	for _, name := range []string{"billing", "fraud"} {
 		q, err := qs.Create(ctx, queue.New{Name: name})

@@ -134,20 +134,20 @@ func readDrafts(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 }
 
 // readSeries cuts the current window into buckets from its start (not calendar days: every bucket
-// is as long as the others, and the last one also holds the current hour so far) with the packages in and the median time to
+// is as long as the others, and the last one is the current one so far) with the packages in and the median time to
 // resolution of each.
 func readSeries(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
-	n := int(s.Window.Span / s.Window.Bucket)
+	n := s.buckets()
 	s.Series = make([]Bucket, n)
 	for i := range s.Series {
 		s.Series[i].From = s.Current.From.Add(time.Duration(i) * s.Window.Bucket)
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT least(floor(extract(epoch FROM h.created_at - $2) / $4)::int, $5::int), count(*),
+		SELECT floor(extract(epoch FROM h.created_at - $2) / $4)::int, count(*),
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM h.closed_at - h.created_at))
 				FILTER (WHERE h.status = 'resolved')
 		FROM handoffs h WHERE h.queue_id = ANY($1) AND h.created_at >= $2 AND h.created_at < $3
-		GROUP BY 1`, q.ids, s.Current.From, s.Current.To, s.Window.Bucket.Seconds(), n-1)
+		GROUP BY 1`, q.ids, s.Current.From, s.Current.To, s.Window.Bucket.Seconds())
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 // readHours reads the hours of [from, to): from the rollup up to the hour its last refresh ran in,
 // and from handoffs and evals after it (the current hour, and any since a refresh last ran), so
 // packages show as they arrive. Before the first refresh every hour is read from handoffs.
-func readHours(ctx context.Context, tx pgx.Tx, q queues, from, to time.Time) ([]*hour, error) {
+func readHours(ctx context.Context, tx pgx.Tx, q queues, from, to time.Time, grain time.Duration) ([]*hour, error) {
 	direct := from
 	var refreshed *time.Time
 	if err := tx.QueryRow(ctx, `SELECT (SELECT refreshed_at FROM dashboard_rollup)`).Scan(&refreshed); err != nil {
@@ -28,10 +28,24 @@ func readHours(ctx context.Context, tx pgx.Tx, q queues, from, to time.Time) ([]
 			direct = from
 		}
 	}
-	hs, err := stored(ctx, tx, q.ids, from, direct)
+	// The 7- and 30-day windows read whole days as days' rows; the day of the last refresh, and the
+	// 24-hour window, as hours' rows.
+	coarse := from
+	if grain > time.Hour {
+		coarse = direct.Truncate(grain)
+		if coarse.Before(from) {
+			coarse = from
+		}
+	}
+	hs, err := stored(ctx, tx, q.ids, 24, spans{from: []time.Time{from}, to: []time.Time{coarse}})
 	if err != nil {
 		return nil, err
 	}
+	hours, err := stored(ctx, tx, q.ids, 1, spans{from: []time.Time{coarse}, to: []time.Time{direct}})
+	if err != nil {
+		return nil, err
+	}
+	hs = append(hs, hours...)
 	if direct.Before(to) {
 		recent, err := aggregate(ctx, tx, q.ids, spans{from: []time.Time{direct}, to: []time.Time{to}})
 		if err != nil {
@@ -51,10 +65,15 @@ type times struct {
 	series          []histogram
 }
 
-// sum adds the hours up into the figures, the bars and the sparklines' buckets. A bucket is
-// Window.Bucket long from the window's start; the current hour so far counts in the last one.
+// buckets is how many points the sparklines have: one per Window.Bucket from the window's start,
+// the last one the current bucket so far.
+func (s *Stats) buckets() int {
+	return int((s.Current.To.Sub(s.Current.From) + s.Window.Bucket - 1) / s.Window.Bucket)
+}
+
+// sum adds the rows up into the figures, the bars and the sparklines' buckets.
 func (s *Stats) sum(hs []*hour, q queues) times {
-	n := int(s.Window.Span / s.Window.Bucket)
+	n := s.buckets()
 	s.Series = make([]Bucket, n)
 	for i := range s.Series {
 		s.Series[i].From = s.Current.From.Add(time.Duration(i) * s.Window.Bucket)
@@ -100,9 +119,10 @@ func (s *Stats) sum(hs []*hour, q queues) times {
 				b.Repeats += h.Repeats
 				b.Drafts += h.Drafts
 			}
-			i := min(int(h.Hour.Sub(s.Current.From)/s.Window.Bucket), n-1)
-			s.Series[i].In += h.In
-			t.series[i].merge(h.ResolveBins)
+			if i := int(h.Hour.Sub(s.Current.From) / s.Window.Bucket); i < n {
+				s.Series[i].In += h.In
+				t.series[i].merge(h.ResolveBins)
+			}
 		}
 	}
 	for p, f := range []*Figures{&s.Current, &s.Previous} {
@@ -160,10 +180,10 @@ func readExact(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 	}
 	n := len(s.Series)
 	rows, err = tx.Query(ctx, `
-		SELECT least(floor(extract(epoch FROM h.created_at - $2) / $4)::int, $5::int),
+		SELECT floor(extract(epoch FROM h.created_at - $2) / $4)::int,
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM h.closed_at - h.created_at))
 		FROM handoffs h WHERE h.queue_id = ANY($1) AND h.created_at >= $2 AND h.created_at < $3 AND h.status = 'resolved'
-		GROUP BY 1`, q.ids, s.Current.From, s.Current.To, s.Window.Bucket.Seconds(), n-1)
+		GROUP BY 1`, q.ids, s.Current.From, s.Current.To, s.Window.Bucket.Seconds())
 	if err != nil {
 		return err
 	}

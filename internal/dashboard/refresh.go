@@ -102,7 +102,7 @@ func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 			in.from, in.to = append(in.from, h), append(in.to, h.Add(time.Hour))
 		}
 		r.Hours = len(hours)
-		if _, err := tx.Exec(ctx, `DELETE FROM dashboard_hours WHERE hour = ANY($1)`, in.from); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM dashboard_hours WHERE hours = 1 AND hour = ANY($1)`, in.from); err != nil {
 			return Refreshed{}, err
 		}
 	}
@@ -111,19 +111,44 @@ func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 		if err != nil {
 			return Refreshed{}, err
 		}
-		rows := make([][]any, 0, len(hours))
+		if err := write(ctx, tx, 1, hours); err != nil {
+			return Refreshed{}, err
+		}
+		// Then the days those hours are in, each the sum of its hours' rows.
 		seen := map[time.Time]bool{}
-		for _, h := range hours {
-			rows = append(rows, []any{h.Hour, h.Queue, h.In, h.Accepted, h.Resolved, h.Rejected, h.Returned, h.Expired, h.Canceled,
-				h.Repeats, h.ByTrigger, h.BySource, h.ReturnedBy, []int32(h.AcceptBins), []int32(h.ResolveBins), h.Drafts, h.AsIs})
-			seen[h.Hour] = true
+		var days spans
+		for _, h := range in.from {
+			if d := h.Truncate(24 * time.Hour); !seen[d] {
+				seen[d] = true
+				days.from, days.to = append(days.from, d), append(days.to, d.Add(24*time.Hour))
+			}
 		}
 		if r.Rebuilt {
-			r.Hours = len(seen)
+			days = in
+			hs := map[time.Time]bool{}
+			for k := range hours {
+				hs[k.hour] = true
+			}
+			r.Hours = len(hs)
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"dashboard_hours"}, []string{"hour", "queue_id", "packages", "accepted",
-			"resolved", "rejected", "returned", "expired", "canceled", "repeats", "by_trigger", "by_source", "returned_by",
-			"accept_bins", "resolve_bins", "drafts", "as_is"}, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.Exec(ctx, `
+			DELETE FROM dashboard_hours d USING unnest($1::timestamptz[], $2::timestamptz[]) AS s(from_, to_)
+			WHERE d.hours = 24 AND d.hour >= s.from_ AND d.hour < s.to_`, days.from, days.to); err != nil {
+			return Refreshed{}, err
+		}
+		hs, err := stored(ctx, tx, ids, 1, days)
+		if err != nil {
+			return Refreshed{}, err
+		}
+		sums := map[hourKey]*hour{}
+		for _, h := range hs {
+			k := hourKey{h.Hour.Truncate(24 * time.Hour), h.Queue}
+			if sums[k] == nil {
+				sums[k] = newHour(k)
+			}
+			sums[k].add(h)
+		}
+		if err := write(ctx, tx, 24, sums); err != nil {
 			return Refreshed{}, err
 		}
 	}
@@ -133,6 +158,19 @@ func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 		return Refreshed{}, err
 	}
 	return r, tx.Commit(ctx)
+}
+
+// write stores rows of the grain given (1: hours, 24: days).
+func write(ctx context.Context, tx pgx.Tx, grain int, hs map[hourKey]*hour) error {
+	rows := make([][]any, 0, len(hs))
+	for _, h := range hs {
+		rows = append(rows, []any{h.Hour, grain, h.Queue, h.In, h.Accepted, h.Resolved, h.Rejected, h.Returned, h.Expired, h.Canceled,
+			h.Repeats, h.ByTrigger, h.BySource, h.ReturnedBy, []int32(h.AcceptBins), []int32(h.ResolveBins), h.Drafts, h.AsIs})
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"dashboard_hours"}, []string{"hour", "hours", "queue_id", "packages", "accepted",
+		"resolved", "rejected", "returned", "expired", "canceled", "repeats", "by_trigger", "by_source", "returned_by",
+		"accept_bins", "resolve_bins", "drafts", "as_is"}, pgx.CopyFromRows(rows))
+	return err
 }
 
 // RunRefresher runs Refresh every interval until ctx ends; a failure is a warning and the next

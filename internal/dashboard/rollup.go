@@ -199,12 +199,36 @@ func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*
 	return hours, err
 }
 
-// stored reads the rollup's hours of queues ids in [from, to).
-func stored(ctx context.Context, db DB, ids []int64, from, to time.Time) ([]*hour, error) {
+// add merges another row of the same queue into this one.
+func (h *hour) add(o *hour) {
+	h.In += o.In
+	h.Accepted += o.Accepted
+	h.Resolved += o.Resolved
+	h.Rejected += o.Rejected
+	h.Returned += o.Returned
+	h.Expired += o.Expired
+	h.Canceled += o.Canceled
+	h.Repeats += o.Repeats
+	h.Drafts += o.Drafts
+	h.AsIs += o.AsIs
+	for _, m := range [][2]map[string]int{{h.ByTrigger, o.ByTrigger}, {h.BySource, o.BySource}, {h.ReturnedBy, o.ReturnedBy}} {
+		for v, n := range m[1] {
+			m[0][v] += n
+		}
+	}
+	h.AcceptBins.merge(o.AcceptBins)
+	h.ResolveBins.merge(o.ResolveBins)
+}
+
+// stored reads the rollup's rows of queues ids of the grain given (1: hours, 24: days) that start
+// in spans.
+func stored(ctx context.Context, db DB, ids []int64, grain int, in spans) ([]*hour, error) {
 	rows, err := db.Query(ctx, `
-		SELECT hour, queue_id, packages, accepted, resolved, rejected, returned, expired, canceled, repeats,
-			by_trigger, by_source, returned_by, accept_bins, resolve_bins, drafts, as_is
-		FROM dashboard_hours WHERE queue_id = ANY($1) AND hour >= $2 AND hour < $3`, ids, from, to)
+		SELECT d.hour, d.queue_id, d.packages, d.accepted, d.resolved, d.rejected, d.returned, d.expired, d.canceled, d.repeats,
+			d.by_trigger, d.by_source, d.returned_by, d.accept_bins, d.resolve_bins, d.drafts, d.as_is
+		FROM unnest($3::timestamptz[], $4::timestamptz[]) AS s(from_, to_)
+		JOIN dashboard_hours d ON d.queue_id = ANY($1) AND d.hours = $2 AND d.hour >= s.from_ AND d.hour < s.to_`,
+		ids, grain, in.from, in.to)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,8 @@
 // accept and to resolution, outcome rates, repeat contacts within 7 days and the drafts sent as
 // is, each beside the previous window of the same length. docs/metrics.md defines every figure;
 // this package is where those definitions are written in SQL. Like board, it reads across the
-// tables of their owners (handoffs, evals, queues) and writes nothing.
+// tables of their owners (handoffs, evals, queues, approvals); it writes only its own rollup of
+// them per queue and hour (rollup.go, refresh.go), which Read sums.
 package dashboard
 
 import (

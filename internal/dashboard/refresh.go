@@ -30,10 +30,11 @@ type Refreshed struct {
 // which changed since the last run arrived in, or that a reply was sent in, from handoffs and
 // evals. The changes are read from the event log by transaction id up to the mark events.Now
 // hands out (the oldest transaction of this database still running), so a change that commits
-// late is read on a later run, never skipped. Each hour is rewritten from its packages as they stand, so a run that repeats an
-// hour (after a crash, or two instances one after the other) writes the same rows. Only one
-// instance runs at a time (pg_try_advisory_xact_lock); the others return without waiting. With
-// no rollup yet (the first run after migration 00023, or after Rebuild), every hour is computed.
+// late is read on a later run, never skipped. Each hour is rewritten from its packages as they
+// stand, so a run that repeats an hour (after a crash, or two instances one after the other)
+// writes the same rows. Only one instance runs at a time (pg_try_advisory_xact_lock); the others
+// return without waiting. With no rollup yet (the first run after migration 00023), every hour is
+// computed.
 func Refresh(ctx context.Context, db DB) (Refreshed, error) { return refresh(ctx, db, false) }
 
 // Rebuild computes every hour again, from the packages as they stand (web dashboard rebuild). It

@@ -311,7 +311,7 @@ func DashboardNumbers(f DashboardFigures) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "). Each package counts in the window it arrived in; windows start on the hour. <a href=\"#definitions\" class=\"text-indigo-700 underline\">How each number is counted</a>.</p><div class=\"grid grid-cols-1 gap-4 lg:grid-cols-2\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "). Each package counts in the window it arrived in; 24 hours start on the hour, 7 and 30 days on a UTC day. <a href=\"#definitions\" class=\"text-indigo-700 underline\">How each number is counted</a>.</p><div class=\"grid grid-cols-1 gap-4 lg:grid-cols-2\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

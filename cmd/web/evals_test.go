@@ -112,4 +112,16 @@ func TestSeedDemoGivesTheDashboardAHistory(t *testing.T) {
 				f.From.Format(time.DateTime), f.To.Format(time.DateTime), f)
 		}
 	}
+	// Read from the rollup once built, the demo's figures are the same.
+	out, err := runCommand(t, getenv, "dashboard", "rebuild")
+	if err != nil || !strings.Contains(out, "rebuilt the dashboard's rollup: ") {
+		t.Fatalf("dashboard rebuild: %v\n%s", err, out)
+	}
+	rolled, err := dashboard.Read(ctx, db, dashboard.Filter{Window: w, Now: s.Current.To})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rolled.Current.In != s.Current.In || rolled.Previous.Repeats != s.Previous.Repeats || rolled.Current.AsIs != s.Current.AsIs {
+		t.Errorf("from the rollup: %+v\nwant %+v", rolled.Current, s.Current)
+	}
 }

@@ -36,6 +36,7 @@ commands:
   seed-demo    create demo queues, users and a bot key, and print them
   evals export [--format F] [--queue Q] [--source_agent A] [--kind K] [--since T] [--until T] [--redact] [--role R]
                the eval records as JSON lines on stdout, as GET /evals/export.jsonl gives them
+  dashboard rebuild            compute the dashboard's rollup of every hour again (instances refresh it themselves)
 
 environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES,
              TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, WEBHOOK_ALLOW_PRIVATE, LOG_FORMAT (text|json),
@@ -90,21 +91,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return seedDemo(ctx, args, getenv, stdout, logger)
 	case "evals export":
 		return evalsExport(ctx, args, getenv, stdout)
+	case "dashboard rebuild":
+		return dashboardRebuild(ctx, args, getenv, stdout, logger)
 	case "help", "-h", "--help":
 		_, err := io.WriteString(stdout, usage)
 		return err
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role|sso-only, queue add|remove-member, apikey add|rotate, sso unknown-emails, seed-demo or evals export)", command)
+		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role|sso-only, queue add|remove-member, apikey add|rotate, sso unknown-emails, seed-demo, evals export or dashboard rebuild)", command)
 	}
 }
 
 // subcommands are the commands that take a second word.
 var subcommands = map[string][]string{
-	"user":   {"add", "disable", "enable", "role", "sso-only"},
-	"queue":  {"add", "remove-member"},
-	"apikey": {"add", "rotate"},
-	"evals":  {"export"},
-	"sso":    {"unknown-emails"},
+	"user":      {"add", "disable", "enable", "role", "sso-only"},
+	"queue":     {"add", "remove-member"},
+	"apikey":    {"add", "rotate"},
+	"evals":     {"export"},
+	"sso":       {"unknown-emails"},
+	"dashboard": {"rebuild"},
 }
 
 // spelled lists a command's subcommands as a person reads them: "user add", "user disable" or

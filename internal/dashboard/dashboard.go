@@ -2,12 +2,12 @@
 // accept and to resolution, outcome rates, repeat contacts within 7 days and the drafts sent as
 // is, each beside the previous window of the same length. docs/metrics.md defines every figure;
 // this package is where those definitions are written in SQL. Like board, it reads across the
-// tables of their owners (handoffs, evals, queues) and writes nothing.
+// tables of their owners (handoffs, evals, queues, approvals); it writes only its own rollup of
+// them per queue and hour (rollup.go, refresh.go), which Read sums.
 package dashboard
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -90,6 +90,10 @@ type Figures struct {
 	Repeats int
 	// Drafts are replies sent to a package with a bot's draft; AsIs of them were sent unchanged.
 	Drafts, AsIs int
+	// Decided refund approvals were granted or denied in the period; the times run from the
+	// request to the decision.
+	Decided                  int
+	DecisionP50, DecisionP90 *time.Duration
 }
 
 // Bucket is one point of the window's sparklines.
@@ -121,12 +125,21 @@ type Filter struct {
 	Now    time.Time
 }
 
-// Periods are the window ending at now and the one of the same length before it.
+// Periods are the window ending at now, from the start of the bucket now is in (the hour for 24h,
+// the UTC day for 7d and 30d) less the window's span, and the previous window of the span's
+// length before it. Windows start where the rollup's rows do: the current window holds the span's
+// whole buckets and the current one so far.
 func (w Window) Periods(now time.Time) (current, previous Period) {
-	current = Period{From: now.Add(-w.Span), To: now}
-	previous = Period{From: now.Add(-2 * w.Span), To: current.From}
+	current = Period{From: now.Truncate(w.Bucket).Add(-w.Span), To: now}
+	previous = Period{From: current.From.Add(-w.Span), To: current.From}
 	return current, previous
 }
+
+// exactUpTo is how many packages the two windows may hold for their percentiles to be read
+// exactly, with percentile_cont over the packages' durations; past it they are estimated from the
+// rollup's histograms (docs/metrics.md states the error). At 20,000 the exact read takes tens of
+// milliseconds (make bench-dashboard).
+var exactUpTo = 20_000
 
 // Read computes the dashboard in one read-only snapshot, so that its figures agree with each
 // other. An unknown queue is a BadRequest naming the parameter.
@@ -136,12 +149,7 @@ func Read(ctx context.Context, db DB, f Filter) (Stats, error) {
 		return Stats{}, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	// The percentiles sort each period's durations: up to half a million of them for all queues
-	// over 30 days, which spills to disk at the default 4 MB.
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
-		return Stats{}, err
-	}
-	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '64MB'`); err != nil {
 		return Stats{}, err
 	}
 	q, err := queuesOf(ctx, tx, f.Queue)
@@ -150,10 +158,21 @@ func Read(ctx context.Context, db DB, f Filter) (Stats, error) {
 	}
 	cur, prev := f.Window.Periods(f.Now)
 	s := Stats{Window: f.Window, Queue: f.Queue, Current: Figures{Period: cur}, Previous: Figures{Period: prev}}
-	for _, read := range []func(context.Context, pgx.Tx, queues, *Stats) error{readOutcomes, readMix, readDrafts, readSeries} {
-		if err := read(ctx, tx, q, &s); err != nil {
-			return Stats{}, err
-		}
+	hs, err := readHours(ctx, tx, q, s.Previous.From, s.Current.To, f.Window.Bucket)
+	if err != nil {
+		return Stats{}, err
+	}
+	times := s.sum(hs, q)
+	if s.Current.In+s.Previous.In <= exactUpTo {
+		err = readExact(ctx, tx, q, &s)
+	} else {
+		s.estimate(times)
+	}
+	if err != nil {
+		return Stats{}, err
+	}
+	if err := readDecisions(ctx, tx, q, f.Queue != "", &s); err != nil {
+		return Stats{}, err
 	}
 	return s, tx.Commit(ctx)
 }
@@ -195,46 +214,8 @@ func (s *Stats) pick(current bool) *Figures {
 	return &s.Previous
 }
 
-// Every query reads the packages created in [previous.From, current.To) through
-// handoffs_dashboard_idx, and splits them by period with "created_at >= current.From".
+// span is the packages of queues $1 created in [$2, $4); $3 splits them into the two periods.
 const span = `h.queue_id = ANY($1) AND h.created_at >= $2 AND h.created_at < $4`
-
-// readOutcomes counts the outcomes and takes the percentiles. percentile_cont interpolates
-// between the two middle durations, as a median of times is usually read; docs/metrics.md says
-// why not percentile_disc.
-func readOutcomes(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
-	rows, err := tx.Query(ctx, `
-		SELECT h.created_at >= $3,
-			count(*),
-			count(*) FILTER (WHERE h.accepted_at IS NOT NULL),
-			percentile_cont(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY extract(epoch FROM h.accepted_at - h.created_at))
-				FILTER (WHERE h.accepted_at IS NOT NULL),
-			count(*) FILTER (WHERE h.status = 'resolved'),
-			percentile_cont(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY extract(epoch FROM h.closed_at - h.created_at))
-				FILTER (WHERE h.status = 'resolved'),
-			count(*) FILTER (WHERE h.rejections > 0),
-			count(*) FILTER (WHERE h.status = 'returned_to_bot'),
-			count(*) FILTER (WHERE h.status = 'expired'),
-			count(*) FILTER (WHERE h.status = 'canceled'),
-			count(*) FILTER (WHERE h.repeat_contact)
-		FROM handoffs h WHERE `+span+`
-		GROUP BY 1`, q.ids, s.Previous.From, s.Current.From, s.Current.To)
-	if err != nil {
-		return err
-	}
-	var current bool
-	var in, accepted, resolved, rejected, returned, expired, canceled, repeats int
-	var accept, resolve []*float64
-	_, err = pgx.ForEachRow(rows, []any{&current, &in, &accepted, &accept, &resolved, &resolve, &rejected, &returned, &expired, &canceled, &repeats}, func() error {
-		f := s.pick(current)
-		f.In, f.Accepted, f.Resolved, f.Rejected, f.Returned, f.Expired, f.Canceled = in, accepted, resolved, rejected, returned, expired, canceled
-		f.Repeats = repeats
-		f.AcceptP50, f.AcceptP90 = seconds(accept, 0), seconds(accept, 1)
-		f.ResolveP50, f.ResolveP90 = seconds(resolve, 0), seconds(resolve, 1)
-		return nil
-	})
-	return err
-}
 
 func seconds(ps []*float64, i int) *time.Duration {
 	if i >= len(ps) || ps[i] == nil {
@@ -242,55 +223,6 @@ func seconds(ps []*float64, i int) *time.Duration {
 	}
 	d := time.Duration(*ps[i] * float64(time.Second)).Round(time.Millisecond)
 	return &d
-}
-
-// readMix counts packages in by trigger, by source agent, by queue (with its repeat contacts), and
-// returns by reason, in one scan.
-func readMix(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
-	rows, err := tx.Query(ctx, `
-		SELECT h.created_at >= $3 AS cur, GROUPING(h.trigger), GROUPING(h.source_agent), GROUPING(h.queue_id),
-			coalesce(h.trigger, ''), coalesce(h.source_agent, ''), coalesce(h.queue_id, 0), coalesce(h.outcome, ''), count(*),
-			count(*) FILTER (WHERE h.repeat_contact)
-		FROM handoffs h WHERE `+span+`
-		GROUP BY GROUPING SETS ((cur, h.trigger), (cur, h.source_agent), (cur, h.queue_id),
-			(cur, h.status, h.outcome))
-		HAVING GROUPING(h.status) = 1 OR h.status = 'returned_to_bot'`, q.ids, s.Previous.From, s.Current.From, s.Current.To)
-	if err != nil {
-		return err
-	}
-	in, repeats := map[int64]int{}, map[int64]int{}
-	var current bool
-	var noTrigger, noSource, noQueue int
-	var trigger, source, outcome string
-	var queueID int64
-	var n, r int
-	if _, err := pgx.ForEachRow(rows, []any{&current, &noTrigger, &noSource, &noQueue, &trigger, &source, &queueID, &outcome, &n, &r}, func() error {
-		f := s.pick(current)
-		switch {
-		case noTrigger == 0:
-			f.ByTrigger = append(f.ByTrigger, Count{trigger, n})
-		case noSource == 0:
-			f.BySource = append(f.BySource, Count{source, n})
-		case noQueue == 0:
-			if current {
-				in[queueID], repeats[queueID] = n, r
-			}
-		default:
-			f.ReturnedBy = append(f.ReturnedBy, Count{outcome, n})
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, f := range []*Figures{&s.Current, &s.Previous} {
-		for _, cs := range [][]Count{f.ByTrigger, f.BySource, f.ReturnedBy} {
-			sortCounts(cs)
-		}
-	}
-	for _, id := range q.order {
-		s.Queues = append(s.Queues, QueueFigures{Queue: q.names[id], In: in[id], Repeats: repeats[id]})
-	}
-	return nil
 }
 
 // sortCounts puts the largest first, ties by name, so the page does not reshuffle on a reload.
@@ -301,68 +233,4 @@ func sortCounts(cs []Count) {
 		}
 		return strings.Compare(a.Value, b.Value)
 	})
-}
-
-// readDrafts counts the replies sent in each period to a package that carried a bot's draft, and
-// those sent unchanged. A reply belongs to the period it was sent in and to the queue the package
-// was in then.
-func readDrafts(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
-	rows, err := tx.Query(ctx, `
-		SELECT e.at >= $3, e.queue_id, count(*), count(*) FILTER (WHERE e.accepted_as_is)
-		FROM evals e
-		WHERE e.kind = 'reply' AND e.draft <> '' AND e.queue_id = ANY($1) AND e.at >= $2 AND e.at < $4
-		GROUP BY 1, 2`, q.ids, s.Previous.From, s.Current.From, s.Current.To)
-	if err != nil {
-		return err
-	}
-	byQueue := map[int64]int{}
-	var current bool
-	var queueID int64
-	var drafts, asIs int
-	if _, err := pgx.ForEachRow(rows, []any{&current, &queueID, &drafts, &asIs}, func() error {
-		f := s.pick(current)
-		f.Drafts += drafts
-		f.AsIs += asIs
-		if current {
-			byQueue[queueID] = drafts
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for i, id := range q.order {
-		s.Queues[i].Drafts = byQueue[id]
-	}
-	return nil
-}
-
-// readSeries cuts the current window into buckets from its start (not calendar days: every bucket
-// is as long as the others and the last one ends now) with the packages in and the median time to
-// resolution of each.
-func readSeries(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
-	n := int(s.Window.Span / s.Window.Bucket)
-	s.Series = make([]Bucket, n)
-	for i := range s.Series {
-		s.Series[i].From = s.Current.From.Add(time.Duration(i) * s.Window.Bucket)
-	}
-	rows, err := tx.Query(ctx, `
-		SELECT floor(extract(epoch FROM h.created_at - $2) / $4)::int, count(*),
-			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM h.closed_at - h.created_at))
-				FILTER (WHERE h.status = 'resolved')
-		FROM handoffs h WHERE h.queue_id = ANY($1) AND h.created_at >= $2 AND h.created_at < $3
-		GROUP BY 1`, q.ids, s.Current.From, s.Current.To, s.Window.Bucket.Seconds())
-	if err != nil {
-		return err
-	}
-	var i, in int
-	var p50 *float64
-	_, err = pgx.ForEachRow(rows, []any{&i, &in, &p50}, func() error {
-		if i < 0 || i >= n {
-			return fmt.Errorf("bucket %d outside the window's %d", i, n)
-		}
-		s.Series[i].In = in
-		s.Series[i].ResolveP50 = seconds([]*float64{p50}, 0)
-		return nil
-	})
-	return err
 }

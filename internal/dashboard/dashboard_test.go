@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func newHistory(t *testing.T) *history {
 	t.Helper()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	h := &history{t: t, db: db, now: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC), queues: map[string]int64{}}
+	h := &history{t: t, db: db, now: time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), queues: map[string]int64{}}
 	qs := queue.NewService(db)
 	for _, name := range []string{"billing", "fraud"} {
 		q, err := qs.Create(ctx, queue.New{Name: name})
@@ -196,8 +197,13 @@ func (h *history) seed() {
 	h.reply(c1, "billing", 8*day, "Hello", "Hello")
 }
 
+// read runs the rollup's job first, as an instance does, so that the figures come from
+// dashboard_hours (and the hour of now from handoffs).
 func (h *history) read(queueName, window string) dashboard.Stats {
 	h.t.Helper()
+	if r, err := dashboard.Refresh(context.Background(), h.db); err != nil || !r.Ran {
+		h.t.Fatalf("refresh: %+v, %v", r, err)
+	}
 	w, err := dashboard.ParseWindow(window)
 	if err != nil {
 		h.t.Fatal(err)
@@ -340,5 +346,99 @@ func TestDashboardRefusesUnknownWindowAndQueue(t *testing.T) {
 	var de *desk.Error
 	if !errors.As(err, &de) || de.Code != desk.BadRequest || !strings.Contains(de.Message, "queue") {
 		t.Errorf("queue nope: %v, want a bad request naming the queue", err)
+	}
+}
+
+// The job computes again only the hours whose packages changed since its last run, found in the
+// event log: a package intake stores three days back is one hour to redo, and the figures then
+// count it. Rebuilding every hour gives the same figures.
+func TestRefreshRedoesTheHoursThatChanged(t *testing.T) {
+	h := newHistory(t)
+	h.seed()
+	ctx := context.Background()
+	if r, err := dashboard.Refresh(ctx, h.db); err != nil || !r.Rebuilt || r.Hours != 15 {
+		t.Fatalf("first refresh %+v, %v; want a rebuild of 15 hours (14 packages' and the reply 8 days back)", r, err)
+	}
+	if r, err := dashboard.Refresh(ctx, h.db); err != nil || !r.Ran || r.Rebuilt || r.Hours != 0 {
+		t.Fatalf("refresh with nothing changed %+v, %v; want no hour", r, err)
+	}
+	before := h.read("", "7d")
+	h.again(stored{id: "n1", queue: "billing", contact: "new", status: "queued", trigger: "tool_failure", source: "tier2",
+		created: 3*day + 30*min})
+	if r, err := dashboard.Refresh(ctx, h.db); err != nil || r.Hours != 1 {
+		t.Fatalf("refresh after one package %+v, %v; want its hour", r, err)
+	}
+	after := h.read("", "7d")
+	if after.Current.In != before.Current.In+1 || after.Queues[0].In != before.Queues[0].In+1 {
+		t.Errorf("after n1: in %d (billing %d), want %d (%d)", after.Current.In, after.Queues[0].In, before.Current.In+1, before.Queues[0].In+1)
+	}
+	if _, err := dashboard.Rebuild(ctx, h.db); err != nil {
+		t.Fatal(err)
+	}
+	if again := h.read("", "7d"); !reflect.DeepEqual(again, after) {
+		t.Errorf("after a rebuild %+v\nwant %+v", again, after)
+	}
+}
+
+// Approval time to decision, worked out by hand: requests decided in the window, from request to
+// decision; pending and expired ones have no decision.
+func TestDashboardApprovalTimeToDecision(t *testing.T) {
+	h := newHistory(t)
+	h.seed()
+	ctx := context.Background()
+	sup, err := auth.NewService(h.db).CreateUser(ctx, auth.NewUser{Email: "sue@example.com", DisplayName: "Sue",
+		Role: auth.RoleSupervisor, Password: "long-enough-password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c4 int64
+	if err := h.db.QueryRow(ctx, `SELECT id FROM handoffs WHERE handoff_id = 'c4'`).Scan(&c4); err != nil {
+		t.Fatal(err)
+	}
+	approval := func(queue string, requested, took time.Duration, state string) {
+		t.Helper()
+		at := h.now.Add(-requested)
+		var decided *time.Time
+		var by *int64
+		if took > 0 {
+			d := at.Add(took)
+			decided = &d
+			if state != "expired" {
+				by = &sup.ID
+			}
+		}
+		if _, err := h.db.Exec(ctx, `
+			INSERT INTO approvals (handoff_id, queue_id, amount, currency, requested_by, note, requested_at, expires_at, state,
+				decided_by, decided_at)
+			VALUES ($1, $2, 120, 'USD', $3, 'refund', $4, $4::timestamptz + interval '4 hours', $5, $6, $7)`,
+			c4, h.queues[queue], h.agent, at, state, by, decided); err != nil {
+			t.Fatal(err)
+		}
+	}
+	approval("billing", 3*day, 10*min, "granted")
+	approval("billing", 2*day, 30*min, "denied")
+	approval("billing", day, 50*min, "granted")
+	approval("fraud", 5*day, 5*min, "granted")
+	approval("billing", 4*day, 4*time.Hour, "expired") // no decision
+	approval("billing", time.Hour, 0, "pending")
+	approval("billing", 9*day, 2*time.Hour, "granted") // the previous window
+	// Requested in the previous window, decided in this one: it counts where it was decided.
+	approval("fraud", 7*day+time.Hour, 90*min, "denied")
+
+	c, p := h.read("", "7d").Current, h.read("", "7d").Previous
+	// 5, 10, 30, 50 and 90 minutes: the median is 30, p90 at position 3.6, 60% from 50 to 90.
+	if c.Decided != 5 || dur(c.DecisionP50) != "30m0s" || dur(c.DecisionP90) != "1h14m0s" {
+		t.Errorf("all queues: %d decided, p50 %s, p90 %s; want 5, 30m0s, 1h14m0s", c.Decided, dur(c.DecisionP50), dur(c.DecisionP90))
+	}
+	if p.Decided != 1 || dur(p.DecisionP50) != "2h0m0s" {
+		t.Errorf("previous window: %d decided, p50 %s; want 1, 2h0m0s", p.Decided, dur(p.DecisionP50))
+	}
+	// Billing: 10, 30 and 50 minutes; p90 at position 1.8, 80% from 30 to 50.
+	b := h.read("billing", "7d").Current
+	if b.Decided != 3 || dur(b.DecisionP50) != "30m0s" || dur(b.DecisionP90) != "46m0s" {
+		t.Errorf("billing: %d decided, p50 %s, p90 %s; want 3, 30m0s, 46m0s", b.Decided, dur(b.DecisionP50), dur(b.DecisionP90))
+	}
+	if f := h.read("fraud", "24h").Current; f.Decided != 0 || f.DecisionP50 != nil {
+		t.Errorf("fraud over 24h: %d decided, p50 %s; want none", f.Decided, dur(f.DecisionP50))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/dashboard"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/metrics"
@@ -112,6 +113,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 	workers.Go(func() { work.RunSweeper(workCtx, opts.SweepInterval, logger) })
 	workers.Go(func() { _ = deliverer.Run(workCtx) })
 	workers.Go(func() { purge(workCtx, db, people, logger) })
+	workers.Go(func() { dashboard.RunRefresher(workCtx, db, dashboard.RefreshEvery, logger) })
 	if opts.Metrics != nil {
 		workers.Go(func() {
 			if err := counts.Serve(workCtx, opts.Metrics); err != nil {

@@ -63,11 +63,14 @@ func TestDashboardShowsTheFiguresToSupervisorsOnly(t *testing.T) {
 	if got := figure(t, page, "accept"); got != "—" {
 		t.Errorf("time to accept %q, want —", got)
 	}
+	if got := figure(t, page, "decision"); got != "—" {
+		t.Errorf("approval time to decision %q, want — (no request decided)", got)
+	}
 	if got := figure(t, page, "repeat"); got != "0.0% (0 of 2)" {
 		t.Errorf("repeat contacts %q, want 0.0%% (0 of 2)", got)
 	}
 	for _, want := range []string{`data-testid="spark-in"`, `<title>Packages in</title>`, `data-queue="billing_t2"`,
-		`data-testid="dashboard-approvals"`, `id="def-repeat"`, `data-testid="roster"`, `data-dashboard="queue=billing_t2&amp;window=24h"`} {
+		`id="def-decision"`, `id="def-repeat"`, `data-testid="roster"`, `data-dashboard="queue=billing_t2&amp;window=24h"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the dashboard lacks %s", want)
 		}

@@ -105,7 +105,7 @@ func dashboardFiguresOf(st dashboard.Stats) views.DashboardFigures {
 	}
 	both("in", "Packages in", "Packages that bots handed to this desk in the window (by their time of intake), whatever became of them.",
 		func(f dashboard.Figures) string { return strconv.Itoa(f.In) })
-	both("accept", "Time to accept, p50 / p90", "From intake to the accept that stands (after a rejection or a transfer, the later one), over the window's packages with one; percentile_cont, which interpolates between the two nearest durations.",
+	both("accept", "Time to accept, p50 / p90", "From intake to the accept that stands (after a rejection or a transfer, the later one), over the window's packages with one; percentile_cont, which interpolates between the two nearest durations. Past 20,000 packages in the two windows, estimated from hourly histograms: within 19% of that value.",
 		func(f dashboard.Figures) string { return pair(f.AcceptP50, f.AcceptP90, f.Accepted) })
 	both("resolution", "Time to resolution, p50 / p90", "From intake to the Resolve action, over the window's resolved packages; returns, expiries and cancels are not resolutions.",
 		func(f dashboard.Figures) string { return pair(f.ResolveP50, f.ResolveP90, f.Resolved) })
@@ -121,6 +121,8 @@ func dashboardFiguresOf(st dashboard.Stats) views.DashboardFigures {
 		func(f dashboard.Figures) string { return rate(f.Canceled, f.In) })
 	both("as-is", "Drafts sent as is", "Replies sent in the window to a package that carried a bot's draft, in the queue the package was in then, whose text was the draft unchanged, over those replies; replies written from scratch do not count.",
 		func(f dashboard.Figures) string { return rate(f.AsIs, f.Drafts) })
+	both("decision", "Approval time to decision, p50 / p90", "From a refund approval's request to its grant or denial, over the requests decided in the window (by the time of the decision), in the queue the package was in when it was asked for; expired and withdrawn requests have no decision.",
+		func(f dashboard.Figures) string { return pair(f.DecisionP50, f.DecisionP90, f.Decided) })
 	v.Triggers = shares(cur.ByTrigger, prev.ByTrigger, cur.In)
 	v.Sources = shares(cur.BySource, prev.BySource, cur.In)
 	v.Returns = shares(cur.ReturnedBy, prev.ReturnedBy, cur.Returned)

@@ -1,0 +1,241 @@
+package dashboard
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The rollup: dashboard_hours holds, per queue and hour of arrival, what the figures count of
+// the packages that arrived then, and histograms of their times, so that a window of all queues
+// over 30 days sums 11,520 rows instead of scanning a million packages (docs/metrics.md, "Speed").
+
+// binsPerDoubling is the histograms' resolution: bin k >= 1 holds durations in
+// [2^((k-1)/4), 2^(k/4)) seconds, bin 0 those under a second. An estimated percentile is then
+// within 2^(1/4) - 1 (18.9%) of percentile_cont's value, or within a second under a second
+// (estimate).
+const binsPerDoubling = 4
+
+// lastBin holds everything from 2^(87/4) s (about 40 days) on; no package waits that long.
+const lastBin = 88
+
+// binOf is the histogram bin of a duration in seconds.
+func binOf(seconds float64) int {
+	if seconds < 1 {
+		return 0
+	}
+	return min(int(math.Floor(binsPerDoubling*math.Log2(seconds)))+1, lastBin)
+}
+
+// binEdges are the bounds [lo, hi) of bin k in seconds.
+func binEdges(k int) (lo, hi float64) {
+	if k == 0 {
+		return 0, 1
+	}
+	return math.Exp2(float64(k-1) / binsPerDoubling), math.Exp2(float64(k) / binsPerDoubling)
+}
+
+// histogram counts durations per bin; trailing empty bins are left off.
+type histogram []int32
+
+func (h *histogram) add(seconds float64) {
+	k := binOf(seconds)
+	for len(*h) <= k {
+		*h = append(*h, 0)
+	}
+	(*h)[k]++
+}
+
+func (h *histogram) merge(o histogram) {
+	for len(*h) < len(o) {
+		*h = append(*h, 0)
+	}
+	for k, n := range o {
+		(*h)[k] += n
+	}
+}
+
+// estimate is percentile p as percentile_cont takes it (between the durations at 0-based
+// positions floor(p(n-1)) and the next), with each duration placed evenly within its bin: the
+// i-th of a bin's c durations at lo + (i+½)/c of its width. Each placed duration lies in the
+// same bin as the real one, so it is off by less than the bin's width, which is under 18.9% of
+// any duration in the bin; the interpolation between two such keeps that bound relative to the
+// exact value. nil when the histogram is empty.
+func (h histogram) estimate(p float64) *time.Duration {
+	var n int
+	for _, c := range h {
+		n += int(c)
+	}
+	if n == 0 {
+		return nil
+	}
+	t := p * float64(n-1)
+	j := int(math.Floor(t))
+	a, b := h.placed(j), h.placed(min(j+1, n-1))
+	s := a + (t-float64(j))*(b-a)
+	d := time.Duration(s * float64(time.Second)).Round(time.Millisecond)
+	return &d
+}
+
+// placed is the estimate of the duration at 0-based position i.
+func (h histogram) placed(i int) float64 {
+	before := 0
+	for k, c := range h {
+		if i < before+int(c) {
+			lo, hi := binEdges(k)
+			return lo + (float64(i-before)+0.5)/float64(c)*(hi-lo)
+		}
+		before += int(c)
+	}
+	return 0
+}
+
+// hour is one queue's packages that arrived in one hour, and its replies to drafts sent in it.
+type hour struct {
+	Hour                                                          time.Time
+	Queue                                                         int64
+	In, Accepted, Resolved, Rejected, Returned, Expired, Canceled int
+	Repeats                                                       int
+	ByTrigger, BySource, ReturnedBy                               map[string]int
+	AcceptBins, ResolveBins                                       histogram
+	Drafts, AsIs                                                  int
+}
+
+type hourKey struct {
+	hour  time.Time
+	queue int64
+}
+
+func newHour(k hourKey) *hour {
+	return &hour{Hour: k.hour, Queue: k.queue, ByTrigger: map[string]int{}, BySource: map[string]int{}, ReturnedBy: map[string]int{},
+		AcceptBins: histogram{}, ResolveBins: histogram{}}
+}
+
+// hourOf cuts time at the hour as an absolute instant (UTC hours), whatever the session's zone.
+func hourOf(t time.Time) time.Time { return t.Truncate(time.Hour).UTC() }
+
+// spans are the stretches of time [from, to) whose hours are computed.
+type spans struct{ from, to []time.Time }
+
+// aggregate computes the hours of the packages of queues ids that arrived in spans (and of the
+// replies to drafts sent in them) from handoffs and evals: Refresh stores them, Read computes the
+// hours the rollup does not hold yet the same way. The definitions are those of docs/metrics.md:
+// a package's status and times as they stand now, in the queue it is in now.
+func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*hour, error) {
+	hours := map[hourKey]*hour{}
+	get := func(k hourKey) *hour {
+		h := hours[k]
+		if h == nil {
+			h = newHour(k)
+			hours[k] = h
+		}
+		return h
+	}
+	rows, err := db.Query(ctx, `
+		SELECT h.queue_id, h.created_at, h.status, extract(epoch FROM h.accepted_at - h.created_at),
+			extract(epoch FROM h.closed_at - h.created_at), h.rejections > 0, coalesce(h.outcome, ''), coalesce(h.trigger, ''),
+			coalesce(h.source_agent, ''), h.repeat_contact
+		FROM unnest($2::timestamptz[], $3::timestamptz[]) AS s(from_, to_)
+		JOIN handoffs h ON h.queue_id = ANY($1) AND h.created_at >= s.from_ AND h.created_at < s.to_`, ids, in.from, in.to)
+	if err != nil {
+		return nil, err
+	}
+	var queueID int64
+	var created time.Time
+	var status, outcome, trigger, source string
+	var accept, resolve *float64
+	var rejected, repeat bool
+	if _, err := pgx.ForEachRow(rows, []any{&queueID, &created, &status, &accept, &resolve, &rejected, &outcome, &trigger, &source, &repeat}, func() error {
+		h := get(hourKey{hourOf(created), queueID})
+		h.In++
+		h.ByTrigger[trigger]++
+		h.BySource[source]++
+		if accept != nil {
+			h.Accepted++
+			h.AcceptBins.add(*accept)
+		}
+		switch status {
+		case "resolved":
+			h.Resolved++
+			if resolve != nil {
+				h.ResolveBins.add(*resolve)
+			}
+		case "returned_to_bot":
+			h.Returned++
+			h.ReturnedBy[outcome]++
+		case "expired":
+			h.Expired++
+		case "canceled":
+			h.Canceled++
+		}
+		if rejected {
+			h.Rejected++
+		}
+		if repeat {
+			h.Repeats++
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rows, err = db.Query(ctx, `
+		SELECT e.queue_id, to_timestamp(floor(extract(epoch FROM e.at) / 3600) * 3600), count(*), count(*) FILTER (WHERE e.accepted_as_is)
+		FROM unnest($2::timestamptz[], $3::timestamptz[]) AS s(from_, to_)
+		JOIN evals e ON e.kind = 'reply' AND e.draft <> '' AND e.queue_id = ANY($1) AND e.at >= s.from_ AND e.at < s.to_
+		GROUP BY 1, 2`, ids, in.from, in.to)
+	if err != nil {
+		return nil, err
+	}
+	var at time.Time
+	var drafts, asIs int
+	_, err = pgx.ForEachRow(rows, []any{&queueID, &at, &drafts, &asIs}, func() error {
+		h := get(hourKey{hourOf(at), queueID})
+		h.Drafts += drafts
+		h.AsIs += asIs
+		return nil
+	})
+	return hours, err
+}
+
+// add merges another row of the same queue into this one.
+func (h *hour) add(o *hour) {
+	h.In += o.In
+	h.Accepted += o.Accepted
+	h.Resolved += o.Resolved
+	h.Rejected += o.Rejected
+	h.Returned += o.Returned
+	h.Expired += o.Expired
+	h.Canceled += o.Canceled
+	h.Repeats += o.Repeats
+	h.Drafts += o.Drafts
+	h.AsIs += o.AsIs
+	for _, m := range [][2]map[string]int{{h.ByTrigger, o.ByTrigger}, {h.BySource, o.BySource}, {h.ReturnedBy, o.ReturnedBy}} {
+		for v, n := range m[1] {
+			m[0][v] += n
+		}
+	}
+	h.AcceptBins.merge(o.AcceptBins)
+	h.ResolveBins.merge(o.ResolveBins)
+}
+
+// stored reads the rollup's rows of queues ids of the grain given (1: hours, 24: days) that start
+// in spans.
+func stored(ctx context.Context, db DB, ids []int64, grain int, in spans) ([]*hour, error) {
+	rows, err := db.Query(ctx, `
+		SELECT d.hour, d.queue_id, d.packages, d.accepted, d.resolved, d.rejected, d.returned, d.expired, d.canceled, d.repeats,
+			d.by_trigger, d.by_source, d.returned_by, d.accept_bins, d.resolve_bins, d.drafts, d.as_is
+		FROM unnest($3::timestamptz[], $4::timestamptz[]) AS s(from_, to_)
+		JOIN dashboard_hours d ON d.queue_id = ANY($1) AND d.hours = $2 AND d.hour >= s.from_ AND d.hour < s.to_`,
+		ids, grain, in.from, in.to)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*hour, error) {
+		var h hour
+		err := row.Scan(&h.Hour, &h.Queue, &h.In, &h.Accepted, &h.Resolved, &h.Rejected, &h.Returned, &h.Expired, &h.Canceled,
+			&h.Repeats, &h.ByTrigger, &h.BySource, &h.ReturnedBy, &h.AcceptBins, &h.ResolveBins, &h.Drafts, &h.AsIs)
+		return &h, err
+	})
+}

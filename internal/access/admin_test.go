@@ -314,3 +314,53 @@ func TestRedeliverDeadOrFailedDeliveries(t *testing.T) {
 		t.Errorf("%d redeliveries logged (%v), want 2", logged, err)
 	}
 }
+
+// A package submitted while a queue is being disabled never lands in it: intake waits for the
+// disable and then finds the queue gone, rather than inserting after the disable counted the
+// queue's open packages.
+func TestDisablingAQueueRacesNoPackageIntoIt(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t)
+	ctx := context.Background()
+	q := f.newQueue(t, url.Values{"name": {"closing"}})
+	key, err := f.people.CreateAPIKey(ctx, auth.NewAPIKey{Name: "bot", QueueIDs: []int64{q.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below; a failed test leaves nothing to keep
+	if _, err := queue.SetEnabled(ctx, tx, q.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	submitted := make(chan error, 1)
+	var src handofftest.Numbered
+	p := src.Next(t, "closing")
+	go func() {
+		_, err := intake.New(f.db, time.Now, nil, nil).Submit(ctx, intake.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}, p)
+		submitted <- err
+	}()
+	// The disable is still open: intake must be waiting for it, not done.
+	select {
+	case err := <-submitted:
+		t.Fatalf("intake finished (%v) while the queue's disable was open; want it to wait", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-submitted:
+		if err == nil {
+			t.Fatal("intake admitted a package into the queue disabled meanwhile")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("intake still waits after the disable committed")
+	}
+	var n int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM handoffs WHERE queue_id = $1`, q.ID).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d packages in the disabled queue (%v), want none", n, err)
+	}
+}

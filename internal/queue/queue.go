@@ -219,9 +219,13 @@ func ByID(ctx context.Context, db Querier, id int64) (Queue, error) {
 }
 
 // QueueEnabled adds to b a read of the enabled queues among names, each of which found receives,
-// so that a caller reads them in the round trip of its own batch.
+// so that a caller reads them in the round trip of its own batch. The rows stay key-share locked
+// until the caller commits (the lock its inserts' foreign keys take anyway, taken earlier): a
+// disable (SetEnabled, FOR UPDATE) then either waits for the caller's packages and finds them
+// open, or commits first, and this read waits for it and finds the queue disabled. Without the
+// early lock a package admitted while the disable committed landed in the disabled queue.
 func QueueEnabled(b *pgx.Batch, names []string, found func(Queue)) {
-	b.Queue(`SELECT `+columns+` FROM queues WHERE name = ANY($1) AND enabled`, names).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+columns+` FROM queues WHERE name = ANY($1) AND enabled FOR KEY SHARE`, names).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			q, err := scanQueue(rows)
 			if err != nil {

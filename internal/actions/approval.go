@@ -194,8 +194,8 @@ func (a *Service) expireApprovals(ctx context.Context) (int, error) {
 				return err
 			}
 			rows, err := tx.Query(ctx, `
-				SELECT h.id, h.handoff_id, h.queue_id, h.api_key_id, coalesce(u.display_name, '')
-				FROM handoffs h LEFT JOIN users u ON u.id = h.assignee_id
+				SELECT h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id, coalesce(u.display_name, ''), h.trace_parent
+				FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id
 				WHERE h.id = ANY($1) AND h.status = 'awaiting_approval' FOR UPDATE OF h SKIP LOCKED`, due)
 			if err != nil {
 				return err
@@ -203,7 +203,7 @@ func (a *Service) expireApprovals(ctx context.Context) (int, error) {
 			var locked []held
 			for rows.Next() {
 				var h held
-				if err := rows.Scan(&h.ID, &h.PublicID, &h.Queue.ID, &h.APIKeyID, &h.Assignee); err != nil {
+				if err := rows.Scan(&h.ID, &h.PublicID, &h.Queue.ID, &h.Queue.Name, &h.APIKeyID, &h.Assignee, &h.Trace); err != nil {
 					return err
 				}
 				locked = append(locked, h)
@@ -220,9 +220,6 @@ func (a *Service) expireApprovals(ctx context.Context) (int, error) {
 					continue
 				}
 				if err != nil {
-					return err
-				}
-				if err := tx.QueryRow(ctx, `SELECT name FROM queues WHERE id = $1`, h.Queue.ID).Scan(&h.Queue.Name); err != nil {
 					return err
 				}
 				ids = append(ids, h.ID)

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
 	"github.com/gorilla/websocket"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
@@ -277,17 +279,64 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 }
 
 // figuresFrame is the dashboard's figures as of now. It carries no mark: it brings no event,
-// and the browser keeps the mark of the last frame that did.
+// and the browser keeps the mark of the last frame that did. The figures hold no customer data
+// and are the same for every viewer, so the sockets watching the same queue and window share one
+// read and one render (figuresShared).
 func (s *Server) figuresFrame(ctx context.Context, f dashboard.Filter) (frame, error) {
-	v, err := s.dashboardFigures(ctx, f)
-	if err != nil {
-		return frame{}, err
+	return s.figures.get(f, min(figuresFresh, s.cfg.DashboardEvery/2), func() (frame, error) {
+		v, err := s.dashboardFigures(ctx, f)
+		if err != nil {
+			return frame{}, err
+		}
+		frag, err := rendered(ctx, fragment{Target: "dashboard-figures", Op: "replace"}, views.DashboardNumbers(v))
+		if err != nil {
+			return frame{}, err
+		}
+		return frame{Type: "events", Fragments: []fragment{frag}}, nil
+	})
+}
+
+// figuresFresh is how long at most one read of a dashboard's figures serves the other sockets
+// watching the same queue and window; never more than half the DashboardEvery each socket waits
+// between sends, so no socket sends figures it already sent.
+const figuresFresh = time.Second
+
+// figuresShared is the dashboard's figures as last read per queue and window. Sockets' timers
+// fire at their own times, so a read in flight is shared (singleflight) and a fresh one is kept
+// for figuresFresh: however many supervisors watch, a filter is read about once a second at most.
+type figuresShared struct {
+	flight singleflight.Group
+	mu     sync.Mutex
+	last   map[string]sharedFigures
+}
+
+type sharedFigures struct {
+	at time.Time
+	f  frame
+}
+
+func (c *figuresShared) get(f dashboard.Filter, fresh time.Duration, read func() (frame, error)) (frame, error) {
+	key := f.Queue + "\x00" + f.Window.Name
+	c.mu.Lock()
+	last, ok := c.last[key]
+	c.mu.Unlock()
+	if ok && time.Since(last.at) < fresh {
+		return last.f, nil
 	}
-	frag, err := rendered(ctx, fragment{Target: "dashboard-figures", Op: "replace"}, views.DashboardNumbers(v))
-	if err != nil {
-		return frame{}, err
-	}
-	return frame{Type: "events", Fragments: []fragment{frag}}, nil
+	v, err, _ := c.flight.Do(key, func() (any, error) {
+		fr, err := read()
+		if err != nil {
+			return frame{}, err
+		}
+		c.mu.Lock()
+		if c.last == nil {
+			c.last = map[string]sharedFigures{}
+		}
+		c.last[key] = sharedFigures{at: time.Now(), f: fr}
+		c.mu.Unlock()
+		return fr, nil
+	})
+	return v.(frame), err
 }
 
 func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]board.Item, error) {

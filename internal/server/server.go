@@ -93,6 +93,8 @@ type Server struct {
 	upgrader websocket.Upgrader
 	// userSockets counts each person's open sockets, to cap them.
 	userSockets userSockets
+	// figures is the dashboard's figures shared between the sockets watching the same ones.
+	figures figuresShared
 
 	// draining is set once the server is asked to stop: /readyz fails from then on.
 	draining atomic.Bool

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
@@ -235,7 +236,7 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		f.Ring = strings.Contains(ring.HTML, `data-testid="ring"`)
 	}
 	if w.approvals && slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.IsApproval() }) {
-		list, shown, err := s.approvalsFragment(ctx, w.user)
+		list, shown, err := s.approvalsFragment(ctx, w.user, b)
 		if err != nil {
 			return frame{}, err
 		}
@@ -408,13 +409,15 @@ func (s *Server) packageFragments(ctx context.Context, user auth.User, item boar
 
 // approvalsFragment is the pending requests' list as user sees it: who may decide which request
 // is the user's own, so it is rendered per socket (supervisors are few).
-func (s *Server) approvalsFragment(ctx context.Context, user auth.User) (fragment, audit.Shown, error) {
+func (s *Server) approvalsFragment(ctx context.Context, user auth.User, b live.Batch) (fragment, audit.Shown, error) {
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
-	rows, shown, err := s.approvalRows(ctx, user)
+	// The list is read once per batch for every supervisor's socket; only its rendering is theirs.
+	pending, err := memo(b.Shared, "approvals", func() ([]approvals.Listed, error) { return approvals.PendingList(ctx, s.db) })
 	if err != nil {
-		return fragment{}, shown, err
+		return fragment{}, audit.Shown{}, err
 	}
+	rows, shown := approvalRows(user, pending)
 	f, err := rendered(ctx, fragment{Target: "approvals", Op: "replace"}, views.ApprovalList(rows))
 	return f, shown, err
 }

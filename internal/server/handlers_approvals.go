@@ -43,10 +43,11 @@ func (s *Server) handleApprovals(c echo.Context) error {
 func (s *Server) renderApprovals(c echo.Context, flash string, status int) error {
 	user := currentUser(c)
 	ctx := c.Request().Context()
-	rows, shown, err := s.approvalRows(ctx, user)
+	pending, err := approvals.PendingList(ctx, s.db)
 	if err != nil {
 		return err
 	}
+	rows, shown := approvalRows(user, pending)
 	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
 		return err
 	}
@@ -79,12 +80,8 @@ func (s *Server) decide(c echo.Context, grant bool) error {
 // approvalRows are the pending requests as user sees them: each package masked by the one PII
 // policy for the user's role in its queue, and why the user may not decide it, if not; and the
 // contact names they show unmasked, for the record of PII reads.
-func (s *Server) approvalRows(ctx context.Context, user auth.User) ([]views.ApprovalRow, audit.Shown, error) {
+func approvalRows(user auth.User, pending []approvals.Listed) ([]views.ApprovalRow, audit.Shown) {
 	var shown audit.Shown
-	pending, err := approvals.PendingList(ctx, s.db)
-	if err != nil {
-		return nil, shown, err
-	}
 	now := time.Now()
 	rows := make([]views.ApprovalRow, 0, len(pending))
 	for _, l := range pending {
@@ -104,7 +101,7 @@ func (s *Server) approvalRows(ctx context.Context, user auth.User) ([]views.Appr
 		}
 		rows = append(rows, r)
 	}
-	return rows, shown, nil
+	return rows, shown
 }
 
 // approvalControls are the package's refund and approvals as user sees them on the action panel.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -228,12 +227,12 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		f.Fragments = append(f.Fragments, roster)
 	}
 	if w.rings(b) {
-		ring, err := s.ringFragment(ctx, w.user)
+		ring, rings, err := s.ringFragment(ctx, w.user)
 		if err != nil {
 			return frame{}, err
 		}
 		f.Fragments = append(f.Fragments, ring)
-		f.Ring = strings.Contains(ring.HTML, `data-testid="ring"`)
+		f.Ring = rings
 	}
 	if w.approvals && slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.IsApproval() }) {
 		list, shown, err := s.approvalsFragment(ctx, w.user, b)

@@ -46,15 +46,17 @@ func (s *Server) ringView(ctx context.Context, user auth.User) (*views.RingView,
 		UntilMillis: o.Until.UnixMilli()}, nil
 }
 
-// ringFragment is the ring slot as it is now for user: the same component as the page's.
-func (s *Server) ringFragment(ctx context.Context, user auth.User) (fragment, error) {
+// ringFragment is the ring slot as it is now for user: the same component as the page's; rings
+// says whether a package rings for them in it.
+func (s *Server) ringFragment(ctx context.Context, user auth.User) (f fragment, rings bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
 	ring, err := s.ringView(ctx, user)
 	if err != nil {
-		return fragment{}, err
+		return fragment{}, false, err
 	}
-	return rendered(ctx, fragment{Target: "ring", Op: "replace"}, views.RingSlot(ring))
+	f, err = rendered(ctx, fragment{Target: "ring", Op: "replace"}, views.RingSlot(ring))
+	return f, ring != nil, err
 }
 
 // handleDecline turns down the agent's ring; the package rings the next agent.

@@ -567,9 +567,10 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 // bot, and keeps it as an eval record against the bot's draft ("" when it had none: a reply
 // written from scratch). An agent may reply several times; each reply is a record of its own.
 //
-// An agent whose role sees the package's contact masked edited the draft as masked for them: the
-// masked text they left alone is the contact's own again in what is sent and recorded (see
-// evals.Restore), so the customer is greeted by name and the record shows only the agent's edits.
+// An agent whose role sees the package's contact masked edited the draft with tokens where the
+// hidden values are (handoff.Draft): the tokens they kept become the values again, exactly, in
+// what is sent and recorded, so the customer is greeted by name and the record shows only the
+// agent's edits. A damaged token is refused with the reply unsent.
 func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r evals.Reply) (err error) {
 	ctx, span := a.tracing.Act(ctx, "handoff.reply", handoffID)
 	defer func() { tracing.End(span, err) }()
@@ -582,9 +583,11 @@ func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r
 		if err := tx.QueryRow(ctx, `SELECT package FROM handoffs WHERE id = $1`, h.ID).Scan(&p); err != nil {
 			return err
 		}
-		shown := p.MaskFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: h.Queue.PIIMinRole,
-			EntityKeys: h.Queue.PIIEntityKeys, WithholdTranscript: h.Queue.WithholdTranscript})).DraftReply
-		r.Text, _ = evals.Restore(shown, p.DraftReply, r.Text)
+		draft := p.DraftFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: h.Queue.PIIMinRole,
+			EntityKeys: h.Queue.PIIEntityKeys, WithholdTranscript: h.Queue.WithholdTranscript}))
+		if r.Text, err = draft.Fill(r.Text); err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: p.DraftReply, Reply: r}); err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
@@ -282,21 +284,27 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// An agent whose role sees the contact masked edits the masked draft; the customer is still
-// greeted by name, and the record holds only the agent's own edit.
-func TestReplyRestoresTheMaskedContact(t *testing.T) {
+// An agent whose role sees the contact masked edits the draft with tokens where the contact's
+// values are; the customer is still greeted by name, and the record holds only the agent's own
+// edit. A token they damaged sends nothing.
+func TestReplyFillsTheTokensTheAgentKept(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
 	ctx := context.Background()
 	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
 	var pkg handoff.Package
 	id := d.submit(t, "billing", func(p *handoff.Package) { pkg = *p })
-	shown := pkg.MaskFor(handoff.VisibilityFor(auth.RoleAgent, handoff.PIIRule{MinRole: "supervisor"})).DraftReply
-	if shown == pkg.DraftReply {
-		t.Fatalf("the draft %q is not masked for agents; the test needs it to be", pkg.DraftReply)
+	shown := pkg.DraftFor(handoff.VisibilityFor(auth.RoleAgent, handoff.PIIRule{MinRole: "supervisor"})).Text
+	if !strings.Contains(shown, handoff.TokenOpen) {
+		t.Fatalf("the draft %q has no token for agents; the test needs one", shown)
 	}
 	if err := d.actions.Accept(ctx, alex, id); err != nil {
 		t.Fatal(err)
+	}
+	damaged := strings.Replace(shown, handoff.TokenClose, "", 1)
+	err := d.actions.Reply(ctx, alex, id, reply(t, damaged))
+	if desk.ErrorCode(err) != desk.Invalid || !strings.Contains(desk.ErrorMessage(err), "damaged token") {
+		t.Fatalf("a damaged token: %v, want a refusal naming it", err)
 	}
 	if err := d.actions.Reply(ctx, alex, id, reply(t, shown+" Sorry for the trouble.")); err != nil {
 		t.Fatal(err)
@@ -304,16 +312,20 @@ func TestReplyRestoresTheMaskedContact(t *testing.T) {
 	want := pkg.DraftReply + " Sorry for the trouble."
 	got := d.evals(t, id)
 	if len(got) != 1 || deref(got[0].Final) != want {
-		t.Fatalf("stored final %q, want %q", deref(got[0].Final), want)
+		t.Fatalf("%d records, stored final %q, want one: %q", len(got), deref(got[0].Final), want)
 	}
 	if fmt.Sprint(got[0].WordDiff) != fmt.Sprint([]evals.Segment{{Op: evals.Equal, Text: pkg.DraftReply}, {Op: evals.Insert, Text: " Sorry for the trouble."}}) {
 		t.Errorf("word diff %v, want only the sentence the agent added", got[0].WordDiff)
 	}
-	var text string
-	if err := d.db.QueryRow(ctx, `SELECT payload->>'text' FROM webhook_outbox WHERE handoff_id = $1 AND event = 'reply'`, id).Scan(&text); err != nil {
+	var texts []string
+	rows, err := d.db.Query(ctx, `SELECT payload->>'text' FROM webhook_outbox WHERE handoff_id = $1 AND event = 'reply'`, id)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if text != want {
-		t.Errorf("the bot is sent %q, want %q", text, want)
+	if texts, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if len(texts) != 1 || texts[0] != want {
+		t.Errorf("the bot is sent %q, want only %q", texts, want)
 	}
 }

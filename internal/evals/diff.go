@@ -239,23 +239,3 @@ func hunkRange(before, n int) string {
 	}
 	return fmt.Sprintf("%d,%d", before+1, n)
 }
-
-// Restore carries an agent's edits of the draft as they were shown it (shown: the draft masked
-// for their role) over to the draft itself, so that what the customer gets names them where the
-// agent left the masked text alone. The edits travel as go-diff patches, which find their place
-// by context, as a patch does on a file changed since. It reports false, giving final back as
-// typed, when an edit found no place.
-func Restore(shown, draft, final string) (string, bool) {
-	if shown == draft {
-		return final, true
-	}
-	dmp := diffmatchpatch.New()
-	dmp.DiffTimeout = diffTimeout
-	restored, applied := dmp.PatchApply(dmp.PatchMake(shown, final), draft)
-	for _, ok := range applied {
-		if !ok {
-			return final, false
-		}
-	}
-	return restored, true
-}

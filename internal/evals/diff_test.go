@@ -83,22 +83,3 @@ func TestUnifiedHunks(t *testing.T) {
 		t.Errorf("unified diff =\n%s\nwant\n%s", got, want)
 	}
 }
-
-// An agent who sees the draft masked edits around the masked name and email; the reply the
-// customer gets has them back, and the agent's own words stay as typed.
-func TestRestoreUnmasksWhatTheAgentLeftAlone(t *testing.T) {
-	draft := "Hi Dana Whitfield, we wrote to dana@example.com about the refund."
-	shown := "Hi D. W., we wrote to d•••@example.com about the refund."
-	final := "Hi D. W., we wrote to d•••@example.com about the refund of $49.99. It is on its way."
-	got, ok := Restore(shown, draft, final)
-	want := "Hi Dana Whitfield, we wrote to dana@example.com about the refund of $49.99. It is on its way."
-	if !ok || got != want {
-		t.Errorf("Restore = %q, %v; want %q", got, ok, want)
-	}
-	if got, ok := Restore(draft, draft, "Hello"); !ok || got != "Hello" {
-		t.Errorf("with nothing masked Restore = %q, %v; want the final as typed", got, ok)
-	}
-	if got, ok := Restore(shown, draft, shown); !ok || got != draft {
-		t.Errorf("the masked draft sent as is restores to %q, want the draft", got)
-	}
-}

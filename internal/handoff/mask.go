@@ -243,8 +243,12 @@ func digitsOf(s string) string {
 // mentions are the ways free text can name one contact, each with what it is masked as. The
 // zero mentions masks nothing.
 type mentions struct {
-	// words are the email address and the name's words, matched whole and regardless of case,
-	// longest first so that the email wins over a name inside it.
+	// emails are the email address, as written and percent-encoded (as in a mailto: link), matched
+	// regardless of case wherever they stand: no word of text ends or starts inside an address,
+	// and one glued to a word still names the customer.
+	emails []mention
+	// words are the name's words (and values of PII entities), matched whole and regardless of
+	// case, longest first.
 	words []mention
 	// phone is the phone number's digits; phoneMasked replaces it.
 	phone, phoneMasked string
@@ -270,7 +274,7 @@ const minPhoneSuffix = 7
 func mentionsOf(c Contact) mentions {
 	var m mentions
 	if c.Email != "" {
-		m.words = append(m.words, mention{c.Email, maskEmail(c.Email)})
+		m.addEmail(c.Email, maskEmail(c.Email))
 	}
 	for _, word := range nameWords(c.DisplayName) {
 		m.words = append(m.words, mention{word, initial(word)})
@@ -293,34 +297,46 @@ func nameWords(name string) []string {
 	return words
 }
 
-func (m mentions) none() bool { return len(m.words) == 0 && m.phone == "" }
+func (m mentions) none() bool { return len(m.emails) == 0 && len(m.words) == 0 && m.phone == "" }
 
-// mask replaces every mention in text.
+// addEmail adds an email address that masked replaces, in both of its spellings.
+func (m *mentions) addEmail(email, masked string) {
+	m.emails = append(m.emails, mention{email, masked})
+	if encoded := strings.ReplaceAll(email, "@", "%40"); encoded != email {
+		m.emails = append(m.emails, mention{encoded, masked})
+	}
+}
+
+// mask replaces every mention in text with what masks it.
 func (m mentions) mask(text string) string {
+	return m.replace(text, func(_ string, w mention) string { return w.masked })
+}
+
+// replace replaces every mention in text with what with returns for it: the text as written
+// there, and the mention it matched (a phone number as its digits and phoneMasked).
+func (m mentions) replace(text string, with func(surface string, w mention) string) string {
 	if m.none() || text == "" {
 		return text
 	}
 	var out strings.Builder
-	last := 0          // text[:last] is in out
-	afterWord := false // text[i] follows a word's rune, so no mention starts there
+	last := 0        // text[:last] is in out
+	prev := rune(-1) // the rune before text[i], -1 at the start
 	for i := 0; i < len(text); {
-		if !afterWord {
-			if end, masked := m.at(text, i); end >= 0 {
-				// "Thanks, Dana." becomes "Thanks, D." rather than "D..".
-				if strings.HasSuffix(masked, ".") && strings.HasPrefix(text[end:], ".") {
-					masked = masked[:len(masked)-1]
-				}
-				out.WriteString(text[last:i])
-				out.WriteString(masked)
-				i, last = end, end
-				r, _ := utf8.DecodeLastRuneInString(text[:end])
-				afterWord = isWordRune(r)
-				continue
+		if end, w := m.at(text, i, prev); end >= 0 {
+			masked := with(text[i:end], w)
+			// "Thanks, Dana." becomes "Thanks, D." rather than "D..".
+			if strings.HasSuffix(masked, ".") && strings.HasPrefix(text[end:], ".") {
+				masked = masked[:len(masked)-1]
 			}
+			out.WriteString(text[last:i])
+			out.WriteString(masked)
+			// A mention ends a word: what follows it may be the next mention ("0191Whitfield").
+			i, last, prev = end, end, -1
+			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
 		i += size
-		afterWord = isWordRune(r)
+		prev = r
 	}
 	if last == 0 {
 		return text
@@ -329,21 +345,60 @@ func (m mentions) mask(text string) string {
 	return out.String()
 }
 
-// at reports the end of the mention that starts at text[i], the start of a word, and what masks
-// it; or -1.
-func (m mentions) at(text string, i int) (end int, masked string) {
-	for _, w := range m.words {
-		if n := prefixFold(text[i:], w.text); n > 0 && wordEnds(text, i+n) {
-			return i + n, w.masked
+// at reports the end of the mention that starts at text[i], after the rune prev, and which it
+// is; or -1. Names and entities stand as whole words; a phone number is not part of a longer
+// run of digits, whatever letters stand around it; an email stands anywhere.
+func (m mentions) at(text string, i int, prev rune) (end int, w mention) {
+	if n, w := m.emailAt(text[i:]); n > 0 {
+		return i + n, w
+	}
+	r, _ := utf8.DecodeRuneInString(text[i:])
+	if prev < 0 || !isWordRune(prev) || !isWordRune(r) {
+		for _, w := range m.words {
+			if n := prefixFold(text[i:], w.text); n > 0 && m.ends(text, i+n) {
+				return i + n, w
+			}
 		}
 	}
-	if m.phone != "" {
-		if n := m.phoneAt(text[i:]); n > 0 && wordEnds(text, i+n) {
-			return i + n, m.phoneMasked
+	if m.phone != "" && !isDigit(prev) {
+		if n := m.phoneAt(text[i:]); n > 0 && (i+n == len(text) || !isDigit(rune(text[i+n])) || m.ends(text, i+n)) {
+			return i + n, mention{m.phone, m.phoneMasked}
 		}
 	}
-	return -1, ""
+	return -1, mention{}
 }
+
+// emailAt returns the length of the email mention at the start of s, and which; or 0.
+func (m mentions) emailAt(s string) (int, mention) {
+	for _, w := range m.emails {
+		if n := prefixFold(s, w.text); n > 0 {
+			return n, w
+		}
+	}
+	return 0, mention{}
+}
+
+// ends reports whether a mention may end at text[end]: where a word ends, or where another
+// mention begins, glued on ("DANA415-555-0191"), which masking would otherwise leave bare. The
+// one glued on is only begun, not sought to its end, so this looks ahead once, never again
+// from there.
+func (m mentions) ends(text string, end int) bool {
+	if wordEnds(text, end) {
+		return true
+	}
+	rest := text[end:]
+	if n, _ := m.emailAt(rest); n > 0 {
+		return true
+	}
+	for _, w := range m.words {
+		if prefixFold(rest, w.text) > 0 {
+			return true
+		}
+	}
+	return m.phone != "" && m.phoneAt(rest) > 0
+}
+
+func isDigit(r rune) bool { return '0' <= r && r <= '9' }
 
 // phoneSeparators may stand between the digits of a phone number as people write it.
 const phoneSeparators = " -./()"

@@ -100,7 +100,10 @@ func TestMaskForMasksTheContactInFreeText(t *testing.T) {
 		{"<dana.whitfield@example.com>", "<•••@example.com>"},
 		{"call (415) 555 0134, +1 415.555.0134, 14155550134 or 555-0134.", "call •••34, •••34, •••34 or •••34."},
 		{"order 12 555-0134", "order 12 •••34"},
-		{"ref 0134, 4155 and 5550134x9", "ref 0134, 4155 and 5550134x9"},
+		{"ref 0134, 4155 and 15550134", "ref 0134, 4155 and 15550134"},
+		// Letters do not extend a number: a phone with an extension, or glued to a word, still names the customer.
+		{"5550134x9 or tel5550134", "•••34x9 or tel•••34"},
+		{"mailto:Dana.Whitfield%40example.com or xdana.whitfield@example.com", "mailto:•••@example.com or x•••@example.com"},
 		{"amount 555.01", "amount 555.01"},
 	} {
 		p.DraftReply = c.text

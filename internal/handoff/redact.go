@@ -71,7 +71,8 @@ func placeholdersOf(p Package, piiKeys []string) mentions {
 	}
 	c := p.Contact
 	if c.Email != "" {
-		add("EMAIL", c.Email)
+		seen[strings.ToLower(c.Email)] = true
+		m.addEmail(c.Email, "<EMAIL_1>")
 	}
 	for _, word := range nameWords(c.DisplayName) {
 		add("NAME", word)

@@ -228,8 +228,18 @@ type ApprovalRow struct {
 // Editor is the co-pilot editor: the bot's draft ("" when it left none) for the agent to edit
 // and send, and the tags they may give for changing it.
 type Editor struct {
+	// Draft is the bot's draft with tokens (⟦first name⟧) where the agent may not see a value:
+	// what the live diff compares against.
 	Draft string
-	Tags  []string
+	// Text is what the composer holds: the draft, nothing once a reply was sent, or the text a
+	// refused send came back with.
+	Text string
+	// Tokens are the tokens the agent may keep or insert, and Error why the last send was refused.
+	Tokens []string
+	Error  string
+	// Notice is what the page announces happened, such as a reply sent.
+	Notice string
+	Tags   []string
 	// Limit is the most characters a reply may have; the server refuses more.
 	Limit int
 }

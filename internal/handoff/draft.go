@@ -277,3 +277,11 @@ func replyError(problem, fragment, message string) error {
 	return &desk.Error{Code: desk.Invalid, Reason: "reply_" + problem, Message: message,
 		Details: map[string]string{"field": "text", problem: fragment}}
 }
+
+// ReplyFor is a reply sent on p as v reads it: the same tokens the editor showed where v may not
+// see a value, so an agent reads back what they sent as they wrote it. The bot's flag does not
+// apply: an agent's reply may name the customer whatever the bot vouched for its own text.
+func (p Package) ReplyFor(v Visibility, text string) string {
+	p.DraftReply, p.PrivacyFlags = text, nil
+	return p.DraftFor(v).Text
+}

@@ -133,17 +133,19 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 	}
 	v.Earlier = earlierOf(earlier)
 	if perms.Reply {
-		v.Editor = editorOf(item, user)
+		v.Editor = editorOf(item, user, len(replies) > 0)
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, shown, nil
 }
 
 func (s *Server) handleHandoff(c echo.Context) error {
-	return s.renderHandoff(c, c.Param("id"), "", http.StatusOK)
+	return s.renderHandoff(c, c.Param("id"), http.StatusOK, s.noticed(c))
 }
 
-func (s *Server) renderHandoff(c echo.Context, id, flash string, status int) error {
+// renderHandoff renders the package page, after show has set what this answer adds to the view
+// (a flash, the text of a refused reply).
+func (s *Server) renderHandoff(c echo.Context, id string, status int, show func(*views.HandoffView)) error {
 	ctx, user := c.Request().Context(), currentUser(c)
 	v, shown, err := s.loadHandoff(ctx, user, id)
 	if err != nil {
@@ -152,15 +154,16 @@ func (s *Server) renderHandoff(c echo.Context, id, flash string, status int) err
 	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
 		return err
 	}
-	v.Viewer, v.Flash = viewer(c), flash
+	v.Viewer = viewer(c)
+	show(&v)
 	return s.render(c, status, views.HandoffPage(v))
 }
 
 func (s *Server) handleSidebar(c echo.Context) error {
-	return s.renderSidebar(c, c.Param("id"), "", http.StatusOK)
+	return s.renderSidebar(c, c.Param("id"), http.StatusOK, s.noticed(c))
 }
 
-func (s *Server) renderSidebar(c echo.Context, id, flash string, status int) error {
+func (s *Server) renderSidebar(c echo.Context, id string, status int, show func(*views.HandoffView)) error {
 	s.allowFraming(c)
 	ctx, user := c.Request().Context(), currentUser(c)
 	v, shown, err := s.loadHandoff(ctx, user, id)
@@ -170,9 +173,19 @@ func (s *Server) renderSidebar(c echo.Context, id, flash string, status int) err
 	if err := audit.Record(ctx, s.db, user.ID, audit.ViaSidebar, shown); err != nil {
 		return err
 	}
-	v.Flash = flash
+	show(&v)
 	return s.render(c, status, views.SidebarPage(v))
 }
+
+// renderPackage answers an action on a package with its view where the action came from: the
+// sidebar inside a CRM's frame, the page elsewhere.
+func (s *Server) renderPackage(c echo.Context, id string, status int, show func(*views.HandoffView)) error {
+	if framed(c) {
+		return s.renderSidebar(c, id, status, show)
+	}
+	return s.renderHandoff(c, id, status, show)
+}
+
 
 // framed reports whether the browser sent the request from inside a frame: the sidebar in a CRM.
 // Its answer goes back to the sidebar, the one page a CRM may frame; the package page or the
@@ -181,6 +194,7 @@ func (s *Server) renderSidebar(c echo.Context, id, flash string, status int) err
 // it; the forms themselves stay the same as on the package page, whose action panel the socket
 // replaces with the same component.
 func framed(c echo.Context) bool { return c.Request().Header.Get("Sec-Fetch-Dest") == "iframe" }
+
 
 // packagePage is where an action on package id leads: the sidebar when it came from one.
 func packagePage(c echo.Context, id string) string {
@@ -207,10 +221,7 @@ func (s *Server) actionFailed(c echo.Context, id string, err error) error {
 	if code == desk.Internal {
 		return err
 	}
-	if framed(c) {
-		return s.renderSidebar(c, id, desk.ErrorMessage(err), statusOf[code])
-	}
-	return s.renderHandoff(c, id, desk.ErrorMessage(err), statusOf[code])
+	return s.renderPackage(c, id, statusOf[code], func(v *views.HandoffView) { v.Flash = desk.ErrorMessage(err) })
 }
 
 func (s *Server) handleNext(c echo.Context) error {
@@ -286,12 +297,23 @@ func (s *Server) handleReply(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := evals.ParseReply(form.Get("text"), form["tags"], form.Get("editing_ms"))
+	text := form.Get("text")
+	r, err := evals.ParseReply(text, form["tags"], form.Get("editing_ms"))
 	if err == nil {
 		err = s.actions.Reply(c.Request().Context(), currentUser(c), id, r)
 	}
-	if err != nil {
+	if code := desk.ErrorCode(err); code == desk.Invalid {
+		// The agent's text stays in the composer beside what was wrong with it, to be fixed, not retyped.
+		return s.renderPackage(c, id, statusOf[code], func(v *views.HandoffView) {
+			if v.Editor == nil {
+				v.Flash = desk.ErrorMessage(err)
+				return
+			}
+			v.Editor.Text, v.Editor.Error = text, desk.ErrorMessage(err)
+		})
+	} else if err != nil {
 		return s.actionFailed(c, id, err)
 	}
+	s.notify(c, noticeReplySent)
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }

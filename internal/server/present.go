@@ -202,20 +202,26 @@ func controls(perms actions.Permissions, transferTargets []string) views.Control
 	}
 }
 
-// editorOf is the co-pilot editor for the agent who may reply: the draft as masked for them, as
-// the page shows it everywhere else.
-func editorOf(item board.Item, user auth.User) *views.Editor {
-	return &views.Editor{Draft: item.Package.MaskFor(visibility(user, item)).DraftReply, Tags: evals.Tags(), Limit: evals.MaxReplyChars}
+// editorOf is the co-pilot editor for the agent who may reply: the draft with tokens where
+// their role may not see a value (handoff.Draft). Once a reply was sent the composer starts
+// empty, so that the bot's stale draft is not offered for a second send.
+func editorOf(item board.Item, user auth.User, replied bool) *views.Editor {
+	d := item.Package.DraftFor(visibility(user, item))
+	e := &views.Editor{Draft: d.Text, Text: d.Text, Tokens: d.Tokens(), Tags: evals.Tags(), Limit: evals.MaxReplyChars}
+	if replied {
+		e.Text = ""
+	}
+	return e
 }
 
-// repliesOf maps the replies sent on a package to the page, masked like notes: a reply holds the
-// contact's details wherever the agent kept the draft's (actions.Reply restores them), so even
-// its author sees it as their role sees the draft.
+// repliesOf maps the replies sent on a package to the page, newest first, each with the tokens
+// the editor showed where the viewer may not see a value: a reply holds the contact's details
+// wherever the agent kept a token, so even its author reads it as they wrote it.
 func repliesOf(item board.Item, user auth.User, rs []evals.SentReply) []views.SentReply {
 	vis := visibility(user, item)
 	out := make([]views.SentReply, 0, len(rs))
-	for _, r := range rs {
-		text := item.Package.MaskNoteFor(vis, r.Final)
+	for _, r := range slices.Backward(rs) {
+		text := item.Package.ReplyFor(vis, r.Final)
 		how := "edited the draft"
 		switch {
 		case r.FromScratch:

@@ -111,9 +111,10 @@ func TestReplyForm(t *testing.T) {
 	if !strings.Contains(string(sidebar), `data-testid="reply-editor"`) || !strings.Contains(string(sidebar), `data-testid="reply-final"`) {
 		t.Errorf("the sidebar lacks the editor or the reply sent")
 	}
-	// Dana's role sees the contact masked, in her own reply too; a supervisor sees it as sent.
-	if !strings.Contains(string(page), `data-testid="reply-final">Hi D., the duplicate charge is reversed.`) || !strings.Contains(string(page), "edited the draft") {
-		t.Errorf("the package page does not list the reply sent, masked for Dana")
+	// Dana's role sees the contact masked: her own reply reads back with the token she would have
+	// used; a supervisor sees it as sent.
+	if !strings.Contains(string(page), `data-testid="reply-final">Hi ⟦first name⟧, the duplicate charge is reversed.`) || !strings.Contains(string(page), "edited the draft") {
+		t.Errorf("the package page does not list the reply sent, with tokens for Dana")
 	}
 	sam := app.client(t)
 	app.user(t, "sam@example.com", auth.RoleSupervisor, "billing_t2")
@@ -322,4 +323,88 @@ func evalString(t *testing.T, ctx context.Context, js string) string {
 		t.Fatalf("%s: %v", js, err)
 	}
 	return got
+}
+
+// An agent who sees the contact masked gets the draft with tokens, none of the contact's values;
+// a damaged token is a 422 naming it with the text kept in the composer; the reply sent fills
+// the tokens exactly, the page says it was sent, lists it first, and empties the composer.
+func TestReplyWithTokensOverHTTP(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
+	bea := app.client(t)
+	app.login(t, bea, "bea@example.com")
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+	draft := pkg["draft_reply"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	if status, _, _ := postForm(t, bea, app.URL+"/handoffs/"+id+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d", status)
+	}
+	_, page := get(t, bea, app.URL+"/handoffs/"+id)
+	shown := "Hi ⟦first name⟧, I can see two charges of $49.99 on June 1. I&#39;m reversing the duplicate now; you&#39;ll see it on your statement in 3-5 business days."
+	if !strings.Contains(page, `">`+shown+`</textarea>`) || strings.Contains(page, "Dana") {
+		t.Fatalf("the composer does not hold the draft with a token, or the page names Dana:\n%s", excerpt(page, "reply-text", "Dana"))
+	}
+
+	reply := app.URL + "/handoffs/" + id + "/reply"
+	typed := "Hi ⟦first nme⟧, the duplicate is reversed."
+	status, _, body := postForm(t, bea, reply, url.Values{"text": {typed}})
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "⟦first nme⟧") || !strings.Contains(body, `">`+typed+`</textarea>`) {
+		t.Fatalf("a damaged token: %d, want 422 naming it with the text kept\n%s", status, excerpt(body, "reply-error", "</textarea>"))
+	}
+
+	first := strings.Replace(strings.ReplaceAll(shown, "&#39;", "'"), "now;", "today;", 1)
+	status, location, _ := postForm(t, bea, reply, url.Values{"text": {first}})
+	if status != http.StatusSeeOther || location != "/handoffs/"+id {
+		t.Fatalf("reply: %d to %q", status, location)
+	}
+	_, page = get(t, bea, app.URL+"/handoffs/"+id)
+	if !strings.Contains(page, `data-announce="Your reply was sent`) || !strings.Contains(page, `"></textarea>`) ||
+		!strings.Contains(page, `data-testid="start-draft"`) {
+		t.Errorf("after sending, the page does not announce it, or the composer is not empty with the draft a click away:\n%s", excerpt(page, "reply-status", "</textarea>"))
+	}
+	if _, again := get(t, bea, app.URL+"/handoffs/"+id); strings.Contains(again, `data-announce="Your reply`) {
+		t.Errorf("the notice is announced again on the next visit")
+	}
+	if status, _, _ := postForm(t, bea, reply, url.Values{"text": {"And ⟦email⟧ has the receipt."}}); status != http.StatusSeeOther {
+		t.Fatalf("second reply: %d", status)
+	}
+	_, page = get(t, bea, app.URL+"/handoffs/"+id)
+	page = page[strings.Index(page, `data-testid="replies"`):]
+	if second, firstAt := strings.Index(page, "And ⟦email⟧ has the receipt."), strings.Index(page, "Hi ⟦first name⟧, I can see"); second < 0 || firstAt < 0 || second > firstAt {
+		t.Errorf("the replies are not listed newest first with their tokens (at %d and %d)", second, firstAt)
+	}
+
+	rows, err := app.DB.Query(t.Context(), `SELECT payload->>'text' FROM webhook_outbox
+		WHERE payload->>'handoff_id' = $1 AND event = 'reply' ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, s)
+	}
+	want := []string{strings.Replace(draft, "now;", "today;", 1), "And dana.whitfield@example.com has the receipt."}
+	if fmt.Sprint(sent) != fmt.Sprint(want) {
+		t.Errorf("the bot is sent %q, want %q", sent, want)
+	}
+}
+
+// excerpt is what a page holds around each of marks, for a failure message.
+func excerpt(page string, marks ...string) string {
+	var b strings.Builder
+	for _, m := range marks {
+		if i := strings.Index(page, m); i >= 0 {
+			fmt.Fprintf(&b, "…%s…\n", page[max(0, i-150):min(len(page), i+350)])
+		} else {
+			fmt.Fprintf(&b, "(no %q)\n", m)
+		}
+	}
+	return b.String()
 }

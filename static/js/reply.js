@@ -3,6 +3,11 @@
 // polite live region. It measures the time from the editor's first focus to send, and Ctrl+Enter
 // (or Cmd+Enter) sends. The server computes the diff it stores with go-diff; this one is only the
 // agent's preview, so a plain token LCS (after trimming the common ends) is enough.
+//
+// Where the agent may not see a value, the draft holds a token, ⟦first name⟧. A token is edited
+// as one character: Backspace or Delete next to it removes it whole, and typing inside it types
+// after it. The preview shows what the customer gets, tokens marked, and names any token the
+// agent damaged anyway; the server refuses those, so this is a help, not the rule.
 (() => {
   "use strict";
   const form = document.querySelector("[data-reply-form]");
@@ -11,7 +16,53 @@
   const out = document.getElementById("reply-diff");
   const editing = form.querySelector("[data-editing-ms]");
   const draft = form.dataset.draft || "";
+  const known = new Set(JSON.parse(form.dataset.tokens || "[]"));
+  const preview = document.getElementById("reply-preview");
   let focusedAt = null;
+
+  // tokenAt is the [start, end) of the token in the composer that holds offset i strictly inside
+  // it, or touches it from the side given (-1: ends at i, +1: starts at i), or null.
+  function tokenAt(i, side) {
+    for (const m of text.value.matchAll(/⟦[^⟦⟧]*⟧/g)) {
+      const start = m.index, end = m.index + m[0].length;
+      if ((start < i && i < end) || (side < 0 && end === i) || (side > 0 && start === i)) return [start, end];
+    }
+    return null;
+  }
+
+  function renderPreview() {
+    if (!preview) return;
+    preview.replaceChildren();
+    const damaged = [];
+    let last = 0;
+    for (const m of text.value.matchAll(/⟦[^⟦⟧]*⟧|[⟦⟧]/g)) {
+      preview.append(text.value.slice(last, m.index));
+      const el = document.createElement("mark");
+      if (known.has(m[0])) {
+        el.className = "rounded bg-violet-100 px-0.5 text-violet-900";
+        el.textContent = m[0];
+      } else {
+        el.className = "rounded bg-red-100 px-0.5 text-red-900";
+        el.textContent = m[0];
+        damaged.push(m[0]);
+      }
+      preview.append(el);
+      last = m.index + m[0].length;
+    }
+    preview.append(text.value.slice(last));
+    if (damaged.length) {
+      const warn = document.createElement("span");
+      warn.className = "mt-1 block text-xs text-red-700";
+      warn.dataset.testid = "reply-damaged";
+      warn.textContent = "Damaged token: " + damaged.join(" ") + ". Put it back as it was or delete it.";
+      preview.append(warn);
+    }
+  }
+
+  function changed() {
+    cancelAnimationFrame(pending);
+    pending = requestAnimationFrame(() => { render(); renderPreview(); });
+  }
 
   // tokens cuts text into runs of space and runs of non-space, as the server does.
   const tokens = (s) => s.match(/\s+|\S+/g) || [];
@@ -45,8 +96,12 @@
   }
 
   function render() {
-    const segs = diff(tokens(draft), tokens(text.value));
     out.replaceChildren();
+    if (text.value === "") {
+      out.textContent = "No text yet.";
+      return;
+    }
+    const segs = diff(tokens(draft), tokens(text.value));
     if (!segs.some(([op]) => op !== "=")) {
       out.textContent = draft === "" ? "No text yet." : "No changes.";
       return;
@@ -64,19 +119,51 @@
   }
 
   let pending = 0;
-  text.addEventListener("input", () => {
-    cancelAnimationFrame(pending);
-    pending = requestAnimationFrame(render);
-  });
+  text.addEventListener("input", changed);
   text.addEventListener("focus", () => { if (focusedAt === null) focusedAt = performance.now(); });
   text.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
       ev.preventDefault();
       form.requestSubmit();
+      return;
+    }
+    if ((ev.key === "Backspace" || ev.key === "Delete") && text.selectionStart === text.selectionEnd) {
+      const tok = tokenAt(text.selectionStart, ev.key === "Backspace" ? -1 : 1);
+      if (tok) {
+        ev.preventDefault();
+        text.setRangeText("", tok[0], tok[1], "start");
+        changed();
+      }
     }
   });
+  text.addEventListener("beforeinput", (ev) => {
+    if (!ev.inputType.startsWith("insert") || text.selectionStart !== text.selectionEnd) return;
+    const tok = tokenAt(text.selectionStart, 0);
+    if (tok && ev.data != null) {
+      ev.preventDefault();
+      text.setRangeText(ev.data, tok[1], tok[1], "end");
+      changed();
+    }
+  });
+  form.querySelectorAll("[data-insert-token]").forEach((b) => b.addEventListener("click", () => {
+    const at = tokenAt(text.selectionStart, 0)?.[1] ?? text.selectionStart;
+    text.setRangeText(b.dataset.insertToken, at, at, "end");
+    text.focus();
+    changed();
+  }));
+  const start = form.querySelector("[data-start-draft]");
+  if (start) start.addEventListener("click", () => {
+    text.value = draft;
+    start.remove();
+    text.focus();
+    changed();
+  });
+  const status = document.getElementById("reply-status");
+  // A live region announces a change, not what a page loads with: the notice goes in after load.
+  if (status && status.dataset.announce) setTimeout(() => { status.textContent = status.dataset.announce; }, 100);
   form.addEventListener("submit", () => {
     if (focusedAt !== null) editing.value = String(Math.round(performance.now() - focusedAt));
   });
   render();
+  renderPreview();
 })();

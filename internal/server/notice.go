@@ -1,0 +1,46 @@
+package server
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/handoffdesk/desk/views"
+)
+
+// A notice tells the page an action redirected to what the action did, once: the action sets a
+// short-lived cookie holding the notice's code, and the next page of the package takes it. The
+// cookie carries a code from this closed set, never text, so nobody can make the desk say
+// something through it.
+const (
+	noticeCookie    = "desk_notice"
+	noticeReplySent = "reply_sent"
+)
+
+var notices = map[string]string{
+	noticeReplySent: "Your reply was sent to the customer. It is at the top of the replies sent.",
+}
+
+// noticeMaxAge covers the redirect and a slow page load, not a later visit.
+const noticeMaxAge = 60
+
+func (s *Server) notify(c echo.Context, code string) {
+	ck := s.sessionCookieFor(code) //nolint:gosec // G124: the session cookie's flags, from sessionCookieFor.
+	ck.Name, ck.MaxAge = noticeCookie, noticeMaxAge
+	c.SetCookie(ck)
+}
+
+// noticed takes the notice the request carries, if any, and puts it on the package's view.
+func (s *Server) noticed(c echo.Context) func(*views.HandoffView) {
+	ck, err := c.Cookie(noticeCookie)
+	if err != nil {
+		return func(*views.HandoffView) {}
+	}
+	gone := s.sessionCookieFor("") //nolint:gosec // G124: clears the cookie notify set, with its flags.
+	gone.Name, gone.MaxAge = noticeCookie, -1
+	c.SetCookie(gone)
+	text, ok := notices[ck.Value]
+	return func(v *views.HandoffView) {
+		if ok && v.Editor != nil {
+			v.Editor.Notice = text
+		}
+	}
+}

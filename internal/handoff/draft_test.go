@@ -206,7 +206,9 @@ func hiddenValues(p Package) []string {
 	return []string{p.Contact.Email, strings.ReplaceAll(p.Contact.Email, "@", "%40"), p.Contact.Phone, "415-555-0191"}
 }
 
-func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
 
 // edit replaces cut runes at rune position at of text with typed.
 func edit(text, typed string, at, cut int) string {

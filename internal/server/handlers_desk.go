@@ -186,7 +186,6 @@ func (s *Server) renderPackage(c echo.Context, id string, status int, show func(
 	return s.renderHandoff(c, id, status, show)
 }
 
-
 // framed reports whether the browser sent the request from inside a frame: the sidebar in a CRM.
 // Its answer goes back to the sidebar, the one page a CRM may frame; the package page or the
 // queue would be refused by frame-ancestors and leave the agent an empty box. Sec-Fetch-Dest is
@@ -194,7 +193,6 @@ func (s *Server) renderPackage(c echo.Context, id string, status int, show func(
 // it; the forms themselves stay the same as on the package page, whose action panel the socket
 // replaces with the same component.
 func framed(c echo.Context) bool { return c.Request().Header.Get("Sec-Fetch-Dest") == "iframe" }
-
 
 // packagePage is where an action on package id leads: the sidebar when it came from one.
 func packagePage(c echo.Context, id string) string {

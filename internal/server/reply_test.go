@@ -201,11 +201,22 @@ func TestBrowserEditsTheDraftAndSends(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("reply-text").value = ""`),
 		chromedp.SendKeys(`#reply-text`, final),
-		chromedp.WaitVisible(`#reply-diff ins`),
+	); err != nil {
+		t.Fatalf("edit the draft: %v", err)
+	}
+	// The keys arrive one by one and the diff follows a frame later: read it only once it shows
+	// the whole text.
+	waitForJS(t, ctx, "the diff of the whole text", `(() => {
+		const d = document.getElementById("reply-diff");
+		const text = [...d.childNodes].filter(n => n.nodeType === Node.TEXT_NODE || n.tagName === "INS")
+			.map(n => n.nodeType === Node.TEXT_NODE ? n.textContent : n.textContent.slice(n.querySelector(".sr-only").textContent.length)).join("");
+		return document.getElementById("reply-text").value === `+jsString(final)+` && text === `+jsString(final)+`;
+	})()`, `document.getElementById("reply-diff").textContent`)
+	if err := chromedp.Do(ctx,
 		chromedp.Click(`[data-testid="tag-policy"]`),
 		chromedp.Focus(`#reply-text`),
 	); err != nil {
-		t.Fatalf("edit the draft: %v", err)
+		t.Fatalf("tag the change: %v", err)
 	}
 	// The diff as the page shows it: text outside ins and del is kept, and the words a screen
 	// reader says before each change are left out.
@@ -275,7 +286,17 @@ func TestBrowserEditsTheDraftAndSends(t *testing.T) {
 		t.Errorf("exported %q with diff %+v, want %q with the diff the page showed %+v", exported.Final, exported.WordDiff, final, stored)
 	}
 
-	deadline := time.After(30 * time.Second)
+	if got := waitForReplyHook(t, hooks, id); got != final {
+		t.Errorf("the bot's receiver got %q, want %q", got, final)
+	}
+}
+
+// waitForReplyHook waits for the reply webhook of package id among the deliveries and returns
+// its text.
+func waitForReplyHook(t *testing.T, hooks <-chan []byte, id string) string {
+	t.Helper()
+	deadline := time.After(2 * time.Minute)
+	var seen []string
 	for {
 		select {
 		case body := <-hooks:
@@ -286,16 +307,121 @@ func TestBrowserEditsTheDraftAndSends(t *testing.T) {
 			if err := json.Unmarshal(body, &hook); err != nil {
 				t.Fatal(err)
 			}
-			if hook.Event != "reply" {
-				continue
+			seen = append(seen, hook.Event)
+			if hook.Event == "reply" && hook.HandoffID == id {
+				return hook.Text
 			}
-			if hook.Text != final || hook.HandoffID != id {
-				t.Errorf("reply webhook %s, want the final text for %s", body, id)
-			}
-			return
 		case <-deadline:
-			t.Fatal("the bot's receiver never got the reply webhook")
+			t.Fatalf("the bot's receiver never got the reply webhook of %s; it got %v", id, seen)
 		}
+	}
+}
+
+// waitForJS waits until the expression js is true on the page, and fails naming what for and
+// what the expression last showed when it is not.
+func waitForJS(t *testing.T, ctx context.Context, what, js, show string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(90*time.Second))); err != nil {
+		last, _ := chromedp.Run(ctx, chromedp.Evaluate[string](show))
+		t.Fatalf("waiting for %s: %v; last seen: %q", what, err, last)
+	}
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// insertText types text where the caret is, as an input method does: one beforeinput and one
+// input event, which the composer's token handling sees.
+func insertText(text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: text})
+		return err
+	})
+}
+
+// The co-pilot editor for an agent who sees the contact masked, in Chromium: the draft holds a
+// token, typing inside it types after it, a token inserted from the list and then Backspace
+// removes it whole, and the bot's receiver gets exactly the text the agent meant, the token
+// filled with the customer's name.
+func TestBrowserMaskedAgentEditsAroundATokenAndSends(t *testing.T) {
+	t.Parallel()
+	app := setupHooks(t, server.Config{}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
+	hookURL, hooks := receiver(t)
+	app.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
+	queue, err := app.Queues.ByName(t.Context(), "billing_t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := app.Auth.CreateAPIKey(t.Context(), auth.NewAPIKey{Name: "tier1", QueueIDs: []int64{queue.ID}, WebhookURL: hookURL, AllowPrivateWebhook: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, k.Key, pkg), http.StatusCreated)
+	draft := pkg["draft_reply"].(string)
+	shown := strings.Replace(draft, "Dana", "⟦first name⟧", 1)
+
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "bea@example.com")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.Click(`[data-testid="accept"]`),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		pressE(),
+	); err != nil {
+		t.Fatalf("accept and open the editor: %v", err)
+	}
+	if got := evalString(t, ctx, `document.getElementById("reply-text").value`); got != shown {
+		t.Fatalf("the editor holds %q, want %q", got, shown)
+	}
+	// Inside the token, after "Hi ⟦first": the words go after the token, never into it.
+	inside := len([]rune("Hi ⟦first"))
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById("reply-text").setSelectionRange(%d, %d)`, inside, inside)),
+		insertText(" and welcome back"),
+	); err != nil {
+		t.Fatalf("type inside the token: %v", err)
+	}
+	edited := strings.Replace(shown, "⟦first name⟧", "⟦first name⟧ and welcome back", 1)
+	waitForJS(t, ctx, "the words typed after the token", `document.getElementById("reply-text").value === `+jsString(edited),
+		`document.getElementById("reply-text").value`)
+	end := len([]rune(edited))
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById("reply-text").setSelectionRange(%d, %d)`, end, end)),
+		insertText(" Call "),
+		chromedp.Click(`[data-insert-token="⟦phone⟧"]`),
+		chromedp.KeyEvent("\b"),
+		insertText("us back; a receipt goes to "),
+		chromedp.Click(`[data-insert-token="⟦email⟧"]`),
+		insertText("."),
+	); err != nil {
+		t.Fatalf("insert and delete tokens: %v", err)
+	}
+	typed := edited + " Call us back; a receipt goes to ⟦email⟧."
+	waitForJS(t, ctx, "the phone token deleted whole and the email token kept", `document.getElementById("reply-text").value === `+jsString(typed),
+		`document.getElementById("reply-text").value`)
+	waitForJS(t, ctx, "the preview with both tokens marked", `[...document.querySelectorAll("#reply-preview mark")].map(m => m.textContent).join() === "⟦first name⟧,⟦email⟧"`+
+		` && !document.querySelector("[data-testid=reply-damaged]")`, `document.getElementById("reply-preview").innerHTML`)
+
+	if err := chromedp.Do(ctx,
+		chromedp.Focus(`#reply-text`),
+		chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+		chromedp.WaitVisible(`[data-testid="reply-final"]`),
+	); err != nil {
+		t.Fatalf("send with Ctrl+Enter: %v", err)
+	}
+	waitForJS(t, ctx, "the notice that the reply was sent", `document.getElementById("reply-status").textContent.startsWith("Your reply was sent")`,
+		`document.getElementById("reply-status").outerHTML`)
+	if got := evalString(t, ctx, `document.getElementById("reply-text").value + "|" + document.querySelector('[data-testid="reply-final"]').textContent`); got != "|"+typed {
+		t.Errorf("after sending, composer|first reply listed = %q, want an empty composer and %q", got, typed)
+	}
+	want := strings.Replace(draft, "Dana", "Dana and welcome back", 1) + " Call us back; a receipt goes to dana.whitfield@example.com."
+	if got := waitForReplyHook(t, hooks, id); got != want {
+		t.Errorf("the bot's receiver got\n%q\nwant\n%q", got, want)
 	}
 }
 

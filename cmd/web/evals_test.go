@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/dashboard"
+	"github.com/handoffdesk/desk/internal/evals/evalstest"
+	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // web evals export writes the export to stdout with the route's options as flags, and refuses
@@ -123,5 +127,59 @@ func TestSeedDemoGivesTheDashboardAHistory(t *testing.T) {
 	}
 	if rolled.Current.In != s.Current.In || rolled.Previous.Repeats != s.Previous.Repeats || rolled.Current.AsIs != s.Current.AsIs {
 		t.Errorf("from the rollup: %+v\nwant %+v", rolled.Current, s.Current)
+	}
+}
+
+// Every line the demo desk exports in a trainer's format passes that trainer's rules (see
+// evalstest), as an admin and a supervisor see it and redacted, and no mask reaches it.
+func TestDemoExportPassesTheTrainersRules(t *testing.T) {
+	t.Parallel()
+	getenv := env(t)
+	if out, err := runCommand(t, getenv, "seed-demo"); err != nil {
+		t.Fatalf("seed-demo: %v\n%s", err, out)
+	}
+	for _, format := range []string{"openai-sft", "openai-dpo", "trl-preference", "kto"} {
+		for _, as := range [][]string{{"--role", "admin"}, {"--role", "supervisor"}, {"--redact"}} {
+			out, err := runCommand(t, getenv, append([]string{"evals", "export", "--format", format}, as...)...)
+			if err != nil {
+				t.Fatalf("evals export %s %v: %v", format, as, err)
+			}
+			n := 0
+			for line := range strings.Lines(out) {
+				n++
+				if err := evalstest.Check(format, []byte(line)); err != nil {
+					t.Errorf("%s %v line %d: %v\n%s", format, as, n, err, line)
+				}
+				if strings.Contains(line, handoff.Masked) {
+					t.Errorf("%s %v line %d holds a mask:\n%s", format, as, n, line)
+				}
+			}
+			if n < 20 {
+				t.Errorf("%s %v: %d lines; the demo has more replies than that", format, as, n)
+			}
+		}
+	}
+}
+
+// historyWords are the words seedHistory writes in its packages and replies.
+var historyWords = strings.FieldsFunc(strings.ToLower("Customer asks about order and its refund. Hi, your refund for order is on its way; "+
+	"it reaches your card within business days. Hello, I've checked order: the refund went out today and shows within business days."),
+	func(r rune) bool { return !unicode.IsLetter(r) })
+
+// The history's contacts have distinct names, none of whose words is a word of the packages'
+// own text, which masking would otherwise hide as if it named the customer.
+func TestHistoryNamesAreDistinctAndNotWordsOfTheText(t *testing.T) {
+	seen := map[string]bool{}
+	for n := 1; n <= historyDays*historyPerDay; n++ {
+		name := historyName(n)
+		if seen[name] {
+			t.Fatalf("contact %d is named %q like an earlier one", n, name)
+		}
+		seen[name] = true
+		for _, word := range strings.Fields(name) {
+			if slices.Contains(historyWords, strings.ToLower(word)) {
+				t.Errorf("%q is a word of the packages' text", word)
+			}
+		}
 	}
 }

@@ -20,6 +20,23 @@ import (
 // every window of the dashboard, and the one before it, has figures.
 const historyDays, historyPerDay = 35, 4
 
+// historyFirst and historyLast make the history's contacts' names: distinct for each of the
+// seeded contacts, and no word of them a word of the packages' text, which masking and
+// redaction would then take for the name ("Demo Customer 7" made every "Customer" a <NAME_2>).
+var (
+	historyFirst = []string{"Amara", "Bastien", "Carys", "Dmitri", "Elif", "Farid", "Greta", "Hiroshi", "Ines", "Jomo",
+		"Katya", "Lorcan", "Mireille", "Nikhil", "Oona", "Pavel"}
+	historyLast = []string{"Abernathy", "Bergstrom", "Castellanos", "Delacroix", "Esposito", "Fairweather", "Gallagher",
+		"Halvorsen", "Iwasaki", "Jablonski"}
+)
+
+// historyName is the name of the history's n-th contact (from 1): the pairs run through every
+// first name with each last name before any pair comes back, 160 of them.
+func historyName(n int) string {
+	i := n - 1
+	return historyFirst[i%len(historyFirst)] + " " + historyLast[(i/len(historyFirst)+i)%len(historyLast)]
+}
+
 // seedHistory gives the demo desk weeks of past packages: resolved, returned to the bot and
 // canceled, a third of them from a contact who came back a day or two after an earlier package,
 // some with a bot's draft sent as is or edited. They go through the desk's own intake and actions
@@ -65,7 +82,7 @@ func seedHistory(ctx context.Context, db *pgxpool.Pool, users *auth.Service, now
 			"schema_version": "1.0", "handoff_id": id, "source_run_id": "run_demo_history_" + strconv.Itoa(i+1),
 			"source_agent": []string{"tier1-support", "tier1-support", "billing-bot"}[i%3], "target_profile": queues[i%5/4],
 			"transfer_mode": "warm", "trigger": string(triggers[i*7%len(triggers)]),
-			"contact":           map[string]any{"id": fmt.Sprintf("cust_demo_history_%d", contact), "display_name": "Demo Customer " + strconv.Itoa(contact)},
+			"contact":           map[string]any{"id": fmt.Sprintf("cust_demo_history_%d", contact), "display_name": historyName(contact)},
 			"problem_statement": "Customer asks about order " + strconv.Itoa(3000+contact) + " and its refund.", "locale": "en-US",
 		}
 		draft := "Hi, your refund for order " + strconv.Itoa(3000+contact) + " is on its way; it reaches your card within 5 business days."

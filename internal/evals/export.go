@@ -116,9 +116,9 @@ type Querier interface {
 }
 
 // Export writes the records f selects, oldest first, one JSON object per line, to w, as role may
-// see them: each record's package and texts are masked by its queue's rule for role
-// (handoff.MaskFor, MaskNoteFor), or redacted (handoff.RedactFor) when f asks. It returns how many
-// lines it wrote.
+// see them: each record's package and texts are redacted with placeholders (handoff.RedactFor)
+// when f asks or when the queue's rule hides the customer from role, and shown whole otherwise.
+// It returns how many lines it wrote.
 //
 // Rows stream from one query through a fixed buffer, so memory stays flat however many records
 // match. An unknown queue is refused before anything is written; an error after that leaves the
@@ -344,14 +344,16 @@ func (x *exporter) show(r *row) (shown, error) {
 		return shown{}, fmt.Errorf("evals: the package of %s: %w", r.handoffID, err)
 	}
 	v := handoff.VisibilityFor(x.role, handoff.PIIRule{MinRole: r.piiMinRole, EntityKeys: r.piiKeys, WithholdTranscript: r.withholdTranscript})
-	if x.f.Redact {
+	// Below the queue's PII role an export is redacted, not masked: a mask's bullets and initials
+	// are no text a customer should get, and a model trained on them would learn to write them.
+	if x.f.Redact || !v.PII {
 		masked, red := p.RedactFor(v)
 		return shown{masked, red.Text}, nil
 	}
 	if fields := v.Unmasked(p); len(fields) > 0 {
 		x.unmasked = append(x.unmasked, unmasked{r.rowID, fields})
 	}
-	return shown{p.MaskFor(v), p.NoteMaskFor(v)}, nil
+	return shown{p, func(text string) string { return text }}, nil
 }
 
 // decode reads a stored package with encoding/json/v2, which takes a third of the time v1 does,
@@ -509,44 +511,97 @@ type ktoLine struct {
 	Label      bool      `json:"label"`
 }
 
-// PromptTurns is how many of the transcript's last turns a prompt carries: the recent
-// conversation the reply answers, not the whole of a 200-turn chat.
+// PromptTurns is how many of the conversation's last turns a prompt carries: the recent
+// exchange the reply answers, not the whole of a 200-turn chat.
 const PromptTurns = 10
 
-// promptOf is what the agent answered, as a chat: a system message made of the queue and the
-// package (problem, entities, recommended next step), then the transcript's last turns between the
-// customer and the bot. Tool and system turns are left out: raw tool output is no turn of the
-// conversation, and OpenAI's format would want its tool call too.
+// promptOf is what the agent answered, as the trainers read a chat (see docs/evals.md): a system
+// message, then turns that alternate between the customer (user) and the bot (assistant), the
+// first and the last the customer's. The system message names the queue and the bot and, when
+// there is a conversation, carries the package (problem, entities, what the bot tried, next
+// step) and the bot's last words to the customer, which the agent's reply follows. With no
+// conversation (none sent, or withheld from the exporter) the package itself is the user turn.
+//
+// The rules come from the readers: OpenAI's fine-tuning data checker (a string content in every
+// message, known roles and keys), TRL's apply_chat_template (a prompt's last message is the
+// user's, or TRL takes the reply for a continuation of the bot's), and the chat templates that
+// refuse two turns of one role in a row.
 func promptOf(p handoff.Package, queue, sourceAgent string) []Message {
-	var sys strings.Builder
-	fmt.Fprintf(&sys, "You are a support agent on the %s queue. The bot %s handed this conversation over to you.", queue, sourceAgent)
-	fmt.Fprintf(&sys, "\nProblem: %s", p.ProblemStatement)
+	framing := fmt.Sprintf("You are a support agent on the %s queue. The bot %s handed this conversation over to you.", queue, sourceAgent)
+	turns, botLast := conversation(p.Transcript)
+	if len(turns) == 0 {
+		return []Message{{Role: "system", Content: framing}, {Role: "user", Content: packageText(p)}}
+	}
+	sys := framing + "\n" + packageText(p)
+	if botLast != "" {
+		sys += "\nThe bot's last words to the customer: " + botLast
+	}
+	return append([]Message{{Role: "system", Content: sys}}, turns...)
+}
+
+// conversation is the transcript's turns between the customer and the bot, consecutive turns of
+// one role merged into one, the last PromptTurns of them, starting and ending on the customer's;
+// and what the bot said after the customer's last turn, its hand-over, which the agent's reply
+// replaces. Tool and system turns are left out: raw tool output is no turn of the conversation,
+// and OpenAI's format would want its tool call too.
+func conversation(transcript []handoff.Turn) (turns []Message, botLast string) {
+	for _, t := range transcript {
+		if t.Role != handoff.RoleUser && t.Role != handoff.RoleAssistant || strings.TrimSpace(t.Content) == "" {
+			continue
+		}
+		if n := len(turns); n > 0 && turns[n-1].Role == string(t.Role) {
+			turns[n-1].Content += "\n\n" + t.Content
+			continue
+		}
+		turns = append(turns, Message{Role: string(t.Role), Content: t.Content})
+	}
+	if n := len(turns); n > 0 && turns[n-1].Role == "assistant" {
+		botLast, turns = turns[n-1].Content, turns[:n-1]
+	}
+	turns = turns[max(0, len(turns)-PromptTurns):]
+	if len(turns) > 0 && turns[0].Role == "assistant" {
+		turns = turns[1:]
+	}
+	return turns, botLast
+}
+
+// packageText is the package as the agent read it: what the bot handed over.
+func packageText(p handoff.Package) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Problem: %s", p.ProblemStatement)
 	if len(p.StructuredEntities) > 0 {
 		keys := make([]string, 0, len(p.StructuredEntities))
 		for k := range p.StructuredEntities {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		sys.WriteString("\nEntities:")
+		b.WriteString("\nEntities:")
 		for i, k := range keys {
 			sep := " "
 			if i > 0 {
 				sep = "; "
 			}
-			fmt.Fprintf(&sys, "%s%s: %s", sep, k, entityText(p.StructuredEntities[k]))
+			fmt.Fprintf(&b, "%s%s: %s", sep, k, entityText(p.StructuredEntities[k]))
+		}
+	}
+	if len(p.AttemptedActions) > 0 {
+		b.WriteString("\nWhat the bot tried:")
+		for i, a := range p.AttemptedActions {
+			sep := " "
+			if i > 0 {
+				sep = "; "
+			}
+			outcome := ""
+			if a.OK != nil {
+				outcome = map[bool]string{true: " (ok)", false: " (failed)"}[*a.OK]
+			}
+			fmt.Fprintf(&b, "%s%s: %s%s", sep, a.Tool, a.Result, outcome)
 		}
 	}
 	if p.RecommendedNextStep != "" {
-		fmt.Fprintf(&sys, "\nRecommended next step: %s", p.RecommendedNextStep)
+		fmt.Fprintf(&b, "\nRecommended next step: %s", p.RecommendedNextStep)
 	}
-	msgs := []Message{{Role: "system", Content: sys.String()}}
-	var turns []Message
-	for _, t := range p.Transcript {
-		if t.Role == handoff.RoleUser || t.Role == handoff.RoleAssistant {
-			turns = append(turns, Message{Role: string(t.Role), Content: t.Content})
-		}
-	}
-	return append(msgs, turns[max(0, len(turns)-PromptTurns):]...)
+	return b.String()
 }
 
 func entityText(v handoff.EntityValue) string {

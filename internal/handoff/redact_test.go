@@ -28,6 +28,10 @@ func TestRedactForReplacesTheCustomerWithPlaceholders(t *testing.T) {
 	if got := r.Text("Thanks Dana — refund on ch_44c, not ch_44b."); got != "Thanks <NAME_1> — refund on <CHARGE_IDS_2>, not <CHARGE_IDS_1>." {
 		t.Errorf("reply %q", got)
 	}
+	// An address percent-encoded, in a mailto: link or glued to a word is the address all the same.
+	if got := r.Text("Write to dana.whitfield%40example.com, <a href=\"mailto:Dana.Whitfield@example.com?subject=refund\">, or Email:dana.whitfield@example.com"); got != "Write to <EMAIL_1>, <a href=\"mailto:<EMAIL_1>?subject=refund\">, or Email:<EMAIL_1>" {
+		t.Errorf("email spellings %q", got)
+	}
 	if red.StructuredEntities["product_sku"].Text() != "PRO-MONTHLY" || red.StructuredEntities["account_id"].Text() != "<ACCOUNT_ID_1>" {
 		t.Errorf("entities %v", red.StructuredEntities)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // exportFixture is a desk with three records on Harbor packages in billing_t2, a queue whose
@@ -264,7 +265,7 @@ func TestEvalsExportFormats(t *testing.T) {
 }
 
 // What the export holds of the customer depends on who exports: a supervisor, who sees this
-// queue's contacts masked, finds none of them in any format; with redact=true nobody does, and
+// queue's contacts masked, finds none of them in any format, placeholders in their stead; with redact=true nobody does, and
 // the placeholders agree between prompt and completion.
 func TestEvalsExportMasksAndRedacts(t *testing.T) {
 	t.Parallel()
@@ -301,8 +302,9 @@ func TestEvalsExportMasksAndRedacts(t *testing.T) {
 	if reads != 1 || packages != 3 {
 		t.Errorf("%d export reads of %d packages recorded, want 1 of 3", reads, packages)
 	}
-	if body := grep("supervisor", x.sup, "format=records"); !strings.Contains(body, `"final":"Hi D., I reversed`) || !strings.Contains(body, "•••@example.com") {
-		t.Errorf("the supervisor's records are not masked as the desk masks them:\n%s", body)
+	// Below the PII role an export is redacted, not masked: no bullet or initial reaches a trainer.
+	if body := grep("supervisor", x.sup, "format=records"); !strings.Contains(body, `"final":"Hi <NAME_1>, I reversed`) || strings.Contains(body, handoff.Masked) {
+		t.Errorf("the supervisor's records are not redacted with placeholders:\n%s", body)
 	}
 
 	dpo := exportLines[struct {

@@ -113,15 +113,24 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 var demoReplies = []struct {
 	id, contact, problem, draft, final string
 	tags                               []string
+	transcript                         []map[string]string
 }{
 	{"ho_demo_reply_as_is", "Jo Rivera", "Customer asks when the refund for order 1182 arrives.",
 		"Hi Jo, your refund for order 1182 was issued yesterday; it reaches your card within 5 business days.",
-		"Hi Jo, your refund for order 1182 was issued yesterday; it reaches your card within 5 business days.", nil},
+		"Hi Jo, your refund for order 1182 was issued yesterday; it reaches your card within 5 business days.", nil, nil},
 	{"ho_demo_reply_edited", "Sam Patel", "Customer was charged twice for the June plan and wants one charge back.",
 		"Hello, we have refunded both charges and cancelled your plan.",
-		"Hello Sam, we have refunded the duplicate charge; your June plan stays active.", []string{"factual_error", "tone"}},
+		"Hello Sam, we have refunded the duplicate charge; your June plan stays active.", []string{"factual_error", "tone"},
+		[]map[string]string{
+			{"role": "assistant", "content": "Hi! How can I help with your account today?"},
+			{"role": "user", "content": "I was charged twice for the June plan."},
+			{"role": "user", "content": "Can you give one of them back?"},
+			{"role": "assistant", "content": "I can see two charges of 19.00 USD on June 1."},
+			{"role": "user", "content": "Yes, those. I only want the plan once."},
+			{"role": "assistant", "content": "Refunds need a person: I'm connecting you with a billing specialist."},
+		}},
 	{"ho_demo_reply_scratch", "Lee Chen", "Customer wants an invoice with the company's VAT number on it.",
-		"", "Hi Lee, I've reissued invoice INV-2291 with your VAT number; it is in your account under Billing.", []string{"missing_info"}},
+		"", "Hi Lee, I've reissued invoice INV-2291 with your VAT number; it is in your account under Billing.", []string{"missing_info"}, nil},
 }
 
 // seedReplies sends the demo replies through the desk's own actions. A package that is no longer
@@ -145,6 +154,9 @@ func seedReplies(ctx context.Context, db *pgxpool.Pool, users *auth.Service) err
 		}
 		if d.draft != "" {
 			pkg["draft_reply"] = d.draft
+		}
+		if d.transcript != nil {
+			pkg["transcript"] = d.transcript
 		}
 		body, err := json.Marshal(pkg)
 		if err != nil {

@@ -318,10 +318,18 @@ func (m mentions) replace(text string, with func(surface string, w mention) stri
 	if m.none() || text == "" {
 		return text
 	}
+	starts := m.firstBytes()
 	var out strings.Builder
 	last := 0        // text[:last] is in out
 	prev := rune(-1) // the rune before text[i], -1 at the start
 	for i := 0; i < len(text); {
+		if !starts[text[i]] {
+			// No mention starts with this byte: most of any text, passed over without a lookup.
+			r, size := utf8.DecodeRuneInString(text[i:])
+			i += size
+			prev = r
+			continue
+		}
 		if end, w := m.at(text, i, prev); end >= 0 {
 			masked := with(text[i:end], w)
 			// "Thanks, Dana." becomes "Thanks, D." rather than "D..".
@@ -366,6 +374,31 @@ func (m mentions) at(text string, i int, prev rune) (end int, w mention) {
 		}
 	}
 	return -1, mention{}
+}
+
+// firstBytes marks the bytes a mention may start with: the first letter of each in either case,
+// a phone number's digits and its leading "+" or "(", and every byte outside ASCII, where case
+// folding reaches further ("K" for the Kelvin sign) than a table of bytes would tell.
+func (m mentions) firstBytes() *[256]bool {
+	var t [256]bool
+	for b := utf8.RuneSelf; b < 256; b++ {
+		t[b] = true
+	}
+	for _, ws := range [][]mention{m.emails, m.words} {
+		for _, w := range ws {
+			c := w.text[0]
+			t[c] = true
+			if l := c | 0x20; 'a' <= l && l <= 'z' {
+				t[l], t[l&^0x20] = true, true
+			}
+		}
+	}
+	if m.phone != "" {
+		for _, c := range []byte("0123456789+(") {
+			t[c] = true
+		}
+	}
+	return &t
 }
 
 // emailAt returns the length of the email mention at the start of s, and which; or 0.

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -38,11 +39,16 @@ import (
 // append-only event log and the bot's webhooks from carrying megabytes.
 const MaxNoteChars = 4000
 
-// checkNote refuses a reason or note over MaxNoteChars, naming field, the form field it comes in.
+// checkNote refuses a reason or note over MaxNoteChars, or holding a mask pasted from the page
+// (the bot and the eval record would get the bullets), naming field, the form field it comes in.
 func checkNote(field, text string) error {
 	if n := utf8.RuneCountInString(text); n > MaxNoteChars {
 		return &desk.Error{Code: desk.Invalid, Details: map[string]string{"field": field},
 			Message: fmt.Sprintf("the %s is %d characters; at most %d are allowed", field, n, MaxNoteChars)}
+	}
+	if strings.Contains(text, handoff.Masked) {
+		return &desk.Error{Code: desk.Invalid, Details: map[string]string{"field": field},
+			Message: fmt.Sprintf("the %s contains %s, which stands for a value you may not see: write the text out or leave it out", field, handoff.Masked)}
 	}
 	return nil
 }

@@ -329,3 +329,20 @@ func TestReplyFillsTheTokensTheAgentKept(t *testing.T) {
 		t.Errorf("the bot is sent %q, want only %q", texts, want)
 	}
 }
+
+// A mask pasted from the page into a note the bot gets is refused: the bot and the eval record
+// would get the bullets.
+func TestNoteWithAMaskIsRefused(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	id := d.submit(t, "billing", nil)
+	if err := d.actions.Accept(ctx, alex, id); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.actions.ReturnToBot(ctx, alex, id, "needs_more_info", "Ask for the card ending "+handoff.Masked+"34.")
+	if desk.ErrorCode(err) != desk.Invalid || !strings.Contains(desk.ErrorMessage(err), handoff.Masked) {
+		t.Fatalf("a note with a mask: %v, want a refusal naming it", err)
+	}
+}

@@ -131,6 +131,7 @@ func NewDeliverer(db *pgxpool.Pool, logger *slog.Logger, opts Options) *Delivere
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New(nil)
 	}
+	opts.Metrics.Outcomes(StateDelivered, StatePending, StateDead)
 	if opts.Tracing == nil {
 		opts.Tracing = tracing.Off()
 	}

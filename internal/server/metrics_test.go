@@ -3,6 +3,9 @@ package server_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,5 +229,39 @@ func TestIntakeCountsRefusalsAsAnswered(t *testing.T) {
 		if v := value(got, "handoffdesk_intake_total", map[string]string{"queue": "", "result": result}); v != want {
 			t.Errorf("intake{result=%s} = %v, want %v", result, v, want)
 		}
+	}
+}
+
+// A real scrape, after a package, a websocket and a made-up method, passes Prometheus's own check
+// of the exposition format and its naming rules (promtool check metrics). promtool is on PATH or
+// named by PROMTOOL (make test runs scripts/promtool, which unpacks Debian's); without it the
+// test is skipped.
+func TestScrapePassesPromtool(t *testing.T) {
+	t.Parallel()
+	promtool := os.Getenv("PROMTOOL")
+	if promtool == "" {
+		var err error
+		if promtool, err = exec.LookPath("promtool"); err != nil {
+			t.Skip("no promtool: set PROMTOOL or run scripts/promtool")
+		}
+	}
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	expect(t, "submit", app.submit(t, key, harbor(t, nil)), http.StatusCreated)
+	agent := app.client(t)
+	app.login(t, agent, "dana@example.com")
+	conn, _, err := app.dial(t, agent, "queues=billing_t2", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readFrame(t, conn)
+	rawRequests(t, app.URL, []string{"XYZZY /nowhere", "GET /healthz"})
+
+	scrape, _ := app.scrapeText(t)
+	check := exec.CommandContext(t.Context(), promtool, "check", "metrics")
+	check.Stdin = strings.NewReader(scrape)
+	if out, err := check.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }

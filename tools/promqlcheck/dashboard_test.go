@@ -4,20 +4,16 @@
 package promqlcheck
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/handoffdesk/desk/internal/metrics"
-	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/metrics/metricstest"
 )
 
 type panel struct {
@@ -210,30 +206,10 @@ func (f familyNames) has(name string) bool {
 	return false
 }
 
-// registryFamilies are the families of a desk instance's registry with a series in each: a pool
-// (which opens no connection until asked for one), a queue read at the scrape, and each count
-// made once.
+// registryFamilies are the families of a desk instance's registry with a series in each.
 func registryFamilies(t *testing.T) familyNames {
 	t.Helper()
-	pool, err := pgxpool.New(t.Context(), "postgres://127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	m := metrics.New(pool)
-	m.ReadState(metrics.State{
-		Queues:  func(context.Context) ([]queue.Health, error) { return []queue.Health{{Name: "billing_t2"}}, nil },
-		Backlog: func(context.Context) (int, error) { return 0, nil },
-	})
-	m.Request("GET", "/handoffs/:id", 500, time.Millisecond)
-	m.Intake("billing_t2", metrics.Created)
-	m.Accepted("billing_t2", time.Minute)
-	m.Resolved("billing_t2", time.Hour)
-	m.Delivery("delivered")
-	m.Published(time.Now())
-	m.SocketOpened()
-	m.FrameSent()
-	gathered, err := m.Registry().Gather()
+	gathered, err := metricstest.EverySeries(t).Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

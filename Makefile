@@ -19,12 +19,20 @@ run: build
 		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" exec bin/web serve
 
 ## test: every test, against real PostgreSQL and headless Chromium; npm installs axe-core, which
-## the accessibility test injects into the pages.
-test:
+## the accessibility test injects into the pages; scripts/promtool finds or unpacks the promtool
+## that checks a real scrape; check-dashboard reads the Grafana dashboard's queries.
+test: check-dashboard
 	@scripts/chromium
 	@npm install --no-audit --no-fund --loglevel=error
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
-		TEST_DATABASE_URL="$$url" $(GO) test $(TEST_FLAGS) ./...
+		TEST_DATABASE_URL="$$url" PROMTOOL="$${PROMTOOL:-$$(scripts/promtool)}" $(GO) test $(TEST_FLAGS) ./...
+
+## check-dashboard: docs/grafana-dashboard.json's queries parse with Prometheus's PromQL parser,
+## read only series the registry has, and are charted in fitting units. tools/promqlcheck is a
+## module of its own (see its go.mod); -mod=mod lets it take the desk's dependencies as they move.
+.PHONY: check-dashboard
+check-dashboard:
+	cd tools/promqlcheck && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -count=1 ./...
 
 ## lint: golangci-lint with gosec and staticcheck (.golangci.yml), installed at the pinned version
 ## into GOPATH/bin when that version is missing; installed from a temporary directory, outside this

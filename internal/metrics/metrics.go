@@ -42,7 +42,7 @@ func New(db *pgxpool.Pool) *Metrics {
 		registry: prometheus.NewRegistry(),
 		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoffdesk_intake_total",
-			Help: "Packages submitted by bots, by queue and result (created, replayed, or the error code of a refusal; queue is empty when the package named no queue the bot may use).",
+			Help: "Packages submitted by bots with a valid key, by queue and result: created, replayed, or why the package was refused (docs/metrics.md lists every value). queue is the queue the package went to, empty for every refusal.",
 		}, []string{"queue", "result"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "handoffdesk_http_request_duration_seconds",
@@ -100,23 +100,61 @@ func (m *Metrics) Handler() http.Handler {
 // Intake counts one submitted package.
 func (m *Metrics) Intake(queue, result string) { m.intake.WithLabelValues(queue, result).Inc() }
 
-// Request records one answered request; route is the route's template (echo's c.Path()), never
-// the path itself, which carries package ids.
-func (m *Metrics) Request(method, route string, status int, took time.Duration) {
-	m.requestDuration.WithLabelValues(method, route, statusLabel(status)).Observe(took.Seconds())
+// Refusals creates the intake series of each refusal (queue "") at 0, so that a panel or an
+// alert on them reads 0 before the first refusal, not nothing. A queue's created and replayed
+// series start with its first package.
+func (m *Metrics) Refusals(results ...string) {
+	for _, result := range results {
+		m.intake.WithLabelValues("", result)
+	}
 }
 
-// statusLabels holds the status codes' text once, so that labelling a request allocates nothing.
+// Request records one answered request. route is the route's template (echo's c.Path()), never
+// the path itself, which carries package ids, or Unmatched; the method and the status code are
+// folded to closed sets here (Method, statusLabel), since anyone who reaches the port picks them.
+func (m *Metrics) Request(method, route string, status int, took time.Duration) {
+	m.requestDuration.WithLabelValues(Method(method), route, statusLabel(status)).Observe(took.Seconds())
+}
+
+// Other and Unmatched stand for what a client may make up: Other for a method that is not one of
+// HTTP's (and a status code outside 100–599, which no answer carries), Unmatched for a path that
+// no route takes.
+const (
+	Other     = "other"
+	Unmatched = "unmatched"
+)
+
+// Method is a request's method as a label: one of the methods RFC 9110 and RFC 5789 (PATCH)
+// define, or Other. Methods are case-sensitive, so "get" is other.
+func Method(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return Other
+}
+
+// statusLabels holds the status codes' labels once, so that labelling a request allocates
+// nothing: the code itself when net/http names it, or for 499 (nginx's "client closed request",
+// which the server records for a client that left before its answer), else its class ("4xx").
 var statusLabels = func() (labels [600]string) {
-	for i := range labels {
-		labels[i] = strconv.Itoa(i)
+	for code := range labels {
+		switch {
+		case code < 100:
+			labels[code] = Other
+		case http.StatusText(code) != "" || code == 499:
+			labels[code] = strconv.Itoa(code)
+		default:
+			labels[code] = strconv.Itoa(code/100) + "xx"
+		}
 	}
 	return labels
 }()
 
 func statusLabel(status int) string {
 	if status < 0 || status >= len(statusLabels) {
-		return strconv.Itoa(status)
+		return Other
 	}
 	return statusLabels[status]
 }
@@ -137,6 +175,13 @@ func (m *Metrics) Resolved(queue string, took time.Duration) {
 
 // Delivery counts one webhook request by the state it left its outbox row in.
 func (m *Metrics) Delivery(state string) { m.deliveries.WithLabelValues(state).Inc() }
+
+// Outcomes creates the deliveries' series of each state at 0, as Refusals does for intake.
+func (m *Metrics) Outcomes(states ...string) {
+	for _, state := range states {
+		m.deliveries.WithLabelValues(state)
+	}
+}
 
 // Published observes the lag of one event the hub publishes, made at at.
 func (m *Metrics) Published(at time.Time) { m.feedLag.Observe(time.Since(at).Seconds()) }

@@ -125,7 +125,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if outage != nil {
 		err = outage
 	}
-	body := apiError{Code: desk.ErrorCode(err), Error: desk.ErrorMessage(err)}
+	body := apiError{Code: errorCode(err), Error: desk.ErrorMessage(err)}
 	var he *echo.HTTPError
 	var de *desk.Error
 	var syntax *handoff.SyntaxError
@@ -137,9 +137,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 			body.Error = m
 		}
 	case errors.As(err, &syntax):
-		body.Code, body.Error = desk.BadRequest, "malformed JSON: "+syntax.Error()
+		body.Error = "malformed JSON: " + syntax.Error()
 	case errors.As(err, &invalid):
-		body.Code, body.Fields = desk.Invalid, invalid.Fields
+		body.Fields = invalid.Fields
 		body.Error = fmt.Sprintf("the package is invalid: %d field(s) break the rules, listed in fields", len(invalid.Fields))
 	case errors.As(err, &de):
 		body.Reason, body.Details = de.Reason, de.Details
@@ -164,6 +164,18 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if err != nil {
 		s.logger.Error("writing error response", "err", err)
 	}
+}
+
+// errorCode is the desk's code for err, as its answer gives it: a package that is not JSON is a
+// bad request, and one that breaks the package's rules is invalid.
+func errorCode(err error) string {
+	switch {
+	case errors.As(err, new(*handoff.SyntaxError)):
+		return desk.BadRequest
+	case errors.As(err, new(*handoff.ValidationError)):
+		return desk.Invalid
+	}
+	return desk.ErrorCode(err)
 }
 
 // setRetryAfter tells a refused client, in whole seconds rounded up, when to try again.

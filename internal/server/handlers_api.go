@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,9 +30,9 @@ const botKey = "bot"
 // requireBot authenticates a bearer API key.
 func (s *Server) requireBot(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		header := c.Request().Header.Get(echo.HeaderAuthorization)
-		token, ok := strings.CutPrefix(header, "Bearer ")
-		if !ok {
+		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is Bearer.
+		scheme, token, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+		if !strings.EqualFold(scheme, "Bearer") {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="handoff-desk"`)
 			return desk.Errorf(desk.Unauthorized, "send the API key as Authorization: Bearer <key>")
 		}
@@ -136,19 +137,32 @@ func (s *Server) submit(c echo.Context) (intake.Receipt, error) {
 	return receipt, err
 }
 
-// intakeResult names a refusal for handoffdesk_intake_total: the guard's reason when it gave one
-// (a fixed vocabulary), else the error's code. The queue is left out of a refusal's labels since
-// the package may name any queue at all.
+// intakeResult names a refusal for handoffdesk_intake_total as its answer names it: the guard's
+// reason when it gave one, else the error's code. The queue is left out of a refusal's labels
+// since the package may name any queue at all.
 func intakeResult(err error) string {
 	if u := unavailable(err); u != nil {
 		return u.Reason
 	}
 	var e *desk.Error
-	if errors.As(err, &e) && e.Reason != "" {
+	if errors.As(err, &e) && slices.Contains(intakeReasons, e.Reason) {
 		return e.Reason
 	}
-	return desk.ErrorCode(err)
+	if code := errorCode(err); slices.Contains(intakeCodes, code) {
+		return code
+	}
+	return desk.Internal
 }
+
+// The values intakeResult gives, a closed set, each counted from 0 (metrics.Refusals): the codes
+// of the errors intake answers (a bot without a valid key is refused before it, and not counted)
+// and the reasons of its guards and of a desk that cannot answer now.
+var (
+	intakeCodes = []string{desk.BadRequest, desk.Invalid, desk.Conflict, desk.NotFound, desk.Forbidden, desk.RateLimited,
+		desk.TooLarge, desk.Unsupported, desk.Unavailable, desk.Internal}
+	intakeReasons = []string{handoff.ReasonOpenHandoff, handoff.ReasonContactHourly, handoff.ReasonContactDaily,
+		handoff.ReasonCircular, intake.ReasonDeferred, ReasonBusy, ReasonDatabaseUnavailable}
+)
 
 // followUnanswered logs what became of a package whose request ended before its batch answered
 // (the client left, or the deadline passed and the client was told 503). Such a package often

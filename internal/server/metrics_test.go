@@ -3,7 +3,11 @@ package server_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -117,8 +121,12 @@ func TestMetricsCountAKnownSequence(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
 		}
 	}
-	if v := value(got, "handoffdesk_websocket_frames_sent_total", nil); v < 1 {
-		t.Errorf("websocket frames sent = %v after the hello, want at least 1", v)
+	// The hello is counted once written, which the browser may see first.
+	for deadline := time.Now().Add(10 * time.Second); value(got, "handoffdesk_websocket_frames_sent_total", nil) < 1; got = app.scrape(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("websocket frames sent = %v 10 s after the hello, want at least 1", value(got, "handoffdesk_websocket_frames_sent_total", nil))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if v := value(got, "handoffdesk_queue_oldest_waiting_seconds", map[string]string{"queue": "billing_t2"}); v < 0 {
 		t.Errorf("oldest waiting in billing_t2 = %v, want an age", v)
@@ -187,5 +195,73 @@ func TestPublicPortHasNoMetrics(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /metrics on the metrics listener: %d, want 200", resp.StatusCode)
+	}
+}
+
+// Intake counts a refusal as its answer says (a body that is not JSON is a bad request, a package
+// that breaks the rules is invalid), never as internal; and every refusal, like every delivery
+// outcome, reads 0 before it first happens, so that a panel or an alert sees 0, not nothing.
+func TestIntakeCountsRefusalsAsAnswered(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+
+	before := app.scrape(t)
+	for _, result := range []string{"bad_request", "invalid", "conflict", "internal", "contact_hourly_limit", "busy", "database_unavailable"} {
+		if v := value(before, "handoffdesk_intake_total", map[string]string{"queue": "", "result": result}); v != 0 {
+			t.Errorf("before any package, intake{result=%s} = %v, want 0", result, v)
+		}
+	}
+	for _, outcome := range []string{"delivered", "pending", "dead"} {
+		if v := value(before, "handoffdesk_webhook_deliveries_total", map[string]string{"outcome": outcome}); v != 0 {
+			t.Errorf("before any delivery, deliveries{outcome=%s} = %v, want 0", outcome, v)
+		}
+	}
+
+	expect(t, "malformed JSON", app.api(t, http.MethodPost, "/api/v1/handoffs", key, []byte(`{"handoff_id": `)), http.StatusBadRequest)
+	invalid := harbor(t, func(p map[string]any) { delete(p, "problem_statement") })
+	expect(t, "no problem statement", app.submit(t, key, invalid), http.StatusUnprocessableEntity)
+	unknown := harbor(t, func(p map[string]any) { p["colour"] = "blue" })
+	expect(t, "an unknown field", app.submit(t, key, unknown), http.StatusUnprocessableEntity)
+
+	got := app.scrape(t)
+	for result, want := range map[string]float64{"bad_request": 1, "invalid": 2, "internal": 0} {
+		if v := value(got, "handoffdesk_intake_total", map[string]string{"queue": "", "result": result}); v != want {
+			t.Errorf("intake{result=%s} = %v, want %v", result, v, want)
+		}
+	}
+}
+
+// A real scrape, after a package, a websocket and a made-up method, passes Prometheus's own check
+// of the exposition format and its naming rules (promtool check metrics). promtool is on PATH or
+// named by PROMTOOL (make test runs scripts/promtool, which unpacks Debian's); without it the
+// test is skipped.
+func TestScrapePassesPromtool(t *testing.T) {
+	t.Parallel()
+	promtool := os.Getenv("PROMTOOL")
+	if promtool == "" {
+		var err error
+		if promtool, err = exec.LookPath("promtool"); err != nil {
+			t.Skip("no promtool: set PROMTOOL or run scripts/promtool")
+		}
+	}
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	expect(t, "submit", app.submit(t, key, harbor(t, nil)), http.StatusCreated)
+	agent := app.client(t)
+	app.login(t, agent, "dana@example.com")
+	conn, _, err := app.dial(t, agent, "queues=billing_t2", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readFrame(t, conn)
+	rawRequests(t, app.URL, []string{"XYZZY /nowhere", "GET /healthz"})
+
+	scrape, _ := app.scrapeText(t)
+	check := exec.CommandContext(t.Context(), promtool, "check", "metrics") //nolint:gosec // G204: the promtool the person running the tests named
+	check.Stdin = strings.NewReader(scrape)
+	if out, err := check.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/views"
 )
@@ -53,13 +54,25 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			level = slog.LevelWarn
 		}
 		took := time.Since(start)
-		s.metrics.Request(req.Method, c.Path(), c.Response().Status, took)
-		tracing.Route(req.Context(), req.Method, c.Path())
+		method, route := metrics.Method(req.Method), s.route(c)
+		s.metrics.Request(method, route, c.Response().Status, took)
+		if route != metrics.Unmatched {
+			tracing.Route(req.Context(), method, route)
+		}
 		s.logger.LogAttrs(req.Context(), level, "request",
 			slog.String("method", req.Method), slog.String("path", req.URL.Path),
 			slog.Int("status", c.Response().Status), slog.Duration("duration", took))
 		return nil
 	}
+}
+
+// route is the template of the route that took the request, or metrics.Unmatched when none did
+// (echo's RouteNotFound routes, or nothing at all): what a client makes up never becomes a label.
+func (s *Server) route(c echo.Context) string {
+	if route := c.Path(); s.templates[route] {
+		return route
+	}
+	return metrics.Unmatched
 }
 
 // permissionsPolicy denies the browser features the desk never uses, so that nothing injected

@@ -103,4 +103,11 @@ func (s *Server) routes() {
 	bot.POST("/sw4rm/handoff-requests", s.handleSW4RM)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.NewHTTPError(http.StatusNotFound, "no such page") })
+
+	s.templates = map[string]bool{}
+	for _, r := range e.Routes() {
+		if r.Method != echo.RouteNotFound {
+			s.templates[r.Path] = true
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,8 @@ type Server struct {
 	sso      *sso.Service // nil without an identity provider
 
 	echo *echo.Echo
+	// templates are the paths of the routes, the only route labels of the request metrics.
+	templates map[string]bool
 	// handler is echo, inside a span per request while tracing is on.
 	handler       http.Handler
 	citations     citationLinks
@@ -145,6 +148,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		shutdown:      make(chan struct{}),
 		after:         time.After,
 	}
+	counts.Refusals(slices.Concat(intakeCodes, intakeReasons)...)
 	s.upgrader = websocket.Upgrader{
 		CheckOrigin: s.checkOrigin,
 		// Browsers send only small presence messages; frames are written through a shared pool,

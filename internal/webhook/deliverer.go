@@ -131,6 +131,7 @@ func NewDeliverer(db *pgxpool.Pool, logger *slog.Logger, opts Options) *Delivere
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New(nil)
 	}
+	opts.Metrics.Outcomes(StateDelivered, StatePending, StateDead)
 	if opts.Tracing == nil {
 		opts.Tracing = tracing.Off()
 	}
@@ -590,17 +591,56 @@ func (d *Deliverer) traced(ctx context.Context, row claimed) (int, error) {
 	}
 	ctx, span := d.opts.Tracing.Start(ctx, "webhook.deliver", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithLinks(append(tracing.Link(row.trace, tracing.ToCause), tracing.Link(row.packageTrace, tracing.ToPackage)...)...),
-		trace.WithAttributes(tracing.HandoffID.String(row.handoffID), attribute.String("webhook.event", row.event),
-			attribute.String("webhook.event_id", row.eventID), attribute.Int("webhook.attempt", row.attempts)))
+		trace.WithAttributes(append(clientAttributes(row.webhookURL),
+			tracing.HandoffID.String(row.handoffID), attribute.String("webhook.event", row.event),
+			attribute.String("webhook.event_id", row.eventID), attribute.Int("webhook.attempt", row.attempts))...))
 	status, err := d.post(ctx, row)
 	if status != 0 {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	}
-	if err == nil && (status < 200 || status >= 300) {
+	switch {
+	case err != nil:
+		span.SetAttributes(errorType(err))
+	case status < 200 || status >= 300:
+		// Any answer but 2xx fails the delivery (a redirect is not followed), so it is the error.
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}
 	tracing.End(span, err)
 	return status, err
+}
+
+// clientAttributes are OpenTelemetry's HTTP client attributes of a delivery to target. The URL
+// goes without its query and fragment, where a bot may keep a token, and without credentials.
+func clientAttributes(target string) []attribute.KeyValue {
+	u, err := url.Parse(target)
+	if err != nil {
+		return []attribute.KeyValue{semconv.HTTPRequestMethodPost}
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		port = 80
+		if u.Scheme == "https" {
+			port = 443
+		}
+	}
+	full := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return []attribute.KeyValue{semconv.HTTPRequestMethodPost, semconv.ServerAddress(u.Hostname()), semconv.ServerPort(port),
+		semconv.URLFull(full.String())}
+}
+
+// errorType names a delivery that failed before an answer, as the conventions ask: a timeout, or
+// the type of the error under the client's *url.Error (which every failure of Do is).
+func errorType(err error) attribute.KeyValue {
+	var timeout interface{ Timeout() bool }
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		return semconv.ErrorTypeKey.String("timeout")
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return semconv.ErrorType(err)
 }
 
 // post sends the row and returns the response's status code, with the traceparent of ctx's span.

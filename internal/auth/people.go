@@ -26,7 +26,7 @@ type Person struct {
 
 // People lists every user, enabled ones first, by email.
 func (s *Service) People(ctx context.Context) ([]Person, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users ORDER BY disabled, lower(email)`)
+	rows, err := s.db.Query(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users ORDER BY disabled, email`)
 	if err != nil {
 		return nil, err
 	}
@@ -48,10 +48,14 @@ func (s *Service) PersonByID(ctx context.Context, id int64) (Person, error) {
 	return p, err
 }
 
-// PersonByEmail reads one user, enabled or not, by email in any case.
+// PersonByEmail reads one user, enabled or not, by email (see NormalizeEmail).
 func (s *Service) PersonByEmail(ctx context.Context, email string) (Person, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return Person{}, err
+	}
 	var p Person
-	err := s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users WHERE lower(email) = lower($1)`, strings.TrimSpace(email)).
+	err = s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users WHERE email = $1`, email).
 		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin, &p.SSOOnly)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Person{}, desk.Errorf(desk.NotFound, "no user has email %s", email)

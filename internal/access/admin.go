@@ -162,6 +162,21 @@ func (s *Service) SetSSOOnly(ctx context.Context, userID int64, ssoOnly bool, ac
 	})
 }
 
+// UnlinkSSO ends the user's links to accounts at identity providers (sso.Unlink); the log row
+// names the issuers. Unlinking a user with no link changes nothing.
+func (s *Service) UnlinkSSO(ctx context.Context, userID, actor int64) (bool, error) {
+	var issuers []string
+	err := s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		var err error
+		if issuers, err = sso.Unlink(ctx, tx, userID); err != nil || len(issuers) == 0 {
+			return nil, err
+		}
+		return &events.Change{Kind: events.UserChanged, UserID: userID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"sso_unlinked": issuers}}, nil
+	})
+	return len(issuers) > 0, err
+}
+
 // SetUnknownEmails says what signing in with a verified email no user has does (sso.RefuseUnknown
 // or sso.CreateUnknown).
 func (s *Service) SetUnknownEmails(ctx context.Context, policy string, actor int64) error {

@@ -50,12 +50,16 @@ type UserEdit struct {
 // (role_changed, member_removed per queue left, user_changed for the rest).
 func (s *Service) EditUser(ctx context.Context, userID int64, e UserEdit, actor int64) error {
 	return s.changes(ctx, func(tx pgx.Tx) ([]events.Change, error) {
+		last, err := auth.LockAdmins(ctx, tx, userID)
+		if err != nil {
+			return nil, err
+		}
 		was, err := auth.SetProfile(ctx, tx, userID, e.Profile)
 		if err != nil {
 			return nil, err
 		}
 		var cs []events.Change
-		roleChange, err := setRole(ctx, tx, userID, e.Role, actor)
+		roleChange, err := setRole(ctx, tx, userID, e.Role, last, actor)
 		if err != nil {
 			return nil, err
 		}

@@ -5,8 +5,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/handoffdesk/desk/internal/access"
 	"github.com/handoffdesk/desk/internal/auth"
 )
 
@@ -46,5 +49,78 @@ func TestLookAlikeEmailsDoNotLogIn(t *testing.T) {
 	var stored string
 	if err := app.DB.QueryRow(context.Background(), `SELECT email FROM users WHERE display_name = 'Erin'`).Scan(&stored); err != nil || stored != "erin@example.com" {
 		t.Errorf("erin is stored as %q (%v), want erin@example.com", stored, err)
+	}
+}
+
+// Two admins demoting each other at once: one wins, the other is refused with a 409 saying the
+// desk would be left without an admin (or, arriving after the change, a 403: they are no admin
+// any more). Never a 500: the edit used to lock its target before the admins, in id order, so the
+// two transactions each held the row the other wanted next ("deadlock detected"). Rounds repeat
+// until the race is met, each from two admins again.
+func TestAdminsDemotingEachOtherAtOnceKeepOne(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	ctx := context.Background()
+	admins := []auth.User{app.user(t, "ada@example.com", auth.RoleAdmin), app.user(t, "bo@example.com", auth.RoleAdmin)}
+	clients := []*http.Client{app.client(t), app.client(t)}
+	for i, c := range clients {
+		app.login(t, c, admins[i].Email)
+	}
+	people := access.New(app.DB, app.Auth)
+	const rounds = 40
+	raced := 0
+	for round := range rounds {
+		// Both are admins again, and their sessions say so (each instance forgets a session whose
+		// role changed when it reads the log).
+		for i, u := range admins {
+			if err := people.SetRole(ctx, u.ID, auth.RoleAdmin, 0); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "an admin's page for "+u.Email, func() bool {
+				return fetch(t, clients[i], http.MethodGet, app.URL+"/admin/users", nil).status == http.StatusOK
+			})
+		}
+		var answers [2]ssoAnswer
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range admins {
+			wg.Go(func() {
+				<-start
+				other := admins[1-i]
+				answers[i] = fetch(t, clients[i], http.MethodPost, app.URL+"/admin/users/"+itoa(other.ID),
+					url.Values{"name": {other.DisplayName}, "role": {"agent"}, "capacity": {"3"}})
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i, a := range answers {
+			switch {
+			case a.status == http.StatusSeeOther && a.location == "/admin/users/"+itoa(admins[1-i].ID):
+				won++
+			case a.status == http.StatusConflict && strings.Contains(a.body, "the last enabled admin"):
+				raced++
+			case a.status == http.StatusForbidden:
+			default:
+				t.Fatalf("round %d: %s demoting %s = %d, want 303, 409 or 403:\n%s", round, admins[i].Email, admins[1-i].Email, a.status, a.body)
+			}
+		}
+		var left int
+		if err := app.DB.QueryRow(ctx, `SELECT count(*) FROM users WHERE role = 'admin' AND NOT disabled`).Scan(&left); err != nil || left != 1 || won != 1 {
+			t.Fatalf("round %d: %d demotions went through and %d admins are left (%v); want one and one", round, won, left, err)
+		}
+	}
+	t.Logf("%d of %d rounds met in the transaction and were refused with 409", raced, rounds)
+}
+
+// waitFor polls cond until it holds, failing the test after 20 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting after 20s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -230,6 +230,15 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 	if err := idToken.Claims(&said); err != nil {
 		return Finished{}, refused("the ID token's claims cannot be read: %v", err)
 	}
+	// The verifier checked that the desk is among the audience. OpenID Connect Core 3.1.3.7 also
+	// asks a client to refuse a token made for audiences it does not trust, or for another
+	// authorized party: the desk trusts itself alone.
+	if others := slices.DeleteFunc(slices.Clone(idToken.Audience), func(a string) bool { return a == s.cfg.ClientID }); len(others) > 0 {
+		return Finished{}, refused("the ID token's audience also names %s, which this desk does not trust", strings.Join(others, ", "))
+	}
+	if said.AuthorizedParty != "" && said.AuthorizedParty != s.cfg.ClientID {
+		return Finished{}, refused("the ID token was issued to %s (azp), not to this desk", said.AuthorizedParty)
+	}
 	f.User, err = s.userFor(ctx, identity{issuer: idToken.Issuer, subject: idToken.Subject}, said)
 	if err != nil || !f.Popup {
 		return f, err
@@ -257,9 +266,10 @@ func (s *Service) allowedDomain(email string) error {
 
 // claims are what the desk reads of an ID token besides its subject.
 type claims struct {
-	Email         string `json:"email"`
-	EmailVerified *bool  `json:"email_verified"`
-	Name          string `json:"name"`
+	Email           string `json:"email"`
+	EmailVerified   *bool  `json:"email_verified"`
+	Name            string `json:"name"`
+	AuthorizedParty string `json:"azp"`
 }
 
 // identity is a person's account at an identity provider.

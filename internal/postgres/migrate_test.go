@@ -6,17 +6,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
-// Migration 00007 makes desk_events and audit_log one events table: every audited row must
-// come over, in its order, with its actor, package, detail and queue, and the way down must give
-// them back.
-func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.Unmigrated(t))
+// unmigrated is a database with no migrations applied and the provider that applies them.
+func unmigrated(t *testing.T) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.Unmigrated(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +25,16 @@ func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pool, provider
+}
+
+// Migration 00007 makes desk_events and audit_log one events table: every audited row must
+// come over, in its order, with its actor, package, detail and queue, and the way down must give
+// them back.
+func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := unmigrated(t)
 	if _, err := provider.UpTo(ctx, 6); err != nil {
 		t.Fatal(err)
 	}
@@ -81,17 +89,7 @@ func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
 func TestEmailMigrationNormalizesStoredAddresses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.Unmigrated(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { db.Close() })
-	provider, err := newProvider(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, provider := unmigrated(t)
 	if _, err := provider.UpTo(ctx, 23); err != nil {
 		t.Fatal(err)
 	}

@@ -151,36 +151,33 @@ func TestCertifiedSSOLinkedSubjectKeepsItsUser(t *testing.T) {
 	}
 }
 
-// An ID token whose audience names another client besides the desk is refused (OpenID Connect
-// Core 3.1.3.7: a client refuses audiences it does not trust). The certified provider always adds
-// the client that asked, so a token without the desk at all cannot come from its token endpoint.
-func TestCertifiedSSORefusesAnIDTokenForAnotherAudience(t *testing.T) {
+// ID tokens the desk must not take: one whose audience names another client besides the desk
+// (OpenID Connect Core 3.1.3.7: a client refuses audiences it does not trust; the certified
+// provider always adds the client that asked, so a token without the desk at all cannot come from
+// its token endpoint), and one that expired as it was made (a provider whose clock is behind).
+func TestCertifiedSSORefusesBadIDTokens(t *testing.T) {
 	t.Parallel()
 	idp := newCertifiedProvider(t)
 	app := setupWith(t, server.Config{OIDC: idp.config()})
 	app.user(t, "dana@example.com", auth.RoleAgent)
 
 	idp.person("dana@example.com", true)
-	idp.mint([]string{"another-app"}, 5*time.Minute)
-	name, got := signedInAs(t, app, "/sso/start")
-	if name != "" || got.status != http.StatusUnauthorized || !strings.Contains(got.body, "audience also names another-app") {
-		t.Errorf("an ID token for another client: signed in as %q, %d, want 401 naming the audience:\n%s", name, got.status, got.body)
-	}
-}
-
-func TestCertifiedSSORefusesAnExpiredIDToken(t *testing.T) {
-	t.Parallel()
-	idp := newCertifiedProvider(t)
-	app := setupWith(t, server.Config{OIDC: idp.config()})
-	app.user(t, "dana@example.com", auth.RoleAgent)
-
-	idp.person("dana@example.com", true)
-	idp.mint(nil, -time.Minute) // expired a minute before it was made, as from a provider whose clock is behind
-	name, got := signedInAs(t, app, "/sso/start")
-	if name != "" || got.status != http.StatusUnauthorized || !strings.Contains(got.body, "ID token expired") {
-		t.Errorf("an expired ID token: signed in as %q, %d, want 401 saying it expired:\n%s", name, got.status, got.body)
+	for _, c := range []struct {
+		name     string
+		audience []string
+		lifetime time.Duration
+		want     string
+	}{
+		{"for another audience", []string{"another-app"}, 5 * time.Minute, "audience also names another-app"},
+		{"expired", nil, -time.Minute, "ID token expired"},
+	} {
+		idp.mint(c.audience, c.lifetime)
+		name, got := signedInAs(t, app, "/sso/start")
+		if name != "" || got.status != http.StatusUnauthorized || !strings.Contains(got.body, c.want) {
+			t.Errorf("an ID token %s: signed in as %q, %d, want 401 saying %q:\n%s", c.name, name, got.status, c.want, got.body)
+		}
 	}
 	if l := links(t, app); len(l) != 0 {
-		t.Errorf("an expired token made links %v", l)
+		t.Errorf("refused tokens made links %v", l)
 	}
 }

@@ -306,7 +306,7 @@ func (s *Service) userFor(ctx context.Context, id identity, c claims) (auth.User
 	}
 	u, err := s.people.UserByEmail(ctx, email)
 	if err == nil {
-		return u, s.link(ctx, s.db, id, u)
+		return s.linked(ctx, id, u)
 	}
 	if desk.ErrorCode(err) != desk.NotFound {
 		return u, err
@@ -335,7 +335,15 @@ func (s *Service) userFor(ctx context.Context, id identity, c claims) (auth.User
 	if err != nil {
 		return auth.User{}, err
 	}
-	return u, s.link(ctx, s.db, id, u)
+	return s.linked(ctx, id, u)
+}
+
+// linked is the user once the identity is linked to them.
+func (s *Service) linked(ctx context.Context, id identity, u auth.User) (auth.User, error) {
+	if err := s.link(ctx, s.db, id, u); err != nil {
+		return auth.User{}, err
+	}
+	return u, nil
 }
 
 // link ties the identity to the user, unless either is linked already: the identity to another

@@ -61,7 +61,7 @@ func overflow(ctx context.Context, db queue.Querier, q queue.Queue, now time.Tim
 func offer(ctx context.Context, db queue.Querier, q queue.Queue, email string, now time.Time) (*int64, *time.Time, error) {
 	email, err := auth.NormalizeEmail(email)
 	if email == "" || err != nil {
-		return nil, nil, nil //nolint:nilerr // a refused address is no one's, not a failure of the intake
+		return nil, nil, nil // a refused address is no one's: the package is not refused for it
 	}
 	userID, err := queue.MemberByEmail(ctx, db, q.ID, email)
 	if err != nil || userID == 0 {

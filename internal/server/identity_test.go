@@ -124,3 +124,42 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A bot's preferred_agent that is a look-alike of an agent's address names nobody: a cold
+// package goes to the queue rather than be offered to that agent (the lookup used lower() too).
+// The same address in other ASCII capitals is the agent.
+func TestLookAlikePreferredAgentIsOfferedToNobody(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	kim := app.user(t, "kim@example.com", auth.RoleAgent, "billing_t2")
+	lee := app.user(t, "lee@example.com", auth.RoleAgent, "billing_t2")
+	app.goOnline(t, "kim@example.com", "billing_t2")
+	app.goOnline(t, "lee@example.com", "billing_t2")
+
+	for i, c := range []struct {
+		preferred string
+		want      *int64
+	}{{"k\u0130m@example.com", nil}, {"LEE@example.com", &lee.ID}} {
+		pkg := harbor(t, func(p map[string]any) {
+			p["transfer_mode"] = "cold"
+			p["preferred_agent"] = c.preferred
+			p["contact"].(map[string]any)["id"] = "c_" + itoa(int64(i))
+		})
+		expect(t, "preferred agent "+c.preferred, app.submit(t, key, pkg), http.StatusCreated)
+		var offeredTo *int64
+		if err := app.DB.QueryRow(t.Context(), `SELECT offered_to FROM handoffs WHERE handoff_id = $1`, pkg["handoff_id"]).Scan(&offeredTo); err != nil {
+			t.Fatal(err)
+		}
+		if (offeredTo == nil) != (c.want == nil) || (offeredTo != nil && *offeredTo != *c.want) {
+			t.Errorf("preferred_agent %q: offered to user %v, want %v (kim is %d)", c.preferred, deref(offeredTo), deref(c.want), kim.ID)
+		}
+	}
+}
+
+func deref(id *int64) any {
+	if id == nil {
+		return "nobody"
+	}
+	return *id
+}

@@ -62,8 +62,8 @@ func newCertifiedProvider(t *testing.T) *certifiedProvider {
 		requests: map[string]*authRequest{}, codes: map[string]string{}, lifetime: 5 * time.Minute}
 	srv := httptest.NewUnstartedServer(nil)
 	p.Issuer = "http://" + srv.Listener.Addr().String()
-	provider, err := op.NewOpenIDProvider(p.Issuer, &op.Config{CryptoKey: sha256.Sum256([]byte(p.ClientSecret)), CodeMethodS256: true},
-		opStorage{p}, op.WithAllowInsecure())
+	provider, err := op.NewProvider(&op.Config{CryptoKey: sha256.Sum256([]byte(p.ClientSecret)), CodeMethodS256: true},
+		opStorage{p}, op.StaticIssuer(p.Issuer), op.WithAllowInsecure())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +173,9 @@ func (a *authRequest) GetCodeChallenge() *oidc.CodeChallenge {
 
 // deskClient is the desk, registered at the provider as a confidential web client whose
 // callback is on the loopback interface.
-type deskClient struct{ p *certifiedProvider }
+type deskClient struct{ provider *certifiedProvider }
 
-func (c deskClient) GetID() string                        { return c.p.ClientID }
+func (c deskClient) GetID() string                        { return c.provider.ClientID }
 func (c deskClient) RedirectURIs() []string               { return nil }
 func (c deskClient) RedirectURIGlobs() []string           { return []string{"http://127.0.0.1:*/sso/callback"} }
 func (c deskClient) PostLogoutRedirectURIs() []string     { return nil }
@@ -187,7 +187,7 @@ func (c deskClient) ResponseTypes() []oidc.ResponseType {
 }
 func (c deskClient) GrantTypes() []oidc.GrantType { return []oidc.GrantType{oidc.GrantTypeCode} }
 func (c deskClient) LoginURL(id string) string {
-	return c.p.Issuer + "/login?id=" + url.QueryEscape(id)
+	return c.provider.Issuer + "/login?id=" + url.QueryEscape(id)
 }
 func (c deskClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
 func (c deskClient) DevMode() bool                        { return false }
@@ -201,9 +201,9 @@ func (c deskClient) RestrictAdditionalAccessTokenScopes() func([]string) []strin
 	return func(s []string) []string { return s }
 }
 func (c deskClient) IDTokenLifetime() time.Duration {
-	c.p.mu.Lock()
-	defer c.p.mu.Unlock()
-	return c.p.lifetime
+	c.provider.mu.Lock()
+	defer c.provider.mu.Unlock()
+	return c.provider.lifetime
 }
 
 var errUnsupported = errors.New("not offered by this provider")
@@ -295,7 +295,7 @@ func (s opStorage) GetClientByClientID(_ context.Context, id string) (op.Client,
 	if id != s.p.ClientID {
 		return nil, errors.New("no such client")
 	}
-	return deskClient{s.p}, nil
+	return deskClient{provider: s.p}, nil
 }
 
 func (s opStorage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {

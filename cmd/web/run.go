@@ -33,6 +33,7 @@ commands:
   apikey rotate --name N [--overlap 24h]   a new webhook signing secret; the old one signs too until the overlap ends
   user sso-only --email E [--off]          password login off for the user (--off: on again)
   sso unknown-emails refuse|create         what signing in with an email no user has does
+  sso unlink   --email E          forget the user's link to their account at the identity provider
   seed-demo    create demo queues, users and a bot key, and print them
   evals export [--format F] [--queue Q] [--source_agent A] [--kind K] [--since T] [--until T] [--redact] [--role R]
                the eval records as JSON lines on stdout, as GET /evals/export.jsonl gives them
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return userSSOOnly(ctx, args, getenv, stdout, logger)
 	case "sso unknown-emails":
 		return ssoUnknownEmails(ctx, args, getenv, stdout, logger)
+	case "sso unlink":
+		return ssoUnlink(ctx, args, getenv, stdout, logger)
 	case "seed-demo":
 		return seedDemo(ctx, args, getenv, stdout, logger)
 	case "evals export":
@@ -97,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		_, err := io.WriteString(stdout, usage)
 		return err
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role|sso-only, queue add|remove-member, apikey add|rotate, sso unknown-emails, seed-demo, evals export or dashboard rebuild)", command)
+		return fmt.Errorf("unknown command %q (want serve, migrate, user add|disable|role|sso-only, queue add|remove-member, apikey add|rotate, sso unknown-emails|unlink, seed-demo, evals export or dashboard rebuild)", command)
 	}
 }
 
@@ -107,7 +110,7 @@ var subcommands = map[string][]string{
 	"queue":     {"add", "remove-member"},
 	"apikey":    {"add", "rotate"},
 	"evals":     {"export"},
-	"sso":       {"unknown-emails"},
+	"sso":       {"unknown-emails", "unlink"},
 	"dashboard": {"rebuild"},
 }
 

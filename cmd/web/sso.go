@@ -97,6 +97,38 @@ func userSSOOnly(ctx context.Context, args []string, getenv func(string) string,
 	})
 }
 
+// ssoUnlink ends a user's links to accounts at the identity provider: their next sign-in is
+// matched by its verified email again.
+func ssoUnlink(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
+	var email string
+	err := parseFlags("sso unlink", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "login email")
+	})
+	if err != nil {
+		return err
+	}
+	if err := required("sso unlink", map[string]string{"email": email}); err != nil {
+		return err
+	}
+	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
+		people := auth.NewService(db)
+		p, err := people.PersonByEmail(ctx, email)
+		if err != nil {
+			return fmt.Errorf("sso unlink: %w", err)
+		}
+		unlinked, err := access.New(db, people).UnlinkSSO(ctx, p.ID, 0)
+		if err != nil {
+			return fmt.Errorf("sso unlink: %w", err)
+		}
+		what := "was linked to no account at the identity provider"
+		if unlinked {
+			what = "is no longer linked to their account at the identity provider: their next sign-in is matched by its verified email"
+		}
+		_, err = fmt.Fprintf(stdout, "user %s %s\n", p.Email, what)
+		return err
+	})
+}
+
 // ssoUnknownEmails sets what signing in with a verified email that no user has does.
 func ssoUnknownEmails(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
 	if len(args) != 1 || (args[0] != sso.RefuseUnknown && args[0] != sso.CreateUnknown) {

@@ -123,3 +123,42 @@ func TestServeChecksTheOIDCSettings(t *testing.T) {
 		}
 	}
 }
+
+// `web user add` stores an address as auth.NormalizeEmail writes it and refuses a look-alike of
+// another; `web sso unlink` forgets a user's link to their account at the identity provider.
+func TestUserAddNormalizesEmailsAndSSOUnlink(t *testing.T) {
+	t.Parallel()
+	getenv := env(t)
+	if out, err := runCommand(t, getenv, "user", "add", "--email", " Admin@Example.COM", "--name", "Ada", "--role", "admin", "--password", "long-enough"); err != nil ||
+		!strings.Contains(out, "user admin@example.com (admin) added") {
+		t.Fatalf("web user add: %v, printed %q", err, out)
+	}
+	for _, email := range []string{"admİn@example.com", "\uff41dmin@example.com", "ADMIN@example.com"} {
+		_, err := runCommand(t, getenv, "user", "add", "--email", email, "--name", "Mallory", "--role", "admin", "--password", "long-enough")
+		if err == nil || !strings.Contains(err.Error(), "could pass for another address") && !strings.Contains(err.Error(), "already exists") {
+			t.Errorf("web user add --email %q: %v, want it refused", email, err)
+		}
+	}
+
+	db, err := pgx.Connect(context.Background(), getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	if _, err := db.Exec(t.Context(), `INSERT INTO sso_identities (issuer, subject, user_id, email, linked_at)
+		SELECT 'https://id.example.com', 'sub-1', id, email, now() FROM users WHERE email = 'admin@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCommand(t, getenv, "sso", "unlink", "--email", "ADMIN@example.com"); err != nil || !strings.Contains(out, "is no longer linked") {
+		t.Errorf("web sso unlink: %v, printed %q", err, out)
+	}
+	if out, err := runCommand(t, getenv, "sso", "unlink", "--email", "admin@example.com"); err != nil || !strings.Contains(out, "was linked to no account") {
+		t.Errorf("web sso unlink again: %v, printed %q", err, out)
+	}
+	var links, logged int
+	if err := db.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM sso_identities),
+		(SELECT count(*) FROM events WHERE kind = 'user_changed' AND detail->'sso_unlinked' = '["https://id.example.com"]')`).Scan(&links, &logged); err != nil ||
+		links != 0 || logged != 1 {
+		t.Errorf("%d links left and %d unlinks logged (%v), want 0 and 1", links, logged, err)
+	}
+}

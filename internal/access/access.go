@@ -8,6 +8,7 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -49,8 +50,8 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 // their queues. Disabling a disabled user changes nothing; the last admin is not disabled.
 func (s *Service) Disable(ctx context.Context, userID, actor int64) error {
 	return s.changes(ctx, func(tx pgx.Tx) ([]events.Change, error) {
-		if err := auth.KeepAnAdmin(ctx, tx, userID); err != nil {
-			return nil, err
+		if last, err := auth.LockAdmins(ctx, tx, userID); err != nil || last {
+			return nil, cmp.Or(err, auth.LastAdmin())
 		}
 		changed, err := auth.Disable(ctx, tx, userID)
 		if err != nil || !changed {
@@ -69,15 +70,19 @@ func (s *Service) Disable(ctx context.Context, userID, actor int64) error {
 // rendered without what the new role sees. The last admin keeps the role.
 func (s *Service) SetRole(ctx context.Context, userID int64, role auth.Role, actor int64) error {
 	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
-		return setRole(ctx, tx, userID, role, actor)
+		last, err := auth.LockAdmins(ctx, tx, userID)
+		if err != nil {
+			return nil, err
+		}
+		return setRole(ctx, tx, userID, role, last, actor)
 	})
 }
 
-func setRole(ctx context.Context, tx pgx.Tx, userID int64, role auth.Role, actor int64) (*events.Change, error) {
-	if role != auth.RoleAdmin {
-		if err := auth.KeepAnAdmin(ctx, tx, userID); err != nil {
-			return nil, err
-		}
+// setRole gives the user the role inside tx, after auth.LockAdmins said whether they are the last
+// admin.
+func setRole(ctx context.Context, tx pgx.Tx, userID int64, role auth.Role, lastAdmin bool, actor int64) (*events.Change, error) {
+	if role != auth.RoleAdmin && lastAdmin {
+		return nil, auth.LastAdmin()
 	}
 	was, err := auth.SetRole(ctx, tx, userID, role)
 	if err != nil || was == role {

@@ -50,12 +50,16 @@ type UserEdit struct {
 // (role_changed, member_removed per queue left, user_changed for the rest).
 func (s *Service) EditUser(ctx context.Context, userID int64, e UserEdit, actor int64) error {
 	return s.changes(ctx, func(tx pgx.Tx) ([]events.Change, error) {
+		last, err := auth.LockAdmins(ctx, tx, userID)
+		if err != nil {
+			return nil, err
+		}
 		was, err := auth.SetProfile(ctx, tx, userID, e.Profile)
 		if err != nil {
 			return nil, err
 		}
 		var cs []events.Change
-		roleChange, err := setRole(ctx, tx, userID, e.Role, actor)
+		roleChange, err := setRole(ctx, tx, userID, e.Role, last, actor)
 		if err != nil {
 			return nil, err
 		}
@@ -160,6 +164,21 @@ func (s *Service) SetSSOOnly(ctx context.Context, userID int64, ssoOnly bool, ac
 		return &events.Change{Kind: events.UserChanged, UserID: userID, ActorUser: nonZero(actor),
 			Detail: map[string]any{"sso_only": [2]bool{!wasOn, ssoOnly}}}, nil
 	})
+}
+
+// UnlinkSSO ends the user's links to accounts at identity providers (sso.Unlink); the log row
+// names the issuers. Unlinking a user with no link changes nothing.
+func (s *Service) UnlinkSSO(ctx context.Context, userID, actor int64) (bool, error) {
+	var issuers []string
+	err := s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		var err error
+		if issuers, err = sso.Unlink(ctx, tx, userID); err != nil || len(issuers) == 0 {
+			return nil, err
+		}
+		return &events.Change{Kind: events.UserChanged, UserID: userID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"sso_unlinked": issuers}}, nil
+	})
+	return len(issuers) > 0, err
 }
 
 // SetUnknownEmails says what signing in with a verified email no user has does (sso.RefuseUnknown

@@ -55,6 +55,11 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 		return Filter{}, desk.BadParam("kind", "kind %q is not one of %s", f.Kind, strings.Join(names, ", "))
 	}
 	var err error
+	if f.Actor != "" {
+		if f.Actor, err = auth.NormalizeEmail(f.Actor); err != nil {
+			return Filter{}, desk.BadParam("actor", "actor: %s", desk.ErrorMessage(err))
+		}
+	}
 	if f.Since, f.Until, err = desk.ParseSpan(q); err != nil {
 		return Filter{}, err
 	}
@@ -133,7 +138,7 @@ func (f Filter) Check(ctx context.Context, db Querier) (handoffID int64, err err
 	}
 	var pkg, actor, queue *int64
 	err = db.QueryRow(ctx, `SELECT (SELECT id FROM handoffs WHERE handoff_id = $1),
-		(SELECT id FROM users WHERE lower(email) = lower($2)), (SELECT id FROM queues WHERE name = $3)`,
+		(SELECT id FROM users WHERE email = $2), (SELECT id FROM queues WHERE name = $3)`,
 		f.Package, f.Actor, f.Queue).Scan(&pkg, &actor, &queue)
 	switch {
 	case err != nil:
@@ -200,7 +205,7 @@ func trailQuery(f Filter, after *Cursor, limit int) (string, []any) {
 		cond("e.handoff_id = (SELECT id FROM handoffs WHERE handoff_id = $%d)", f.Package)
 	}
 	if f.Actor != "" {
-		cond("e.actor_user = (SELECT id FROM users WHERE lower(email) = lower($%d))", f.Actor)
+		cond("e.actor_user = (SELECT id FROM users WHERE email = $%d)", f.Actor)
 	}
 	if f.Kind != "" {
 		cond("e.kind = $%d", string(f.Kind))

@@ -26,7 +26,7 @@ type Person struct {
 
 // People lists every user, enabled ones first, by email.
 func (s *Service) People(ctx context.Context) ([]Person, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users ORDER BY disabled, lower(email)`)
+	rows, err := s.db.Query(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users ORDER BY disabled, email`)
 	if err != nil {
 		return nil, err
 	}
@@ -48,10 +48,14 @@ func (s *Service) PersonByID(ctx context.Context, id int64) (Person, error) {
 	return p, err
 }
 
-// PersonByEmail reads one user, enabled or not, by email in any case.
+// PersonByEmail reads one user, enabled or not, by email (see NormalizeEmail).
 func (s *Service) PersonByEmail(ctx context.Context, email string) (Person, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return Person{}, err
+	}
 	var p Person
-	err := s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users WHERE lower(email) = lower($1)`, strings.TrimSpace(email)).
+	err = s.db.QueryRow(ctx, `SELECT `+userColumns+`, disabled, last_login_at, NOT password_login FROM users WHERE email = $1`, email).
 		Scan(&p.ID, &p.Email, &p.DisplayName, &p.Role, &p.Capacity, &p.MustChangePassword, &p.Disabled, &p.LastLogin, &p.SSOOnly)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Person{}, desk.Errorf(desk.NotFound, "no user has email %s", email)
@@ -70,23 +74,38 @@ func lockUser(ctx context.Context, tx pgx.Tx, userID int64) (Person, error) {
 	return p, err
 }
 
-// KeepAnAdmin refuses, inside tx, a change that would leave the desk without an enabled admin
-// when userID is one: nobody could then reach /admin to undo it. The enabled admins' rows are
-// locked in id order, so of two admins demoting or disabling each other at once the second waits,
-// then reads the first's change (READ COMMITTED re-checks a locked row) and is refused.
-func KeepAnAdmin(ctx context.Context, tx pgx.Tx, userID int64) error {
-	rows, err := tx.Query(ctx, `SELECT id FROM users WHERE role = 'admin' AND NOT disabled ORDER BY id FOR UPDATE`)
+// LockAdmins locks, inside tx, the user's row and every enabled admin's, in id order, and
+// reports whether the user is the desk's last enabled admin. Every change to a person's role or
+// login that may take away an admin takes it first, before any other lock on users: one lock order
+// for all of them, so that two such changes at once (two admins demoting each other) wait for each
+// other rather than each hold a row the other needs next ("deadlock detected"). The second waits
+// for the first to commit, then reads its change (READ COMMITTED re-checks a locked row): an admin
+// demoted meanwhile is no longer counted.
+func LockAdmins(ctx context.Context, tx pgx.Tx, userID int64) (last bool, err error) {
+	rows, err := tx.Query(ctx, `
+		SELECT id, role = 'admin' AND NOT disabled FROM users
+		WHERE id = $1 OR (role = 'admin' AND NOT disabled) ORDER BY id FOR UPDATE`, userID)
 	if err != nil {
-		return err
+		return false, err
 	}
-	admins, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return err
+	var admins []int64
+	var id int64
+	var admin bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &admin}, func() error {
+		if admin {
+			admins = append(admins, id)
+		}
+		return nil
+	}); err != nil {
+		return false, err
 	}
-	if len(admins) == 1 && admins[0] == userID {
-		return desk.Errorf(desk.Conflict, "this is the last admin: make someone else an admin first")
-	}
-	return nil
+	return len(admins) == 1 && admins[0] == userID, nil
+}
+
+// LastAdmin is the refusal of a change that would leave the desk without an enabled admin:
+// nobody could then reach /admin to undo it.
+func LastAdmin() error {
+	return desk.Errorf(desk.Conflict, "this is the last enabled admin, perhaps since another admin was changed meanwhile: nobody could reach /admin without them; make someone else an admin first")
 }
 
 // Enable turns a disabled user's login back on inside tx; false when it was on already.

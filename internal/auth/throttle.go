@@ -41,7 +41,7 @@ func (s *Service) reserveFailure(ctx context.Context, email, address string) (in
 	now := s.now()
 	var id int64
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('login email:' || lower($1), 0))`, email); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('login email:' || $1, 0))`, email); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('login address:' || $1, 0))`, network); err != nil {
@@ -51,10 +51,10 @@ func (s *Service) reserveFailure(ctx context.Context, email, address string) (in
 		var oldestByAddress, oldestByPair, oldestByEmail *time.Time
 		if err := tx.QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE address = $2), min(at) FILTER (WHERE address = $2),
-			       count(*) FILTER (WHERE address = $2 AND lower(email) = lower($1)),
-			       min(at) FILTER (WHERE address = $2 AND lower(email) = lower($1)),
-			       count(*) FILTER (WHERE lower(email) = lower($1)), min(at) FILTER (WHERE lower(email) = lower($1))
-			FROM login_failures WHERE at > $3 AND (address = $2 OR lower(email) = lower($1))`,
+			       count(*) FILTER (WHERE address = $2 AND email = $1),
+			       min(at) FILTER (WHERE address = $2 AND email = $1),
+			       count(*) FILTER (WHERE email = $1), min(at) FILTER (WHERE email = $1)
+			FROM login_failures WHERE at > $3 AND (address = $2 OR email = $1)`,
 			email, network, now.Add(-loginWindow)).Scan(
 			&byAddress, &oldestByAddress, &byPair, &oldestByPair, &byEmail, &oldestByEmail); err != nil {
 			return err

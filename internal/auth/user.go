@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -92,12 +91,15 @@ const MaxEmailLen = 254
 const DefaultCapacity = 3
 
 func (n *NewUser) validate() error {
-	n.Email = strings.TrimSpace(n.Email)
 	n.DisplayName = strings.TrimSpace(n.DisplayName)
 	bad := desk.Fields{}
-	if addr, err := mail.ParseAddress(n.Email); err != nil || addr.Address != n.Email || utf8.RuneCountInString(n.Email) > MaxEmailLen {
-		bad.Add("email", "email %q is not a valid address", n.Email)
+	email, err := NormalizeEmail(n.Email)
+	if err != nil {
+		bad.Add("email", "%s", desk.ErrorMessage(err))
+	} else if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email {
+		bad.Add("email", "email %q is not a valid address", strings.TrimSpace(n.Email))
 	}
+	n.Email = email
 	if n.DisplayName == "" {
 		bad.Add("name", "name is required")
 	}
@@ -162,7 +164,8 @@ func NewService(db *pgxpool.Pool) *Service {
 		passwordCheckWait: defaultPasswordCheckWait}
 }
 
-// CreateUser adds a user. A second user with the same email (any case) is a Conflict.
+// CreateUser adds a user, their email as NormalizeEmail writes it. A second user with the same
+// email (any case of its ASCII letters) is a Conflict.
 func (s *Service) CreateUser(ctx context.Context, n NewUser) (User, error) {
 	return CreateUser(ctx, s.db, n)
 }
@@ -200,10 +203,13 @@ func scanUser(row pgx.Row) (User, error) {
 	return u, err
 }
 
-// UserByEmail finds an enabled user by email, ignoring case.
+// UserByEmail finds an enabled user by email (see NormalizeEmail); an email it refuses is Invalid.
 func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
-	return scanUser(s.db.QueryRow(ctx,
-		`SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1) AND NOT disabled`, strings.TrimSpace(email)))
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return User{}, err
+	}
+	return scanUser(s.db.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE email = $1 AND NOT disabled`, email))
 }
 
 // UserByID finds an enabled user by id.
@@ -229,11 +235,12 @@ func SetPasswordLogin(ctx context.Context, tx pgx.Tx, userID int64, on bool) (bo
 // Authenticate checks an email and password from a client address. Both a wrong email and a wrong
 // password give the same Unauthorized error, in about the same time; an attempt past a throttling
 // limit (see throttle.go) is refused with RateLimited before its password is checked, whether or
-// not the account exists.
+// not the account exists. An email NormalizeEmail refuses is Invalid, before anything else: no
+// account has it.
 func (s *Service) Authenticate(ctx context.Context, email, password, address string) (User, error) {
-	email = strings.TrimSpace(email)
-	if n := utf8.RuneCountInString(email); n > MaxEmailLen {
-		return User{}, desk.Errorf(desk.Invalid, "the email is %d characters; no address is over %d", n, MaxEmailLen)
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return User{}, err
 	}
 	failure, err := s.reserveFailure(ctx, email, address)
 	if err != nil {
@@ -254,7 +261,7 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 	var hash string
 	var passwordLogin bool
 	err := s.db.QueryRow(ctx,
-		`SELECT `+userColumns+`, password_hash, password_login FROM users WHERE lower(email) = lower($1) AND NOT disabled`,
+		`SELECT `+userColumns+`, password_hash, password_login FROM users WHERE email = $1 AND NOT disabled`,
 		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &u.MustChangePassword, &hash, &passwordLogin)
 	unknown := errors.Is(err, pgx.ErrNoRows)
 	if err != nil && !unknown {

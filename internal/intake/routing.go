@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -55,10 +56,12 @@ func overflow(ctx context.Context, db queue.Querier, q queue.Queue, now time.Tim
 }
 
 // offer finds the preferred agent when they work the queue, are online and have room: the
-// package is theirs alone to take for one reservation timeout, then anyone's.
+// package is theirs alone to take for one reservation timeout, then anyone's. An email the desk
+// refuses as a look-alike (auth.NormalizeEmail) names nobody: the package goes to the queue.
 func offer(ctx context.Context, db queue.Querier, q queue.Queue, email string, now time.Time) (*int64, *time.Time, error) {
-	if email == "" {
-		return nil, nil, nil
+	email, err := auth.NormalizeEmail(email)
+	if email == "" || err != nil {
+		return nil, nil, nil // a refused address is no one's: the package is not refused for it
 	}
 	userID, err := queue.MemberByEmail(ctx, db, q.ID, email)
 	if err != nil || userID == 0 {

@@ -6,17 +6,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
-// Migration 00007 makes desk_events and audit_log one events table: every audited row must
-// come over, in its order, with its actor, package, detail and queue, and the way down must give
-// them back.
-func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.Unmigrated(t))
+// unmigrated is a database with no migrations applied and the provider that applies them.
+func unmigrated(t *testing.T) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.Unmigrated(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +25,16 @@ func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pool, provider
+}
+
+// Migration 00007 makes desk_events and audit_log one events table: every audited row must
+// come over, in its order, with its actor, package, detail and queue, and the way down must give
+// them back.
+func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := unmigrated(t)
 	if _, err := provider.UpTo(ctx, 6); err != nil {
 		t.Fatal(err)
 	}
@@ -72,5 +80,55 @@ func TestEventLogMigrationKeepsTheAudit(t *testing.T) {
 	}
 	if actions != "queued accepted" {
 		t.Fatalf("audit_log after the way down: %q, want the two rows back", actions)
+	}
+}
+
+// Migrations 00024 and 00025 store emails as auth.NormalizeEmail writes them, checked by the
+// database, with a unique index on the stored form built concurrently in place of the one on
+// lower(email); the way down gives the old index back.
+func TestEmailMigrationNormalizesStoredAddresses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := unmigrated(t)
+	if _, err := provider.UpTo(ctx, 23); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO users (email, display_name, role, password_hash) VALUES
+		(' Dana@Example.COM', 'Dana', 'agent', 'x'), (e'rene\u0301@example.com', 'René', 'agent', 'x'), ('Ünal@example.com', 'Ünal', 'agent', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(ctx, 25); err != nil {
+		t.Fatal(err)
+	}
+	var emails string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(email, ' ' ORDER BY id) FROM users`).Scan(&emails); err != nil {
+		t.Fatal(err)
+	}
+	if want := "dana@example.com ren\u00e9@example.com Ünal@example.com"; emails != want {
+		t.Errorf("emails after the migration: %q, want %q", emails, want)
+	}
+	indexes := func() string {
+		t.Helper()
+		var got string
+		if err := pool.QueryRow(ctx, `SELECT string_agg(i.relname || CASE WHEN x.indisvalid THEN '' ELSE ' (invalid)' END, ' ' ORDER BY i.relname)
+			FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+			WHERE x.indrelid IN ('users'::regclass, 'login_failures'::regclass) AND i.relname LIKE '%email%'`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got, want := indexes(), "login_failures_email_normalized_at_idx users_email_normalized_key"; got != want {
+		t.Errorf("email indexes: %q, want %q", got, want)
+	}
+	for _, bad := range []string{"Erin@example.com", "dana@example.com"} {
+		if _, err := pool.Exec(ctx, `INSERT INTO users (email, display_name, role, password_hash) VALUES ($1, 'X', 'agent', 'x')`, bad); err == nil {
+			t.Errorf("the database took %q", bad)
+		}
+	}
+	if _, err := provider.DownTo(ctx, 23); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := indexes(), "login_failures_email_at_idx users_email_key"; got != want {
+		t.Errorf("email indexes after the way down: %q, want %q", got, want)
 	}
 }

@@ -440,12 +440,13 @@ func Route(ctx context.Context, db Querier, ids []int64, toAgent string, capabil
 	return name, err
 }
 
-// MemberByEmail returns the id of the enabled user with this email who works the queue, or 0.
+// MemberByEmail returns the id of the enabled user with this email, as auth.NormalizeEmail writes
+// it, who works the queue, or 0.
 func MemberByEmail(ctx context.Context, db Querier, queueID int64, email string) (int64, error) {
 	var userID int64
 	err := db.QueryRow(ctx, `
 		SELECT u.id FROM users u JOIN queue_members m ON m.user_id = u.id AND m.queue_id = $2
-		WHERE lower(u.email) = lower($1) AND NOT u.disabled`, email, queueID).Scan(&userID)
+		WHERE u.email = $1 AND NOT u.disabled`, email, queueID).Scan(&userID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}

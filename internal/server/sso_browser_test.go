@@ -60,10 +60,12 @@ func clickInFrame(t *testing.T, ctx context.Context, sel string) {
 
 // Inside a CRM's iframe, "Sign in with SSO" opens the identity provider in a popup (providers
 // refuse to be framed). The popup hands its ticket back to the sidebar, on the desk's origin
-// only, and closes; the sidebar trades it for a session of its own and shows the package.
+// only, and closes; the sidebar trades it for a session of its own and shows the package. The
+// provider is the certified one (zitadel/oidc's op), whose sign-in passes through its own login
+// and callback pages inside the popup.
 func TestBrowserSSOFromTheSidebarOpensAPopup(t *testing.T) {
 	t.Parallel()
-	idp := newIdentityProvider(t)
+	idp := newCertifiedProvider(t)
 	var sidebar string
 	crm := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -101,10 +103,7 @@ func TestBrowserSSOFromTheSidebarOpensAPopup(t *testing.T) {
 	if got := inFrame[string](t, ctx, `[data-testid="accept"]`, `function() { return this.textContent.trim() }`); got == "" {
 		t.Error("the sidebar shows no Accept after signing in through the popup")
 	}
-	idp.mu.Lock()
-	asked := len(idp.authorize)
-	idp.mu.Unlock()
-	if asked != 1 {
+	if asked := len(idp.authorizations()); asked != 1 {
 		t.Errorf("the provider was asked %d times, want once, by the popup", asked)
 	}
 	// The popup made no session of its own: the frame's came from trading the ticket.

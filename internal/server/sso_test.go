@@ -97,8 +97,8 @@ func fetch(t *testing.T, c *http.Client, method, target string, form url.Values)
 }
 
 // signIn walks a browser (c) through a sign-in: the desk's start, the provider's authorization
-// (its URL changed by tamper, if given) and the desk's callback, whose ssoAnswer it returns along
-// with the callback's URL.
+// (its URL changed by tamper, if given) and its own redirects, and the desk's callback, whose
+// ssoAnswer it returns along with the callback's URL.
 func signIn(t *testing.T, app *testApp, c *http.Client, start string, tamper func(url.Values)) (ssoAnswer, string) {
 	t.Helper()
 	started := fetch(t, c, http.MethodGet, app.URL+start, nil)
@@ -115,6 +115,9 @@ func signIn(t *testing.T, app *testApp, c *http.Client, start string, tamper fun
 		authorize.RawQuery = q.Encode()
 	}
 	back := fetch(t, c, http.MethodGet, authorize.String(), nil)
+	for hops := 0; back.status == http.StatusFound && !strings.HasPrefix(back.location, app.URL) && hops < 5; hops++ {
+		back = fetch(t, c, http.MethodGet, back.location, nil)
+	}
 	if back.status != http.StatusFound || !strings.HasPrefix(back.location, app.URL+"/sso/callback?") {
 		t.Fatalf("the provider answered %d to %s, want 302 to the desk's callback", back.status, back.location)
 	}

@@ -1,7 +1,14 @@
 // Package sso signs people in through their company's identity provider (OpenID Connect): the
-// authorization code flow with PKCE, state and nonce. A person is matched to a desk user by their
-// verified email; an email no user has is refused or becomes an agent with no queues, as the desk's
-// setting says (UnknownEmails). The session it ends in is auth's, the same as a password's.
+// authorization code flow with PKCE, state and nonce. The session it ends in is auth's, the same
+// as a password's.
+//
+// A person's first sign-in matches them to a desk user by the email the provider has verified,
+// in the one form auth.NormalizeEmail gives it (a look-alike address is refused, never folded
+// into another's), and links their account at the provider, (issuer, subject), to that user
+// (sso_identities). From then on the link alone says who they are: an email changed at the
+// provider, or handed there to someone else, moves nobody onto another desk account, and a user
+// linked to one subject is refused to any other. An email no user has is refused or becomes an
+// agent with no queues, as the desk's setting says (UnknownEmails).
 //
 // A sign-in under way is stored server side (sso_logins), found by its state and bound to the
 // browser that started it by a cookie, so that any instance can finish it and a callback carried
@@ -219,24 +226,20 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 	if idToken.Nonce != nonce {
 		return Finished{}, refused("the ID token's nonce is not this sign-in's")
 	}
-	var claims struct {
-		Email         string `json:"email"`
-		EmailVerified *bool  `json:"email_verified"`
-		Name          string `json:"name"`
-	}
-	if err := idToken.Claims(&claims); err != nil {
+	var said claims
+	if err := idToken.Claims(&said); err != nil {
 		return Finished{}, refused("the ID token's claims cannot be read: %v", err)
 	}
-	if claims.Email == "" {
-		return Finished{}, refused("the identity provider sent no email (the desk asks for the email scope)")
+	// The verifier checked that the desk is among the audience. OpenID Connect Core 3.1.3.7 also
+	// asks a client to refuse a token made for audiences it does not trust, or for another
+	// authorized party: the desk trusts itself alone.
+	if others := slices.DeleteFunc(slices.Clone(idToken.Audience), func(a string) bool { return a == s.cfg.ClientID }); len(others) > 0 {
+		return Finished{}, refused("the ID token's audience also names %s, which this desk does not trust", strings.Join(others, ", "))
 	}
-	if claims.EmailVerified == nil || !*claims.EmailVerified {
-		return Finished{}, refused("the identity provider has not verified %s", claims.Email)
+	if said.AuthorizedParty != "" && said.AuthorizedParty != s.cfg.ClientID {
+		return Finished{}, refused("the ID token was issued to %s (azp), not to this desk", said.AuthorizedParty)
 	}
-	if err := s.allowedDomain(claims.Email); err != nil {
-		return Finished{}, err
-	}
-	f.User, err = s.userFor(ctx, claims.Email, claims.Name)
+	f.User, err = s.userFor(ctx, identity{issuer: idToken.Issuer, subject: idToken.Subject}, said)
 	if err != nil || !f.Popup {
 		return f, err
 	}
@@ -261,10 +264,50 @@ func (s *Service) allowedDomain(email string) error {
 		email, strings.Join(s.cfg.AllowedDomains, ", "))
 }
 
-// userFor is the enabled user with the email, or, when the desk creates unknown emails, a new
-// agent with no queues, who signs in through the identity provider only.
-func (s *Service) userFor(ctx context.Context, email, name string) (auth.User, error) {
+// claims are what the desk reads of an ID token besides its subject.
+type claims struct {
+	Email           string `json:"email"`
+	EmailVerified   *bool  `json:"email_verified"`
+	Name            string `json:"name"`
+	AuthorizedParty string `json:"azp"`
+}
+
+// identity is a person's account at an identity provider.
+type identity struct{ issuer, subject string }
+
+// userFor is the user linked to the identity; or, on its first sign-in, the enabled user with the
+// verified email, whom it links to; or, when the desk creates unknown emails, a new agent with no
+// queues, who signs in through the identity provider only.
+func (s *Service) userFor(ctx context.Context, id identity, c claims) (auth.User, error) {
+	var linked int64
+	err := s.db.QueryRow(ctx, `SELECT user_id FROM sso_identities WHERE issuer = $1 AND subject = $2`, id.issuer, id.subject).Scan(&linked)
+	switch {
+	case err == nil:
+		u, err := s.people.UserByID(ctx, linked)
+		if desk.ErrorCode(err) == desk.NotFound {
+			return auth.User{}, desk.Errorf(desk.Forbidden, "single sign-on refused: the desk account linked to this sign-in is disabled")
+		}
+		return u, err
+	case !errors.Is(err, pgx.ErrNoRows):
+		return auth.User{}, err
+	}
+	if c.Email == "" {
+		return auth.User{}, desk.Errorf(desk.Unauthorized, "single sign-on refused: the identity provider sent no email (the desk asks for the email scope)")
+	}
+	if c.EmailVerified == nil || !*c.EmailVerified {
+		return auth.User{}, desk.Errorf(desk.Unauthorized, "single sign-on refused: the identity provider has not verified %s", c.Email)
+	}
+	email, err := auth.NormalizeEmail(c.Email)
+	if err != nil {
+		return auth.User{}, desk.Errorf(desk.Forbidden, "single sign-on refused: %s", desk.ErrorMessage(err))
+	}
+	if err := s.allowedDomain(email); err != nil {
+		return auth.User{}, err
+	}
 	u, err := s.people.UserByEmail(ctx, email)
+	if err == nil {
+		return s.linked(ctx, id, u)
+	}
 	if desk.ErrorCode(err) != desk.NotFound {
 		return u, err
 	}
@@ -276,10 +319,11 @@ func (s *Service) userFor(ctx context.Context, email, name string) (auth.User, e
 		return auth.User{}, desk.Errorf(desk.Forbidden,
 			"single sign-on refused: no desk user has the email %s; an admin can add one, or let sign-in create agents (web sso unknown-emails create)", email)
 	}
+	name := c.Name
 	if strings.TrimSpace(name) == "" {
 		name = email[:max(strings.IndexByte(email, '@'), 1)]
 	}
-	u, err = s.createAgent(ctx, auth.NewUser{Email: email, DisplayName: name, Role: auth.RoleAgent, SSOOnly: true})
+	u, err = s.createAgent(ctx, id, auth.NewUser{Email: email, DisplayName: name, Role: auth.RoleAgent, SSOOnly: true})
 	if desk.ErrorCode(err) != desk.Conflict {
 		return u, err
 	}
@@ -288,16 +332,51 @@ func (s *Service) userFor(ctx context.Context, email, name string) (auth.User, e
 	if desk.ErrorCode(err) == desk.NotFound {
 		return auth.User{}, desk.Errorf(desk.Forbidden, "single sign-on refused: the desk account of %s is disabled", email)
 	}
-	return u, err
+	if err != nil {
+		return auth.User{}, err
+	}
+	return s.linked(ctx, id, u)
 }
 
-// createAgent creates the user and logs it, as an admin's creation is, with the person as its
-// actor: their sign-in made the account.
-func (s *Service) createAgent(ctx context.Context, n auth.NewUser) (auth.User, error) {
+// linked is the user once the identity is linked to them.
+func (s *Service) linked(ctx context.Context, id identity, u auth.User) (auth.User, error) {
+	if err := s.link(ctx, s.db, id, u); err != nil {
+		return auth.User{}, err
+	}
+	return u, nil
+}
+
+// link ties the identity to the user, unless either is linked already: the identity to another
+// user meanwhile (two first sign-ins at once), or the user to another identity at this provider
+// (whoever holds the address there now is not the person the desk account was linked to).
+func (s *Service) link(ctx context.Context, db auth.Querier, id identity, u auth.User) error {
+	var linked int64
+	err := db.QueryRow(ctx, `
+		INSERT INTO sso_identities (issuer, subject, user_id, email, linked_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT DO NOTHING RETURNING user_id`, id.issuer, id.subject, u.ID, u.Email, s.now()).Scan(&linked)
+	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	// A statement of its own, so that it sees a link another sign-in committed while the insert
+	// waited for it.
+	err = db.QueryRow(ctx, `SELECT user_id FROM sso_identities WHERE issuer = $1 AND subject = $2`, id.issuer, id.subject).Scan(&linked)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && linked != u.ID) {
+		return desk.Errorf(desk.Forbidden, "single sign-on refused: the desk account of %s is linked to another account at the identity provider; "+
+			"an admin can unlink it (web sso unlink --email %s)", u.Email, u.Email)
+	}
+	return err
+}
+
+// createAgent creates the user, linked to the identity, and logs it, as an admin's creation is,
+// with the person as its actor: their sign-in made the account.
+func (s *Service) createAgent(ctx context.Context, id identity, n auth.NewUser) (auth.User, error) {
 	var u auth.User
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
 		if u, err = auth.CreateUser(ctx, tx, n); err != nil {
+			return err
+		}
+		if err := s.link(ctx, tx, id, u); err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
@@ -309,6 +388,17 @@ func (s *Service) createAgent(ctx context.Context, n auth.NewUser) (auth.User, e
 		return tx.SendBatch(ctx, b).Close()
 	})
 	return u, err
+}
+
+// Unlink ends, inside tx, the user's links to accounts at identity providers and returns the
+// issuers they were at: their next sign-in is matched by its verified email again, as a first
+// one. An admin does it when a person's account at the provider was replaced by a new one.
+func Unlink(ctx context.Context, tx pgx.Tx, userID int64) ([]string, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM sso_identities WHERE user_id = $1 RETURNING issuer`, userID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // Redeem trades a popup's ticket, once and within a minute, for its user and where they go next.

@@ -101,7 +101,7 @@ func (a answer) json(t *testing.T) map[string]any {
 // as its client does ever takes.
 func send(t *testing.T, client *http.Client, method, url, key string, body any) answer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 	defer cancel()
 	var reader io.Reader
 	if body != nil {
@@ -164,13 +164,11 @@ func noRequestErrors(t *testing.T, log *logtest.Recorder) {
 // waitReady asks /readyz until it answers 200, as a load balancer would before routing.
 func waitReady(t *testing.T, url string) {
 	t.Helper()
-	for {
-		got := send(t, nil, http.MethodGet, url+"/readyz", "", nil)
-		if got.Status == http.StatusOK {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var last answer
+	waitFor(t, "/readyz to answer 200", func() bool {
+		last = send(t, nil, http.MethodGet, url+"/readyz", "", nil)
+		return last.Status == http.StatusOK
+	})
 }
 
 // R2: bots and browsers told 503 with Retry-After when the database is out of reach retry later;
@@ -343,10 +341,14 @@ func TestPoolWaitIsBounded(t *testing.T) {
 	key := app.botKey(t, "tier1", "billing_t2")
 	db := app.smallPool(t, 200*time.Millisecond)
 	url, log := app.startOn(t, db, nil)
-	// The key's first use is looked up, the next ones are cached: the lookup is not what waits.
-	if got := send(t, nil, http.MethodGet, url+"/api/v1/handoffs?contact_id=cust_1", key, nil); got.Status != http.StatusOK {
-		t.Fatalf("list before the pool is taken: %d\n%s", got.Status, got.Body)
-	}
+	// The key's first use is looked up, the next ones are cached: the lookup is not what waits. On
+	// a busy machine the instance's own background work can hold both connections past the
+	// short wait now and then, so the first answer may be a 503 too: ask until it is a 200.
+	var first answer
+	waitFor(t, "a list before the pool is taken to answer 200", func() bool {
+		first = send(t, nil, http.MethodGet, url+"/api/v1/handoffs?contact_id=cust_1", key, nil)
+		return first.Status == http.StatusOK
+	})
 	exhaust(t, db)
 	expectUnavailable(t, "list with the pool taken", send(t, nil, http.MethodGet, url+"/api/v1/handoffs?contact_id=cust_1", key, nil), server.ReasonBusy)
 	noRequestErrors(t, log)
@@ -361,8 +363,15 @@ func TestReadyWhilePoolIsBusyNotWhileDatabaseIsDown(t *testing.T) {
 	url, _ := app.startOn(t, db, nil)
 	waitReady(t, url)
 	exhaust(t, db)
-	if got := send(t, nil, http.MethodGet, url+"/readyz", "", nil); got.Status != http.StatusOK {
-		t.Fatalf("/readyz with every pooled connection busy: %d %q, want 200", got.Status, got.Body)
+	// A connection of /readyz's own must come within its two seconds: on a busy machine it may
+	// not at the first try, and a 200 is what shows the busy pool is no reason to be pulled.
+	var got answer
+	waitFor(t, "/readyz to answer 200 with every pooled connection busy", func() bool {
+		got = send(t, nil, http.MethodGet, url+"/readyz", "", nil)
+		return got.Status == http.StatusOK
+	})
+	if !strings.Contains(got.Body, "busy") {
+		t.Errorf("/readyz with every pooled connection busy says %q, want it to say so", got.Body)
 	}
 
 	// The pool is still busy, and the database now refuses connections.

@@ -96,7 +96,7 @@ func (a *testApp) api(t *testing.T, method, path, key string, body any, headers 
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := conforming(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

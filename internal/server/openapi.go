@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	_ "embed"
 	"net/http"
 	"strconv"
@@ -20,4 +21,9 @@ func (s *Server) handleOpenAPI(c echo.Context) error {
 func serveDocument(c echo.Context, contentType string, body []byte) error {
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(body)))
 	return c.Blob(http.StatusOK, contentType, body)
+}
+
+// OpenAPI returns the bot API's OpenAPI document, as served at /api/openapi.yaml.
+func OpenAPI() []byte {
+	return bytes.Clone(openAPI)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/webhook/webhooktest"
 )
 
 var keyLine = regexp.MustCompile(`key:\s+(hdk_\S+)`)
@@ -157,4 +161,139 @@ func waitForDeliveryError(t *testing.T, databaseURL string) string {
 	}
 	t.Fatal("no delivery failed")
 	return ""
+}
+
+// A bot that verifies webhooks with the Standard Webhooks reference library, holding the secret
+// `web apikey add` and `web apikey rotate` print, accepts every delivery of a served desk: before a
+// rotation, during its overlap with either secret, and after it with the new one only.
+func TestServeSignsWebhooksAsStandardWebhooksLibrariesVerify(t *testing.T) {
+	t.Parallel()
+	type delivery struct {
+		header http.Header
+		body   []byte
+	}
+	received := make(chan delivery, 20)
+	bot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		received <- delivery{r.Header.Clone(), body}
+	}))
+	t.Cleanup(bot.Close)
+	getenv := env(t, "WEBHOOK_ALLOW_PRIVATE", "1")
+	if _, err := runCommand(t, getenv, "queue", "add", "--name", "billing_t2"); err != nil {
+		t.Fatal(err)
+	}
+	printed := func(args ...string) string {
+		t.Helper()
+		out, err := runCommand(t, getenv, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := secretLine.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("web %s printed no webhook secret:\n%s", strings.Join(args, " "), out)
+		}
+		return m[1]
+	}
+	out, err := runCommand(t, getenv, "apikey", "add", "--name", "bot", "--queues", "billing_t2", "--webhook-url", bot.URL+"/hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, first := keyLine.FindStringSubmatch(out)[1], secretLine.FindStringSubmatch(out)[1]
+	base, _ := startServe(t, getenv)
+	harbor, err := os.ReadFile("../../internal/handoff/testdata/harbor-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// delivered sends a cold package of its own and returns the webhook that says it is queued.
+	delivered := func(id string) delivery {
+		t.Helper()
+		var pkg map[string]any
+		if err := json.Unmarshal(harbor, &pkg); err != nil {
+			t.Fatal(err)
+		}
+		pkg["handoff_id"], pkg["transfer_mode"] = id, "cold"
+		pkg["contact"].(map[string]any)["id"] = "cust_" + id
+		body, _ := json.Marshal(pkg)
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST /api/v1/handoffs %s = %d, want 201", id, resp.StatusCode)
+		}
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case d := <-received:
+				var event struct {
+					HandoffID string `json:"handoff_id"`
+					Event     string `json:"event"`
+				}
+				if json.Unmarshal(d.body, &event) == nil && event.HandoffID == id && event.Event == "queued" {
+					return d
+				}
+			case <-deadline:
+				t.Fatalf("the bot never heard that %s was queued", id)
+			}
+		}
+	}
+
+	before := delivered("ho_before")
+	second := printed("apikey", "rotate", "--name", "bot", "--overlap", "2h")
+	during := delivered("ho_during")
+	// The overlap ends: its passing by the clock is the webhook package's test; here the desk must
+	// see it end without a restart.
+	db, err := pgx.Connect(t.Context(), getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	if _, err := db.Exec(t.Context(), `UPDATE api_keys SET webhook_secret_previous_until = now() WHERE name = 'bot'`); err != nil {
+		t.Fatal(err)
+	}
+	after := delivered("ho_after")
+
+	tampered := before
+	tampered.body = append(bytes.Clone(before.body[:len(before.body)-1]), []byte(` }`)...)
+	checks := []struct {
+		what   string
+		secret string
+		d      delivery
+		ok     bool
+	}{
+		{"before the rotation, the first secret", first, before, true},
+		{"before the rotation, a tampered body", first, tampered, false},
+		{"during the overlap, the first secret", first, during, true},
+		{"during the overlap, the new secret", second, during, true},
+		{"after the overlap, the new secret", second, after, true},
+		{"after the overlap, the first secret", first, after, false},
+	}
+	var in []webhooktest.Check
+	for _, c := range checks {
+		in = append(in, webhooktest.Check{Secret: c.secret, Header: c.d.header, Body: c.d.body})
+	}
+	for i, got := range webhooktest.StandardVerify(t, in) {
+		if c := checks[i]; (got == "ok") != c.ok {
+			t.Errorf("%s: the library says %q, want it to accept: %v\n%v", c.what, got, c.ok, c.d.header)
+		}
+	}
+	// The desk's own headers go on during their deprecation period.
+	for _, d := range []delivery{before, during, after} {
+		for _, h := range []string{"X-Handoff-Timestamp", "X-Handoff-Webhook-Signature", "X-Handoff-Signature"} {
+			if d.header.Get(h) == "" {
+				t.Errorf("a delivery lacks %s, deprecated but still sent", h)
+			}
+		}
+	}
 }

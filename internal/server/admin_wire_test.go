@@ -2,16 +2,22 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"html"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
+	"github.com/handoffdesk/desk/internal/webhook/webhooktest"
 )
 
 var shownSigningSecret = regexp.MustCompile(`data-testid="secret-signing-secret">([^<]+)<`)
@@ -167,4 +173,99 @@ func TestAdminTogglesSSOOnly(t *testing.T) {
 	if strings.Join(changes, "; ") != "[false, true]; [true, false]" {
 		t.Errorf("logged %q, want off → on then on → off", changes)
 	}
+}
+
+// The signing secrets the console shows, at a key's creation and at its rotation, are what the
+// Standard Webhooks reference library takes: with them it verifies the desk's real deliveries.
+func TestAdminShownSecretsVerifyWithTheStandardWebhooksLibrary(t *testing.T) {
+	t.Parallel()
+	received := make(chan webhooktest.Check, 20)
+	bot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		received <- webhooktest.Check{Header: r.Header.Clone(), Body: body}
+	}))
+	t.Cleanup(bot.Close)
+	app := setupHooks(t, server.Config{AllowPrivateWebhooks: true}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
+	app.user(t, "ada@example.com", auth.RoleAdmin, "billing_t2")
+	q, err := app.Queues.ByName(t.Context(), "billing_t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := app.client(t)
+	app.login(t, admin, "ada@example.com")
+
+	resp, err := admin.PostForm(app.URL+"/admin/keys", url.Values{"name": {"tier1"}, "queues": {strconv.FormatInt(q.ID, 10)},
+		"webhook_url": {bot.URL + "/hooks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := readAll(resp)
+	key, secret := shownSecret(`key`).FindStringSubmatch(page), shownSigningSecret.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusCreated || key == nil || secret == nil {
+		t.Fatalf("create the key: %d, want 201 showing the key and its secret\n%s", resp.StatusCode, page)
+	}
+	first := html.UnescapeString(secret[1])
+	// delivered sends a cold package and returns the webhook saying it is queued.
+	delivered := func() webhooktest.Check {
+		t.Helper()
+		pkg := harbor(t, func(p map[string]any) {
+			p["transfer_mode"] = "cold"
+			p["contact"].(map[string]any)["id"] = "cust_" + p["handoff_id"].(string)
+		})
+		expect(t, "submit", app.submit(t, html.UnescapeString(key[1]), pkg), http.StatusCreated)
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case d := <-received:
+				var event struct {
+					HandoffID string `json:"handoff_id"`
+				}
+				if json.Unmarshal(d.Body, &event) == nil && event.HandoffID == pkg["handoff_id"] {
+					return d
+				}
+			case <-deadline:
+				t.Fatalf("the bot never heard of %s", pkg["handoff_id"])
+			}
+		}
+	}
+	before := delivered()
+
+	var keyID int64
+	if err := app.DB.QueryRow(t.Context(), `SELECT id FROM api_keys WHERE name = 'tier1'`).Scan(&keyID); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = admin.PostForm(app.URL+"/admin/keys/"+strconv.FormatInt(keyID, 10)+"/rotate", url.Values{"overlap": {"2h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = readAll(resp)
+	secret = shownSigningSecret.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || secret == nil {
+		t.Fatalf("rotate: %d, want 200 showing the new secret\n%s", resp.StatusCode, page)
+	}
+	second := html.UnescapeString(secret[1])
+	during := delivered()
+
+	var checks []webhooktest.Check
+	for _, c := range []struct {
+		secret string
+		d      webhooktest.Check
+	}{{first, before}, {first, during}, {second, during}} {
+		c.d.Secret = c.secret
+		checks = append(checks, c.d)
+	}
+	for i, got := range webhooktest.StandardVerify(t, checks) {
+		if got != "ok" {
+			t.Errorf("check %d (secret %s…): the reference library says %q", i, checks[i].Secret[:10], got)
+		}
+	}
+}
+
+// shownSecret finds the secret a page shows under label.
+func shownSecret(label string) *regexp.Regexp {
+	return regexp.MustCompile(`data-testid="secret-` + regexp.QuoteMeta(label) + `">([^<]+)<`)
 }

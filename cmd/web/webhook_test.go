@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -99,19 +98,8 @@ func TestServeDeliversToPrivateWebhooksOnlyWhenAllowed(t *testing.T) {
 		key := keyLine.FindStringSubmatch(out)[1]
 		base, _ := startServe(t, getenv)
 
-		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(harbor))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("POST /api/v1/handoffs = %d, want 201", resp.StatusCode)
+		if status := submit(t, base, key, harbor); status != http.StatusCreated {
+			t.Fatalf("POST /api/v1/handoffs = %d, want 201", status)
 		}
 
 		if allow == "1" {
@@ -168,37 +156,12 @@ func waitForDeliveryError(t *testing.T, databaseURL string) string {
 // rotation, during its overlap with either secret, and after it with the new one only.
 func TestServeSignsWebhooksAsStandardWebhooksLibrariesVerify(t *testing.T) {
 	t.Parallel()
-	type delivery struct {
-		header http.Header
-		body   []byte
-	}
-	received := make(chan delivery, 20)
-	bot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		received <- delivery{r.Header.Clone(), body}
-	}))
-	t.Cleanup(bot.Close)
+	bot := webhooktest.NewReceiver(t)
 	getenv := env(t, "WEBHOOK_ALLOW_PRIVATE", "1")
 	if _, err := runCommand(t, getenv, "queue", "add", "--name", "billing_t2"); err != nil {
 		t.Fatal(err)
 	}
-	printed := func(args ...string) string {
-		t.Helper()
-		out, err := runCommand(t, getenv, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := secretLine.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("web %s printed no webhook secret:\n%s", strings.Join(args, " "), out)
-		}
-		return m[1]
-	}
-	out, err := runCommand(t, getenv, "apikey", "add", "--name", "bot", "--queues", "billing_t2", "--webhook-url", bot.URL+"/hooks")
+	out, err := runCommand(t, getenv, "apikey", "add", "--name", "bot", "--queues", "billing_t2", "--webhook-url", bot.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +172,7 @@ func TestServeSignsWebhooksAsStandardWebhooksLibrariesVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	// delivered sends a cold package of its own and returns the webhook that says it is queued.
-	delivered := func(id string) delivery {
+	delivered := func(id string) webhooktest.Check {
 		t.Helper()
 		var pkg map[string]any
 		if err := json.Unmarshal(harbor, &pkg); err != nil {
@@ -218,39 +181,18 @@ func TestServeSignsWebhooksAsStandardWebhooksLibrariesVerify(t *testing.T) {
 		pkg["handoff_id"], pkg["transfer_mode"] = id, "cold"
 		pkg["contact"].(map[string]any)["id"] = "cust_" + id
 		body, _ := json.Marshal(pkg)
-		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+		if status := submit(t, base, key, body); status != http.StatusCreated {
+			t.Fatalf("POST /api/v1/handoffs %s = %d, want 201", id, status)
 		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("POST /api/v1/handoffs %s = %d, want 201", id, resp.StatusCode)
-		}
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case d := <-received:
-				var event struct {
-					HandoffID string `json:"handoff_id"`
-					Event     string `json:"event"`
-				}
-				if json.Unmarshal(d.body, &event) == nil && event.HandoffID == id && event.Event == "queued" {
-					return d
-				}
-			case <-deadline:
-				t.Fatalf("the bot never heard that %s was queued", id)
-			}
-		}
+		return bot.Await(t, id, "queued")
 	}
 
 	before := delivered("ho_before")
-	second := printed("apikey", "rotate", "--name", "bot", "--overlap", "2h")
+	out, err = runCommand(t, getenv, "apikey", "rotate", "--name", "bot", "--overlap", "2h")
+	if err != nil || secretLine.FindStringSubmatch(out) == nil {
+		t.Fatalf("apikey rotate: %v, printed %q", err, out)
+	}
+	second := secretLine.FindStringSubmatch(out)[1]
 	during := delivered("ho_during")
 	// The overlap ends: its passing by the clock is the webhook package's test; here the desk must
 	// see it end without a restart.
@@ -265,11 +207,11 @@ func TestServeSignsWebhooksAsStandardWebhooksLibrariesVerify(t *testing.T) {
 	after := delivered("ho_after")
 
 	tampered := before
-	tampered.body = append(bytes.Clone(before.body[:len(before.body)-1]), []byte(` }`)...)
+	tampered.Body = append(bytes.Clone(before.Body[:len(before.Body)-1]), []byte(` }`)...)
 	checks := []struct {
 		what   string
 		secret string
-		d      delivery
+		d      webhooktest.Check
 		ok     bool
 	}{
 		{"before the rotation, the first secret", first, before, true},
@@ -281,19 +223,37 @@ func TestServeSignsWebhooksAsStandardWebhooksLibrariesVerify(t *testing.T) {
 	}
 	var in []webhooktest.Check
 	for _, c := range checks {
-		in = append(in, webhooktest.Check{Secret: c.secret, Header: c.d.header, Body: c.d.body})
+		c.d.Secret = c.secret
+		in = append(in, c.d)
 	}
 	for i, got := range webhooktest.StandardVerify(t, in) {
 		if c := checks[i]; (got == "ok") != c.ok {
-			t.Errorf("%s: the library says %q, want it to accept: %v\n%v", c.what, got, c.ok, c.d.header)
+			t.Errorf("%s: the library says %q, want it to accept: %v\n%v", c.what, got, c.ok, c.d.Header)
 		}
 	}
 	// The desk's own headers go on during their deprecation period.
-	for _, d := range []delivery{before, during, after} {
+	for _, d := range []webhooktest.Check{before, during, after} {
 		for _, h := range []string{"X-Handoff-Timestamp", "X-Handoff-Webhook-Signature", "X-Handoff-Signature"} {
-			if d.header.Get(h) == "" {
+			if d.Header.Get(h) == "" {
 				t.Errorf("a delivery lacks %s, deprecated but still sent", h)
 			}
 		}
 	}
+}
+
+// submit posts a package to a served desk's bot API with key and returns the answer's status.
+func submit(t *testing.T, base, key string, pkg []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(pkg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

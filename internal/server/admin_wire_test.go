@@ -2,11 +2,8 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"html"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -179,16 +176,7 @@ func TestAdminTogglesSSOOnly(t *testing.T) {
 // Standard Webhooks reference library takes: with them it verifies the desk's real deliveries.
 func TestAdminShownSecretsVerifyWithTheStandardWebhooksLibrary(t *testing.T) {
 	t.Parallel()
-	received := make(chan webhooktest.Check, 20)
-	bot := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		received <- webhooktest.Check{Header: r.Header.Clone(), Body: body}
-	}))
-	t.Cleanup(bot.Close)
+	bot := webhooktest.NewReceiver(t)
 	app := setupHooks(t, server.Config{AllowPrivateWebhooks: true}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
 	app.user(t, "ada@example.com", auth.RoleAdmin, "billing_t2")
 	q, err := app.Queues.ByName(t.Context(), "billing_t2")
@@ -199,7 +187,7 @@ func TestAdminShownSecretsVerifyWithTheStandardWebhooksLibrary(t *testing.T) {
 	app.login(t, admin, "ada@example.com")
 
 	resp, err := admin.PostForm(app.URL+"/admin/keys", url.Values{"name": {"tier1"}, "queues": {strconv.FormatInt(q.ID, 10)},
-		"webhook_url": {bot.URL + "/hooks"}})
+		"webhook_url": {bot.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,20 +205,7 @@ func TestAdminShownSecretsVerifyWithTheStandardWebhooksLibrary(t *testing.T) {
 			p["contact"].(map[string]any)["id"] = "cust_" + p["handoff_id"].(string)
 		})
 		expect(t, "submit", app.submit(t, html.UnescapeString(key[1]), pkg), http.StatusCreated)
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case d := <-received:
-				var event struct {
-					HandoffID string `json:"handoff_id"`
-				}
-				if json.Unmarshal(d.Body, &event) == nil && event.HandoffID == pkg["handoff_id"] {
-					return d
-				}
-			case <-deadline:
-				t.Fatalf("the bot never heard of %s", pkg["handoff_id"])
-			}
-		}
+		return bot.Await(t, pkg["handoff_id"].(string), "queued")
 	}
 	before := delivered()
 
@@ -250,14 +225,10 @@ func TestAdminShownSecretsVerifyWithTheStandardWebhooksLibrary(t *testing.T) {
 	second := html.UnescapeString(secret[1])
 	during := delivered()
 
-	var checks []webhooktest.Check
-	for _, c := range []struct {
-		secret string
-		d      webhooktest.Check
-	}{{first, before}, {first, during}, {second, during}} {
-		c.d.Secret = c.secret
-		checks = append(checks, c.d)
-	}
+	before.Secret = first
+	duringFirst, duringSecond := during, during
+	duringFirst.Secret, duringSecond.Secret = first, second
+	checks := []webhooktest.Check{before, duringFirst, duringSecond}
 	for i, got := range webhooktest.StandardVerify(t, checks) {
 		if got != "ok" {
 			t.Errorf("check %d (secret %s…): the reference library says %q", i, checks[i].Secret[:10], got)

@@ -6,12 +6,15 @@ package webhooktest
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // LibraryVersion is the version of npm's standardwebhooks that package.json pins.
@@ -69,4 +72,47 @@ func StandardVerify(t testing.TB, checks []Check) []string {
 		t.Fatalf("npm's standardwebhooks is %s here, want %s as package.json pins: run `npm install`", got.Version, LibraryVersion)
 	}
 	return got.Results
+}
+
+// Receiver is a bot's webhook endpoint on 127.0.0.1 that keeps every delivery, answering 200.
+type Receiver struct {
+	URL      string
+	received chan Check
+}
+
+// NewReceiver starts a receiver, stopped with the test.
+func NewReceiver(t testing.TB) *Receiver {
+	r := &Receiver{received: make(chan Check, 100)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		r.received <- Check{Header: req.Header.Clone(), Body: body}
+	}))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL + "/hooks"
+	return r
+}
+
+// Await returns the next delivery of event about handoffID, passing over others, and fails the
+// test if none comes within 30 seconds.
+func (r *Receiver) Await(t testing.TB, handoffID, event string) Check {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case d := <-r.received:
+			var got struct {
+				HandoffID string `json:"handoff_id"`
+				Event     string `json:"event"`
+			}
+			if json.Unmarshal(d.Body, &got) == nil && got.HandoffID == handoffID && got.Event == event {
+				return d
+			}
+		case <-deadline:
+			t.Fatalf("the bot never heard %s of %s", event, handoffID)
+		}
+	}
 }

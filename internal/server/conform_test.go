@@ -15,6 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook/webhooktest"
 )
 
 // apiRouter finds a request's operation in the OpenAPI document the desk serves, loaded once for
@@ -79,4 +80,28 @@ func (c conformingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		c.t.Errorf("%s answered what the OpenAPI document does not describe: %.3000s\n%d %v\n%.2000s", what, err, resp.StatusCode, resp.Header, body)
 	}
 	return resp, nil
+}
+
+// conformsAsWebhook fails the test unless a delivery the bot received is what the OpenAPI
+// document's handoffEvent webhook describes: its headers and its body.
+func conformsAsWebhook(t testing.TB, d webhooktest.Check) {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(server.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := doc.Webhooks["handoffEvent"]
+	req, err := http.NewRequest(http.MethodPost, "/hooks", bytes.NewReader(d.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = d.Header.Clone()
+	err = openapi3filter.ValidateRequest(t.Context(), &openapi3filter.RequestValidationInput{
+		Request: req,
+		Route:   &routers.Route{Spec: doc, Path: "/hooks", PathItem: hook, Method: http.MethodPost, Operation: hook.Post},
+		Options: &openapi3filter.Options{MultiError: true},
+	})
+	if err != nil {
+		t.Errorf("a webhook delivery is not what the OpenAPI document describes: %.3000s\n%v\n%s", err, d.Header, d.Body)
+	}
 }

@@ -1,3 +1,6 @@
+// oapi-codegen, as a tool apart from go.mod, and the runtime its generated client imports: make
+// check-openapi generates a client from internal/server/openapi.yaml and builds it with this file.
+// Not tidied: no committed package imports the runtime, only the client generated on the fly.
 module github.com/handoffdesk/desk
 
 go 1.26.8

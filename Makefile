@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean
+.PHONY: run build test lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -60,6 +60,18 @@ check-generated: generate
 		{ echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || \
 		{ echo "new generated files are not committed" >&2; exit 1; }
+
+## check-openapi: the bot API's OpenAPI document as other tools read it, from the file alone:
+## Redocly's lint (redocly.yaml) and a Go client that oapi-codegen generates from it, built. The
+## generator and the client's runtime come from tools/oapi.mod, so none of their dependencies enter
+## go.mod; the client is generated into a directory that `./...` skips, removed afterwards.
+check-openapi:
+	@npm install --no-audit --no-fund --loglevel=error
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly lint internal/server/openapi.yaml
+	@dir=tools/_oapiclient && trap 'rm -rf "$$dir"' EXIT && mkdir -p "$$dir" && \
+		$(GO) tool -modfile=tools/oapi.mod oapi-codegen -config tools/oapi-codegen.yaml -o "$$dir/botapi.go" internal/server/openapi.yaml && \
+		$(GO) build -modfile=tools/oapi.mod "./$$dir" && \
+		echo "oapi-codegen: the generated client builds"
 
 ## bench-intake: HTTP intake vs raw INSERT on the same PostgreSQL, ~2 minutes (BENCH_FLAGS="-duration 2s" to change).
 bench-intake:

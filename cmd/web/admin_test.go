@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"html"
 	"io"
@@ -85,16 +84,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 	pkg["target_profile"], pkg["handoff_id"] = "vip", "ho_readme_1"
 	body, _ := json.Marshal(pkg)
-	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	answer, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	answer.Body.Close()
-	if answer.StatusCode != http.StatusCreated {
-		t.Fatalf("the package with the new key: %d, want 201", answer.StatusCode)
+	if status := submit(t, base, key, body); status != http.StatusCreated {
+		t.Fatalf("the package with the new key: %d, want 201", status)
 	}
 
 	val := browse("val@example.com")

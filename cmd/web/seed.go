@@ -23,9 +23,11 @@ import (
 // The demo's secrets are fixed so that every `make run` can print them; they are for a local
 // desk only and say so.
 const (
-	demoPassword      = "handoff-demo"
-	demoBotKey        = "hdk_demo-bot_local-demo-key-not-for-production"
-	demoWebhookSecret = "whsec_local-demo-secret-not-for-production" //nolint:gosec // G101: a published demo secret for local desks, printed by every `make run` on purpose.
+	demoPassword = "handoff-demo"
+	demoBotKey   = "hdk_demo-bot_local-demo-key-not-for-production"
+	// Standard Webhooks' form, base64 after "whsec_", so that its libraries take it: the base64 of
+	// "local-demo-secret-not-for-production".
+	demoWebhookSecret = "whsec_bG9jYWwtZGVtby1zZWNyZXQtbm90LWZvci1wcm9kdWN0aW9u" //nolint:gosec // G101: a published demo secret for local desks, printed by every `make run` on purpose.
 )
 
 // The two teams take each other's misrouted packages, so the demo shows a transfer out of the box.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/webhook/webhooktest"
 )
 
 var keyLine = regexp.MustCompile(`key:\s+(hdk_\S+)`)
@@ -95,19 +98,8 @@ func TestServeDeliversToPrivateWebhooksOnlyWhenAllowed(t *testing.T) {
 		key := keyLine.FindStringSubmatch(out)[1]
 		base, _ := startServe(t, getenv)
 
-		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(harbor))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("POST /api/v1/handoffs = %d, want 201", resp.StatusCode)
+		if status := submit(t, base, key, harbor); status != http.StatusCreated {
+			t.Fatalf("POST /api/v1/handoffs = %d, want 201", status)
 		}
 
 		if allow == "1" {
@@ -157,4 +149,111 @@ func waitForDeliveryError(t *testing.T, databaseURL string) string {
 	}
 	t.Fatal("no delivery failed")
 	return ""
+}
+
+// A bot that verifies webhooks with the Standard Webhooks reference library, holding the secret
+// `web apikey add` and `web apikey rotate` print, accepts every delivery of a served desk: before a
+// rotation, during its overlap with either secret, and after it with the new one only.
+func TestServeSignsWebhooksAsStandardWebhooksLibrariesVerify(t *testing.T) {
+	t.Parallel()
+	bot := webhooktest.NewReceiver(t)
+	getenv := env(t, "WEBHOOK_ALLOW_PRIVATE", "1")
+	if _, err := runCommand(t, getenv, "queue", "add", "--name", "billing_t2"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCommand(t, getenv, "apikey", "add", "--name", "bot", "--queues", "billing_t2", "--webhook-url", bot.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, first := keyLine.FindStringSubmatch(out)[1], secretLine.FindStringSubmatch(out)[1]
+	base, _ := startServe(t, getenv)
+	harbor, err := os.ReadFile("../../internal/handoff/testdata/harbor-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// delivered sends a cold package of its own and returns the webhook that says it is queued.
+	delivered := func(id string) webhooktest.Check {
+		t.Helper()
+		var pkg map[string]any
+		if err := json.Unmarshal(harbor, &pkg); err != nil {
+			t.Fatal(err)
+		}
+		pkg["handoff_id"], pkg["transfer_mode"] = id, "cold"
+		pkg["contact"].(map[string]any)["id"] = "cust_" + id
+		body, _ := json.Marshal(pkg)
+		if status := submit(t, base, key, body); status != http.StatusCreated {
+			t.Fatalf("POST /api/v1/handoffs %s = %d, want 201", id, status)
+		}
+		return bot.Await(t, id, "queued")
+	}
+
+	before := delivered("ho_before")
+	out, err = runCommand(t, getenv, "apikey", "rotate", "--name", "bot", "--overlap", "2h")
+	if err != nil || secretLine.FindStringSubmatch(out) == nil {
+		t.Fatalf("apikey rotate: %v, printed %q", err, out)
+	}
+	second := secretLine.FindStringSubmatch(out)[1]
+	during := delivered("ho_during")
+	// The overlap ends: its passing by the clock is the webhook package's test; here the desk must
+	// see it end without a restart.
+	db, err := pgx.Connect(t.Context(), getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	if _, err := db.Exec(t.Context(), `UPDATE api_keys SET webhook_secret_previous_until = now() WHERE name = 'bot'`); err != nil {
+		t.Fatal(err)
+	}
+	after := delivered("ho_after")
+
+	tampered := before
+	tampered.Body = append(bytes.Clone(before.Body[:len(before.Body)-1]), []byte(` }`)...)
+	checks := []struct {
+		what   string
+		secret string
+		d      webhooktest.Check
+		ok     bool
+	}{
+		{"before the rotation, the first secret", first, before, true},
+		{"before the rotation, a tampered body", first, tampered, false},
+		{"during the overlap, the first secret", first, during, true},
+		{"during the overlap, the new secret", second, during, true},
+		{"after the overlap, the new secret", second, after, true},
+		{"after the overlap, the first secret", first, after, false},
+	}
+	var in []webhooktest.Check
+	for _, c := range checks {
+		c.d.Secret = c.secret
+		in = append(in, c.d)
+	}
+	for i, got := range webhooktest.StandardVerify(t, in) {
+		if c := checks[i]; (got == "ok") != c.ok {
+			t.Errorf("%s: the library says %q, want it to accept: %v\n%v", c.what, got, c.ok, c.d.Header)
+		}
+	}
+	// The desk's own headers go on during their deprecation period.
+	for _, d := range []webhooktest.Check{before, during, after} {
+		for _, h := range []string{"X-Handoff-Timestamp", "X-Handoff-Webhook-Signature", "X-Handoff-Signature"} {
+			if d.Header.Get(h) == "" {
+				t.Errorf("a delivery lacks %s, deprecated but still sent", h)
+			}
+		}
+	}
+}
+
+// submit posts a package to a served desk's bot API with key and returns the answer's status.
+func submit(t *testing.T, base, key string, pkg []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(pkg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -101,16 +101,11 @@ func IssueAPIKey(ctx context.Context, db beginner, n NewAPIKey) (IssuedAPIKey, e
 	if err != nil {
 		return IssuedAPIKey{}, err
 	}
-	secret, err := newWebhookSecret()
+	secret, err := webhook.NewSecret()
 	if err != nil {
 		return IssuedAPIKey{}, err
 	}
 	return insertAPIKey(ctx, db, n, keyPrefix+body, secret)
-}
-
-func newWebhookSecret() (string, error) {
-	secret, err := randomToken(32)
-	return "whsec_" + secret, err
 }
 
 // DefaultSecretOverlap is how long a rotated webhook secret keeps signing beside the new one: a
@@ -137,7 +132,7 @@ func RotateWebhookSecret(ctx context.Context, tx pgx.Tx, keyID int64, overlap ti
 		return RotatedSecret{}, &desk.Error{Code: desk.Invalid, Details: map[string]string{"overlap": fmt.Sprintf("between 0s and %s", MaxSecretOverlap)},
 			Message: fmt.Sprintf("overlap %s must be between 0 and %s", overlap, MaxSecretOverlap)}
 	}
-	secret, err := newWebhookSecret()
+	secret, err := webhook.NewSecret()
 	if err != nil {
 		return RotatedSecret{}, err
 	}

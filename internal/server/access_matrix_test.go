@@ -227,6 +227,8 @@ func accessMatrix() []accessRow {
 
 		{method: "GET", route: "/api/v1/schema/handoff-v1.json", want: byRole{ok, ok, ok, ok, ok, ok}},
 		{method: "GET", route: "/api/openapi.yaml", want: byRole{ok, ok, ok, ok, ok, ok}},
+		{method: "HEAD", route: "/api/v1/schema/handoff-v1.json", want: byRole{ok, ok, ok, ok, ok, ok}},
+		{method: "HEAD", route: "/api/openapi.yaml", want: byRole{ok, ok, ok, ok, ok, ok}},
 		{method: "POST", route: "/api/v1/handoffs", body: harborFor, want: byRole{noKey, noKey, noKey, noKey, noKey, denied}},
 		{method: "GET", route: "/api/v1/handoffs", query: "?contact_id=cust_9912", want: byRole{noKey, noKey, noKey, noKey, noKey, ok}},
 		{method: "GET", route: "/api/v1/handoffs/:id", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},

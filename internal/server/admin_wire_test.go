@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
+	"github.com/handoffdesk/desk/internal/webhook/webhooktest"
 )
 
 var shownSigningSecret = regexp.MustCompile(`data-testid="secret-signing-secret">([^<]+)<`)
@@ -167,4 +170,76 @@ func TestAdminTogglesSSOOnly(t *testing.T) {
 	if strings.Join(changes, "; ") != "[false, true]; [true, false]" {
 		t.Errorf("logged %q, want off → on then on → off", changes)
 	}
+}
+
+// The signing secrets the console shows, at a key's creation and at its rotation, are what the
+// Standard Webhooks reference library takes: with them it verifies the desk's real deliveries.
+func TestAdminShownSecretsVerifyWithTheStandardWebhooksLibrary(t *testing.T) {
+	t.Parallel()
+	bot := webhooktest.NewReceiver(t)
+	app := setupHooks(t, server.Config{AllowPrivateWebhooks: true}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
+	app.user(t, "ada@example.com", auth.RoleAdmin, "billing_t2")
+	q, err := app.Queues.ByName(t.Context(), "billing_t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := app.client(t)
+	app.login(t, admin, "ada@example.com")
+
+	resp, err := admin.PostForm(app.URL+"/admin/keys", url.Values{"name": {"tier1"}, "queues": {strconv.FormatInt(q.ID, 10)},
+		"webhook_url": {bot.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := readAll(resp)
+	key, secret := shownSecret(`key`).FindStringSubmatch(page), shownSigningSecret.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusCreated || key == nil || secret == nil {
+		t.Fatalf("create the key: %d, want 201 showing the key and its secret\n%s", resp.StatusCode, page)
+	}
+	first := html.UnescapeString(secret[1])
+	// delivered sends a cold package and returns the webhook saying it is queued.
+	delivered := func() webhooktest.Check {
+		t.Helper()
+		pkg := harbor(t, func(p map[string]any) {
+			p["transfer_mode"] = "cold"
+			p["contact"].(map[string]any)["id"] = "cust_" + p["handoff_id"].(string)
+		})
+		expect(t, "submit", app.submit(t, html.UnescapeString(key[1]), pkg), http.StatusCreated)
+		return bot.Await(t, pkg["handoff_id"].(string), "queued")
+	}
+	before := delivered()
+
+	var keyID int64
+	if err := app.DB.QueryRow(t.Context(), `SELECT id FROM api_keys WHERE name = 'tier1'`).Scan(&keyID); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = admin.PostForm(app.URL+"/admin/keys/"+strconv.FormatInt(keyID, 10)+"/rotate", url.Values{"overlap": {"2h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = readAll(resp)
+	secret = shownSigningSecret.FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || secret == nil {
+		t.Fatalf("rotate: %d, want 200 showing the new secret\n%s", resp.StatusCode, page)
+	}
+	second := html.UnescapeString(secret[1])
+	during := delivered()
+
+	before.Secret = first
+	duringFirst, duringSecond := during, during
+	duringFirst.Secret, duringSecond.Secret = first, second
+	checks := []webhooktest.Check{before, duringFirst, duringSecond}
+	for _, d := range []webhooktest.Check{before, during} {
+		conformsAsWebhook(t, d)
+	}
+	for i, got := range webhooktest.StandardVerify(t, checks) {
+		if got != "ok" {
+			t.Errorf("check %d (secret %s…): the reference library says %q", i, checks[i].Secret[:10], got)
+		}
+	}
+}
+
+// shownSecret finds the secret a page shows under label.
+func shownSecret(label string) *regexp.Regexp {
+	return regexp.MustCompile(`data-testid="secret-` + regexp.QuoteMeta(label) + `">([^<]+)<`)
 }

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,7 +96,7 @@ func (a *testApp) api(t *testing.T, method, path, key string, body any, headers 
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := conforming(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,5 +442,27 @@ func TestSchemaAndOpenAPIServed(t *testing.T) {
 	spec := app.api(t, http.MethodGet, "/api/openapi.yaml", "", nil)
 	if spec.Status != 200 || !strings.Contains(spec.Raw, "/api/v1/handoffs") {
 		t.Errorf("openapi: %d", spec.Status)
+	}
+}
+
+// HEAD on the documents answers as GET does, headers and all, without the body.
+func TestDocumentsAnswerHEADLikeGET(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	for _, path := range []string{"/api/openapi.yaml", "/api/v1/schema/handoff-v1.json"} {
+		get := app.api(t, http.MethodGet, path, "", nil)
+		head := app.api(t, http.MethodHead, path, "", nil)
+		if get.Status != http.StatusOK || head.Status != http.StatusOK || head.Raw != "" {
+			t.Errorf("%s: GET %d, HEAD %d with a body of %d bytes; want 200, 200 and none", path, get.Status, head.Status, len(head.Raw))
+			continue
+		}
+		get.Header.Del("Date")
+		head.Header.Del("Date")
+		if !maps.EqualFunc(get.Header, head.Header, slices.Equal) {
+			t.Errorf("%s: HEAD's headers %v, GET's %v", path, head.Header, get.Header)
+		}
+		if n, err := strconv.Atoi(head.Header.Get("Content-Length")); err != nil || n != len(get.Raw) {
+			t.Errorf("%s: HEAD says Content-Length %q, GET sends %d bytes", path, head.Header.Get("Content-Length"), len(get.Raw))
+		}
 	}
 }

@@ -685,7 +685,8 @@ func (s *Server) handleAdminCreateKey(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return s.render(c, http.StatusCreated, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "Key " + issued.Name + " created",
 		Note: "The key and its signing secret are shown this once: give them to the bot now. Bots send the key as " +
-			"\"Authorization: Bearer <key>\" and check webhooks with the secret (docs/webhooks.md).",
+			"\"Authorization: Bearer <key>\" and verify webhooks with the secret, with any Standard Webhooks library " +
+			"(README, \"Verifying a webhook\").",
 		Secrets: []views.Option{{Label: "key", Value: issued.Key}, {Label: "signing-secret", Value: issued.WebhookSecret}},
 		Back:    "/admin/keys/" + strconv.FormatInt(issued.ID, 10)}))
 }
@@ -796,7 +797,7 @@ func rotateForm(keyPath, overlap string) views.AdminForm {
 	}
 	return views.AdminForm{Action: keyPath + "/rotate", Submit: "Rotate secret", TestID: "rotate-form", Fields: []views.FormField{
 		{Name: "overlap", Label: "Overlap", Input: "text", Value: overlap,
-			Help: "How long the old secret also signs (both signatures in X-Handoff-Signature), for the bot to move over; 0s stops it now, for a leaked secret."}}}
+			Help: "How long the old secret also signs (both signatures in Webhook-Signature), for the bot to move over; 0s stops it now, for a leaked secret."}}}
 }
 
 // handleAdminRotateKey gives the key a new signing secret and shows it once.
@@ -823,7 +824,7 @@ func (s *Server) handleAdminRotateKey(c echo.Context) error {
 	note := "The old secret no longer signs: give the new one to the bot now."
 	if !r.PreviousUntil.IsZero() {
 		note = "Until " + r.PreviousUntil.UTC().Format("2006-01-02 15:04 UTC") + " each delivery carries both signatures " +
-			"(X-Handoff-Signature: sha256=<new>, sha256=<old>); give the new secret to the bot before then."
+			"(Webhook-Signature: v1,<new> v1,<old>); give the new secret to the bot before then."
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return s.render(c, http.StatusOK, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "New signing secret for " + r.Key.Name,

@@ -241,5 +241,5 @@ func (s *Server) handleCancelHandoff(c echo.Context) error {
 }
 
 func (s *Server) handleSchema(c echo.Context) error {
-	return c.Blob(http.StatusOK, "application/schema+json", handoff.Schema())
+	return serveDocument(c, "application/schema+json", handoff.Schema())
 }

@@ -122,7 +122,7 @@ func send(t *testing.T, client *http.Client, method, url, key string, body any) 
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	if client == nil {
-		client = http.DefaultClient
+		client = conforming(t)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -93,8 +93,9 @@ func (s *Server) routes() {
 	e.GET("/admin/settings", s.handleAdminSettings, admin)
 	e.POST("/admin/settings", s.handleAdminSaveSettings, admin)
 
-	e.GET("/api/v1/schema/handoff-v1.json", s.handleSchema)
-	e.GET("/api/openapi.yaml", s.handleOpenAPI)
+	// HEAD answers as GET without the body, for tools that check a document before fetching it.
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/api/v1/schema/handoff-v1.json", s.handleSchema)
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/api/openapi.yaml", s.handleOpenAPI)
 	bot := e.Group("/api/v1", s.requireBot)
 	bot.POST("/handoffs", s.handleSubmitHandoff)
 	bot.GET("/handoffs", s.handleListHandoffs)

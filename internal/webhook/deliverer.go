@@ -657,12 +657,17 @@ func (d *Deliverer) post(ctx context.Context, row claimed) (int, error) {
 	timestamp := strconv.FormatInt(d.wallClock().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set(standardIDHeader, row.eventID)
+	req.Header.Set(standardTimestampHeader, timestamp)
 	req.Header.Set(timestampHeader, timestamp)
+	standard := standardSignature(row.secret, row.eventID, timestamp, row.body)
 	signatures, legacy := signature(row.secret, timestamp, row.body), legacySignature(row.secret, row.body)
 	if row.previous != "" {
+		standard += " " + standardSignature(row.previous, row.eventID, timestamp, row.body)
 		signatures += ", " + signature(row.previous, timestamp, row.body)
 		legacy += ", " + legacySignature(row.previous, row.body)
 	}
+	req.Header.Set(standardSignatureHeader, standard)
 	req.Header.Set(signatureHeader, signatures)
 	req.Header.Set(legacySignatureHeader, legacy)
 	req.Header.Set("X-Handoff-Event-Id", row.eventID)

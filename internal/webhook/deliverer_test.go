@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/logtest"
 	"github.com/handoffdesk/desk/internal/webhook"
+	"github.com/handoffdesk/desk/internal/webhook/webhooktest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -38,6 +40,27 @@ func verifies(secret, timestamp string, body []byte, header string) bool {
 	want := []byte(hex.EncodeToString(mac.Sum(nil)))
 	for entry := range strings.SplitSeq(header, ",") {
 		if sig, ok := strings.CutPrefix(strings.TrimSpace(entry), "v1="); ok && hmac.Equal([]byte(sig), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// verifiesStandard is the README's Standard Webhooks recipe without a library: HMAC-SHA256 under
+// the base64 key after "whsec_" of the Webhook-Id, the Webhook-Timestamp and the body, compared in
+// constant time with each v1 entry of Webhook-Signature; now is the bot's clock.
+func verifiesStandard(secret string, h http.Header, body []byte, now time.Time) bool {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	ts, tsErr := strconv.ParseInt(h.Get("Webhook-Timestamp"), 10, 64)
+	if err != nil || tsErr != nil || now.Sub(time.Unix(ts, 0)).Abs() > 5*time.Minute {
+		return false
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(h.Get("Webhook-Id") + "." + h.Get("Webhook-Timestamp") + "."))
+	mac.Write(body)
+	want := []byte(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	for entry := range strings.FieldsSeq(h.Get("Webhook-Signature")) {
+		if sig, ok := strings.CutPrefix(entry, "v1,"); ok && hmac.Equal([]byte(sig), want) {
 			return true
 		}
 	}
@@ -552,5 +575,46 @@ func TestDeliveryWarnsWhileTheDatabaseIsOutOfReach(t *testing.T) {
 	}
 	if rec.Level != slog.LevelWarn {
 		t.Fatalf("a pass while the database is out of reach logged %s %q, want a warning", rec.Level, rec.Message)
+	}
+}
+
+// Every delivery carries the Standard Webhooks headers, which the reference library verifies with
+// the key's secret as shown; a key whose secret predates them (not base64 after "whsec_") signs
+// with the secret's own bytes, which the library takes as a raw secret.
+func TestDeliverySignedPerStandardWebhooks(t *testing.T) {
+	t.Parallel()
+	f := setup(t, always(http.StatusOK))
+	f.enqueue(t, "h-new", "accepted")
+	deliverDue(t, f.deliverer(t, webhook.Options{}))
+	const before = "whsec_c2VjcmV0IGlzc3VlZCBiZWZvcmUgdGhlIHN0ZCEhISE" // 43 characters of unpadded URL-safe base64, as issued then
+	if _, err := f.db.Exec(t.Context(), `UPDATE api_keys SET webhook_secret = $1 WHERE id = $2`, before, f.key.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.enqueue(t, "h-old", "accepted")
+	deliverDue(t, f.deliverer(t, webhook.Options{}))
+	got := f.bot.receipts()
+	if len(got) != 2 {
+		t.Fatalf("bot received %d requests, want 2", len(got))
+	}
+	for _, r := range got {
+		var p map[string]any
+		if err := json.Unmarshal(r.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if id := r.header.Get("Webhook-Id"); id != p["event_id"] || id != r.header.Get("X-Handoff-Event-Id") {
+			t.Errorf("Webhook-Id %q, want the event id %v", id, p["event_id"])
+		}
+		if ts := r.header.Get("Webhook-Timestamp"); ts == "" || ts != r.header.Get("X-Handoff-Timestamp") {
+			t.Errorf("Webhook-Timestamp %q, want the Unix seconds of X-Handoff-Timestamp %q", ts, r.header.Get("X-Handoff-Timestamp"))
+		}
+	}
+	checks := []webhooktest.Check{
+		{Secret: f.key.WebhookSecret, Header: got[0].header, Body: got[0].body},
+		{Secret: before, Raw: true, Header: got[1].header, Body: got[1].body},
+	}
+	for i, result := range webhooktest.StandardVerify(t, checks) {
+		if result != "ok" {
+			t.Errorf("delivery %d (secret %s…): the reference library says %q", i, checks[i].Secret[:10], result)
+		}
 	}
 }

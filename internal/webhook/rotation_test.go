@@ -47,6 +47,9 @@ func TestRotatedSecretSignsBesideTheNewUntilTheOverlapEnds(t *testing.T) {
 		t.Helper()
 		h := r.header
 		for secret, ok := range want {
+			if got := verifiesStandard(secret, h, r.body, f.clock.Now()); got != ok {
+				t.Errorf("%s: Webhook-Signature %q verifies with secret %s…: %v, want %v", when, h.Get("Webhook-Signature"), secret[:10], got, ok)
+			}
 			if got := verifies(secret, h.Get("X-Handoff-Timestamp"), r.body, h.Get("X-Handoff-Webhook-Signature")); got != ok {
 				t.Errorf("%s: %q verifies with secret %s…: %v, want %v", when, h.Get("X-Handoff-Webhook-Signature"), secret[:10], got, ok)
 			}
@@ -61,6 +64,9 @@ func TestRotatedSecretSignsBesideTheNewUntilTheOverlapEnds(t *testing.T) {
 	check("during the overlap", during, map[string]bool{rotated.Secret: true, old: true})
 	if n := strings.Count(during.header.Get("X-Handoff-Webhook-Signature"), "v1="); n != 2 {
 		t.Errorf("during the overlap: %d v1 entries, want 2 (new, then old)", n)
+	}
+	if n := len(strings.Fields(during.header.Get("Webhook-Signature"))); n != 2 {
+		t.Errorf("during the overlap: Webhook-Signature has %d entries, want 2 (new, then old)", n)
 	}
 
 	f.clock.Advance(25 * time.Hour)

@@ -11,9 +11,11 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -124,11 +126,20 @@ func insert(events []Event) (string, []any, error) {
 		[]any{ids, keys, handoffs, names, bodies, traces, packageTraces}, nil
 }
 
-// The headers a bot checks a delivery with. The signature covers the timestamp, so that a
-// delivery captured on its way cannot be replayed later: the bot refuses a timestamp too far from
-// its own clock, and changing the timestamp breaks the signature. Each attempt is stamped and
-// signed afresh, so a retry an hour later still passes that check.
+// The headers a bot checks a delivery with. Every delivery is signed per the Standard Webhooks
+// specification (standardwebhooks.com), so that its reference libraries and Svix's verify it as
+// they are; and, for a deprecation period the README states, as the desk signed before. Every
+// signature covers the timestamp, so that a delivery captured on its way cannot be replayed
+// later: the bot refuses a timestamp too far from its own clock, and changing the timestamp breaks
+// the signature. Each attempt is stamped and signed afresh, so a retry an hour later still passes
+// that check.
 const (
+	// The event id, the same on every attempt: what Standard Webhooks signs and dedupes by.
+	standardIDHeader        = "Webhook-Id"
+	standardTimestampHeader = "Webhook-Timestamp" // Unix seconds, as X-Handoff-Timestamp
+	// Space-separated "v1,<base64>" entries, one per secret while a rotation's overlap lasts.
+	standardSignatureHeader = "Webhook-Signature"
+
 	timestampHeader = "X-Handoff-Timestamp"
 	// A comma-separated list of version=signature entries, of which a bot accepts any it can
 	// verify. A secret rotation sends one per secret ("v1=<new>, v1=<old>") and a later scheme
@@ -139,8 +150,43 @@ const (
 	legacySignatureHeader = "X-Handoff-Signature"
 )
 
+// SecretPrefix starts every webhook secret, as Standard Webhooks writes one.
+const SecretPrefix = "whsec_"
+
+// NewSecret returns a new webhook signing secret as Standard Webhooks writes one: "whsec_" and
+// the standard base64 of 32 random bytes, the HMAC key.
+func NewSecret() (string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
+}
+
+// standardKey is the HMAC key of a secret under Standard Webhooks: the bytes that the base64
+// after "whsec_" encodes, as its libraries decode it. A secret issued before the desk spoke the
+// standard ("whsec_" and 43 URL-safe characters, never valid standard base64) signs with its own
+// bytes, which those libraries take as a "raw" secret.
+func standardKey(secret string) []byte {
+	if encoded, ok := strings.CutPrefix(secret, SecretPrefix); ok {
+		if key, err := base64.StdEncoding.DecodeString(encoded); err == nil && len(key) > 0 {
+			return key
+		}
+	}
+	return []byte(secret)
+}
+
+// standardSignature is one entry of Webhook-Signature: "v1," and the base64 HMAC-SHA256 of the
+// event id, the timestamp and the body, joined by dots, under the secret's standard key.
+func standardSignature(secret, id, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, standardKey(secret))
+	mac.Write([]byte(id + "." + timestamp + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
 // signature is the v1 entry of X-Handoff-Webhook-Signature: "v1=" and the hex HMAC-SHA256 of the
-// timestamp, a dot and the body, under the key's webhook secret (as Stripe and Svix sign).
+// timestamp, a dot and the body, under the whole secret as text. Deprecated with its header.
 func signature(secret, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(timestamp + "."))

@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean
+.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -25,7 +25,18 @@ test: check-dashboard
 	@scripts/chromium
 	@npm install --no-audit --no-fund --loglevel=error
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
-		TEST_DATABASE_URL="$$url" PROMTOOL="$${PROMTOOL:-$$(scripts/promtool)}" $(GO) test $(TEST_FLAGS) ./...
+		before="$$(scripts/testdbs list "$$url")" && \
+		TEST_DATABASE_URL="$$url" PROMTOOL="$${PROMTOOL:-$$(scripts/promtool)}" $(GO) test $(TEST_FLAGS) ./... && \
+		scripts/testdbs drop-new "$$url" "$$before"
+
+## test-stress: make test while stress-ng (Debian's, installed when missing) keeps every CPU
+## STRESS_LOAD percent busy (default 70), stopped with the run and after 45 minutes at most: the
+## suite must hold on a busy machine, as CI's shared one is.
+test-stress:
+	@command -v stress-ng >/dev/null || { echo "test-stress: installing Debian's stress-ng" >&2; \
+		apt-get install -y -qq stress-ng >/dev/null || { apt-get update -qq && apt-get install -y -qq stress-ng >/dev/null; }; }
+	@stress-ng --cpu "$$(nproc)" --cpu-load "$${STRESS_LOAD:-70}" --timeout 45m --quiet & load=$$!; \
+		trap 'kill $$load 2>/dev/null' EXIT; $(MAKE) --no-print-directory test
 
 ## check-dashboard: docs/grafana-dashboard.json's queries parse with Prometheus's PromQL parser,
 ## read only series the registry has, and are charted in fitting units. tools/promqlcheck is a

@@ -53,7 +53,7 @@ func (r *recorder) next(what string) turn {
 	select {
 	case tn := <-r.turns:
 		return tn
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		r.t.Fatalf("%s: no turn", what)
 		return turn{}
 	}

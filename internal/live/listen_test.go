@@ -40,7 +40,7 @@ func TestListenAcceptsPoolSettingsInTheURL(t *testing.T) {
 func TestListenIgnoresItsOwnEcho(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, err := pgx.Connect(ctx, url)
 	if err != nil {

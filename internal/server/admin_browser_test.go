@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -197,7 +196,7 @@ func TestBrowserAdminDisablesUser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("disable: %v", err)
 	}
-	wait, stop := context.WithTimeout(agent, 15*time.Second)
+	wait, stop := context.WithTimeout(agent, waitDeadline)
 	defer stop()
 	if err := chromedp.Do(wait, chromedp.WaitVisible(`[data-testid="login-form"]`)); err != nil {
 		t.Fatalf("the disabled agent's queue page never left for the login page: %v", err)

@@ -183,7 +183,7 @@ func TestBrowserDashboardFollowsTheDesk(t *testing.T) {
 		t.Fatalf("packages in before: %q, want 1", got)
 	}
 	app.submitFor(t, key, "cust_after")
-	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	wait, cancel := context.WithTimeout(ctx, waitDeadline)
 	defer cancel()
 	if err := chromedp.Do(wait, chromedp.Poll[chromedp.Void](`document.querySelector('`+in+`').innerText.trim() === "2"`)); err != nil {
 		t.Fatalf("the figures never showed the second package (now %q): %v", text(t, ctx, in), err)

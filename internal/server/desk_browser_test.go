@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -165,7 +164,7 @@ func TestTwoInstancesShareEveryChange(t *testing.T) {
 	id := pkg["handoff_id"].(string)
 	got := (&testApp{URL: other}).api(t, http.MethodPost, "/api/v1/handoffs", key, pkg)
 	expect(t, "submit on the other instance", got, http.StatusCreated)
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, waitDeadline)
 	defer cancel()
 	if err := chromedp.Do(waitCtx, chromedp.WaitVisible(`#card-`+id)); err != nil {
 		t.Fatalf("a package sent to instance B never reached the browser on instance A: %v", err)

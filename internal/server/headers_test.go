@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -135,7 +134,7 @@ func TestBrowserFramesTheSidebarInACRM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	wait, cancel := context.WithTimeout(ctx, waitDeadline)
 	defer cancel()
 	shown, err := chromedp.Run(wait, chromedp.Text(`[data-testid="handoff"]`, chromedp.FromNode(frames[0])))
 	if err != nil {

@@ -126,8 +126,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-const waitDeadline = 90 * time.Second
-
 // A bot's preferred_agent that is a look-alike of an agent's address names nobody: a cold
 // package goes to the queue rather than be offered to that agent (the lookup used lower() too).
 // The same address in other ASCII capitals is the agent.

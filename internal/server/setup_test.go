@@ -176,6 +176,10 @@ func (a *testApp) login(t *testing.T, c *http.Client, email string) {
 	}
 }
 
+// waitDeadline bounds every wait of a test for a condition: long, for a busy 2-core machine,
+// since a passing test never waits it out; a test that runs past it reports what it last saw.
+const waitDeadline = 90 * time.Second
+
 // browser starts headless Chromium for one test.
 func browser(t *testing.T) context.Context {
 	t.Helper()

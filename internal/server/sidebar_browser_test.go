@@ -26,7 +26,7 @@ import (
 // frame, but the browser's tools can.
 func inFrame[T any](t *testing.T, ctx context.Context, sel, fn string) T {
 	t.Helper()
-	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	wait, cancel := context.WithTimeout(ctx, waitDeadline)
 	defer cancel()
 	var out T
 	var last error

@@ -23,7 +23,7 @@ import (
 // person's click: the browser lets only those open a popup.
 func clickInFrame(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
-	wait, cancel := context.WithTimeout(ctx, 20*time.Second)
+	wait, cancel := context.WithTimeout(ctx, waitDeadline)
 	defer cancel()
 	var last error
 	for {
@@ -96,7 +96,7 @@ func TestBrowserSSOFromTheSidebarOpensAPopup(t *testing.T) {
 		if id == "" {
 			t.Fatal("no popup")
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitDeadline):
 		t.Fatal("the click opened no popup")
 	}
 

@@ -48,7 +48,7 @@ func hookHeaders(t *testing.T) (string, <-chan http.Header) {
 func hooksFor(t *testing.T, hooks <-chan http.Header, events ...string) map[string]http.Header {
 	t.Helper()
 	got := map[string]http.Header{}
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitDeadline)
 	for len(got) < len(events) {
 		select {
 		case h := <-hooks:

@@ -127,7 +127,7 @@ func TestBrowserWarmRingTimesOutThenTheNextAgentAccepts(t *testing.T) {
 	); err != nil {
 		t.Fatalf("bea accepts with A: %v", err)
 	}
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitDeadline)
 	for {
 		select {
 		case body := <-hooks:

@@ -326,7 +326,7 @@ func TestBrowserLeavesAPageWhoseAccessEnded(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`fetch("/logout", {method: "POST"})`)); err != nil {
 		t.Fatal(err)
 	}
-	wait, stop := context.WithTimeout(ctx, 15*time.Second)
+	wait, stop := context.WithTimeout(ctx, waitDeadline)
 	defer stop()
 	if err := chromedp.Do(wait, chromedp.WaitVisible(`[data-testid="login-form"]`)); err != nil {
 		t.Fatalf("the queue page never left for the login page: %v", err)
@@ -364,7 +364,7 @@ func TestBrowserOfflineWhenItsSessionEndedGoesToLogin(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.sockets.forEach(s => s.close())`)); err != nil {
 		t.Fatal(err)
 	}
-	wait, stop := context.WithTimeout(ctx, 30*time.Second)
+	wait, stop := context.WithTimeout(ctx, waitDeadline)
 	defer stop()
 	if err := chromedp.Do(wait, chromedp.WaitVisible(`[data-testid="login-form"]`)); err != nil {
 		t.Fatalf("the offline page never left for the login page: %v", err)

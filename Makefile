@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean
+.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean screenshots
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -120,6 +120,12 @@ db-stop:
 
 clean:
 	rm -rf bin
+
+## screenshots: remake docs/screenshot.png, docs/dashboard.png and docs/package.png from a demo
+## desk of their own (seeded as make run seeds, served on loopback, photographed in Chromium).
+screenshots: build
+	@scripts/chromium
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && $(GO) run ./cmd/screenshots -web bin/web -out docs -db "$$url"
 
 ## bench-dashboard: seeds 1,000,000 packages with their events and replies (a few minutes), then
 ## times each dashboard query per window for all queues and the busiest, beside a count(*) of the

@@ -1,0 +1,214 @@
+// Command screenshots remakes the pictures in the README and docs from the demo desk, so that
+// they show the desk as it is: it seeds a database of its own as `make run` does, serves it on
+// loopback with the built binary, and photographs pages in headless Chromium at 1440×900.
+//
+//	make screenshots   (go run ./cmd/screenshots -web bin/web -out docs)
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+)
+
+// shot is one picture: who is signed in, which page, what to click first (if anything), what to
+// wait for before taking it.
+type shot struct {
+	file, email, path, click, ready string
+}
+
+var shots = []shot{
+	{"screenshot.png", "agent@example.com", "/", "", `[data-testid="my-queues"]`},
+	{"dashboard.png", "supervisor@example.com", "/dashboard?window=30d", "", `body[data-live="online"]`},
+	// Bea sees billing_t2's contacts masked: the editor holds the draft with a token for the name.
+	{"package.png", "agent2@example.com", "/handoffs/" + harborID, `[data-testid="accept"]`, `[data-testid="reply-preview"]`},
+}
+
+// The demo's credentials, as seed-demo prints them, and the Harbor package the pictures show.
+const (
+	demoPassword = "handoff-demo"
+	demoBotKey   = "hdk_demo-bot_local-demo-key-not-for-production" //nolint:gosec // G101: the published demo key seed-demo prints.
+	harborID     = "ho_screenshot_harbor"
+	harborFile   = "internal/handoff/testdata/harbor-v1.json"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "screenshots:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("screenshots", flag.ContinueOnError)
+	web := fs.String("web", "bin/web", "the built desk")
+	out := fs.String("out", "docs", "where the pictures go")
+	admin := fs.String("db", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "a PostgreSQL server to make the demo's database on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dbURL, drop, err := demoDatabase(ctx, *admin)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	env := append(os.Environ(), "DATABASE_URL="+dbURL)
+	seed := exec.CommandContext(ctx, *web, "seed-demo")
+	seed.Env, seed.Stderr = env, os.Stderr
+	if err := seed.Run(); err != nil {
+		return fmt.Errorf("seed-demo: %w", err)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	serve := exec.CommandContext(ctx, *web, "serve")
+	serve.Env, serve.Stderr = append(env, "ADDR="+addr, "BASE_URL=http://"+addr), io.Discard
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
+	base := "http://" + addr
+	if err := waitReady(ctx, base); err != nil {
+		return err
+	}
+	if err := submitHarbor(ctx, base); err != nil {
+		return err
+	}
+	for _, s := range shots {
+		png, err := take(ctx, base, s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.file, err)
+		}
+		if err := os.WriteFile(filepath.Join(*out, s.file), png, 0o644); err != nil { //nolint:gosec // G306: a picture for the docs, readable by all.
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: %s as %s, %d bytes\n", filepath.Join(*out, s.file), s.path, s.email, len(png))
+	}
+	return nil
+}
+
+// demoDatabase makes an empty database for the demo on the server at admin, and a func that
+// drops it.
+func demoDatabase(ctx context.Context, admin string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", nil, err
+	}
+	name := fmt.Sprintf("handoffdesk_screenshots_%d", os.Getpid())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		_ = conn.Close(ctx)
+		return "", nil, err
+	}
+	cfg := conn.Config()
+	url := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	return url, func() {
+		_, _ = conn.Exec(context.Background(), "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_ = conn.Close(context.Background())
+	}, nil
+}
+
+// submitHarbor sends the Harbor billing escalation as the demo bot, cold, so that it waits in
+// billing_t2 for an agent.
+func submitHarbor(ctx context.Context, base string) error {
+	raw, err := os.ReadFile(harborFile)
+	if err != nil {
+		return err
+	}
+	var pkg map[string]any
+	if err := json.Unmarshal(raw, &pkg); err != nil {
+		return err
+	}
+	pkg["handoff_id"], pkg["transfer_mode"] = harborID, "cold"
+	body, err := json.Marshal(pkg)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/handoffs", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+demoBotKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		answer, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("submit the Harbor package: %d %s", resp.StatusCode, answer)
+	}
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func waitReady(ctx context.Context, base string) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/readyz"); err == nil { //nolint:gosec // G107: the desk this command started, on loopback.
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("the desk was not ready within a minute")
+}
+
+// take signs in as s.email in a fresh browser and photographs s.path once s.ready shows.
+func take(ctx context.Context, base string, s shot) ([]byte, error) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath("/usr/bin/chromium"), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1440, 900))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	bctx, stop := context.WithTimeout(bctx, 2*time.Minute)
+	defer stop()
+	err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(1440, 900),
+		chromedp.Navigate(base+"/login"),
+		chromedp.WaitVisible(`[data-testid="login-form"]`),
+		chromedp.SendKeys(`input[name="email"]`, s.email),
+		chromedp.SendKeys(`input[name="password"]`, demoPassword),
+		chromedp.Submit(`[data-testid="login-form"]`),
+		chromedp.WaitVisible(`[data-testid="my-queues"]`),
+		chromedp.Navigate(base+s.path),
+	)
+	if err == nil && s.click != "" {
+		err = chromedp.Do(bctx, chromedp.Click(s.click))
+	}
+	if err == nil {
+		err = chromedp.Do(bctx, chromedp.WaitVisible(s.ready),
+			chromedp.Sleep(500*time.Millisecond)) // the socket's first frame settles the live parts
+	}
+	if err != nil {
+		return nil, err
+	}
+	return chromedp.Run(bctx, chromedp.CaptureScreenshot())
+}

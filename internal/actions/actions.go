@@ -487,20 +487,24 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 			return err
 		}
 		queueName, took = h.Queue.Name, now.Sub(h.CreatedAt)
-		change := closed(h.hold(user.ID), now)
+		change, record := closed(h.hold(user.ID), now), label(h.hold(user.ID), now)
+		var paid *handoff.RefundOutcome
 		if refund {
-			r, err := checkRefund(ctx, tx, h, amount)
-			if err != nil {
+			if paid, err = checkRefund(ctx, tx, h, amount); err != nil {
 				return err
 			}
-			if r != nil {
-				change.Detail = map[string]any{"amount": r.Amount, "currency": r.Currency}
+			if paid != nil {
+				change.Detail = map[string]any{"amount": paid.Amount, "currency": paid.Currency}
+				if paid.RequestedAmount != "" {
+					change.Detail["requested_amount"], change.Detail["requested_currency"] = paid.RequestedAmount, paid.RequestedCurrency
+				}
+				change.Refund, record.Refund = paid, paid
 			}
 		}
 		return apply(ctx, tx, `
 			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
-				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6)
-			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID}, change, label(h.hold(user.ID), now))
+				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6), refund = $7
+			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID, paid}, change, record)
 	})
 	if err == nil && act == Resolve {
 		a.counts.Resolved(queueName, took)

@@ -139,33 +139,46 @@ func (a *Service) Decide(ctx context.Context, user auth.User, id int64, grant bo
 }
 
 // checkRefund refuses to resolve the locked package as refunded for amount ("" for the amount the
-// package asks) when the refund needs approval and no grant covers it.
-func checkRefund(ctx context.Context, tx pgx.Tx, h held, amount string) (*approvals.Refund, error) {
-	refund, err := packageRefund(ctx, tx, h)
+// package asks) when the refund needs approval and no grant covers it, and otherwise returns what
+// the resolution pays back against what was asked; nil when the package asked for no refund and
+// the agent named no amount.
+func checkRefund(ctx context.Context, tx pgx.Tx, h held, amount string) (*handoff.RefundOutcome, error) {
+	requested, err := packageRefund(ctx, tx, h)
 	if err != nil {
 		return nil, err
 	}
+	refund := requested
 	if amount != "" {
 		if !handoff.ValidAmount(amount) {
 			return nil, &desk.Error{Code: desk.Invalid, Details: map[string]string{"field": "amount"},
 				Message: fmt.Sprintf("refunded amount %q is not a positive decimal like 49.99", amount)}
 		}
 		currency := h.Queue.Currency
-		if refund != nil {
-			currency = refund.Currency
+		if requested != nil {
+			currency = requested.Currency
 		}
 		refund = &approvals.Refund{Amount: amount, Currency: currency}
 	}
 	if refund == nil {
 		return nil, nil
 	}
+	paid := func() (*handoff.RefundOutcome, error) {
+		o, err := approvals.Outcome(*refund, requested)
+		return &o, err
+	}
 	needed, err := approvals.Needed(*refund, h.Queue.RefundThreshold, h.Queue.Currency)
-	if err != nil || !needed {
-		return refund, err
+	if err != nil {
+		return nil, err
+	}
+	if !needed {
+		return paid()
 	}
 	covered, err := approvals.Covered(ctx, tx, h.ID, *refund)
-	if err != nil || covered {
-		return refund, err
+	if err != nil {
+		return nil, err
+	}
+	if covered {
+		return paid()
 	}
 	granted, err := approvals.LastGranted(ctx, tx, h.ID)
 	if err != nil {

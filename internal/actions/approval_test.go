@@ -344,3 +344,44 @@ func TestDecisionTimes(t *testing.T) {
 		t.Errorf("decision times of another queue: %+v, %v", none, err)
 	}
 }
+
+// A partial refund (50.00 of 300.00 asked) needs no approval below the threshold, and says so
+// wherever the outcome goes: the package, the bot's webhook and the eval record carry both the
+// amount refunded and the amount asked.
+func TestPartialRefundRecordsWhatWasAsked(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 5, "billing")
+	id := d.acceptedRefund(t, alex, "300.00", "USD")
+	if _, err := d.actions.ResolveRefunded(ctx, alex, id, "50", ""); err != nil {
+		t.Fatalf("a partial refund below the threshold: %v", err)
+	}
+	want := handoff.RefundOutcome{Amount: "50", Currency: "USD", RequestedAmount: "300.00", RequestedCurrency: "USD", Partial: true}
+	var stored, hooked, recorded handoff.RefundOutcome
+	if err := d.db.QueryRow(ctx, `SELECT refund FROM handoffs WHERE handoff_id = $1`, id).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.db.QueryRow(ctx, `SELECT payload->'refund' FROM webhook_outbox WHERE payload->>'handoff_id' = $1 AND event = 'resolved'`, id).Scan(&hooked); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.db.QueryRow(ctx, `SELECT e.refund FROM evals e JOIN handoffs h ON h.id = e.handoff_id WHERE h.handoff_id = $1 AND e.kind = 'resolve'`, id).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]handoff.RefundOutcome{"the package": stored, "the webhook": hooked, "the eval record": recorded} {
+		if got != want {
+			t.Errorf("%s says %+v, want %+v", name, got, want)
+		}
+	}
+
+	whole := d.acceptedRefund(t, alex, "40.00", "USD")
+	if _, err := d.actions.Resolve(ctx, alex, whole, "refunded", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.db.QueryRow(ctx, `SELECT refund FROM handoffs WHERE handoff_id = $1`, whole).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Partial || stored.Amount != "40.00" || stored.RequestedAmount != "40.00" {
+		t.Errorf("the whole refund reads %+v", stored)
+	}
+}

@@ -41,6 +41,29 @@ type Refund struct {
 
 func (r Refund) String() string { return r.Amount + " " + r.Currency }
 
+// Outcome is what resolving as refunded with refunded records, against requested, the package's
+// own refund (nil when it asked for none). Amounts compare as exact rationals.
+func Outcome(refunded Refund, requested *Refund) (handoff.RefundOutcome, error) {
+	o := handoff.RefundOutcome{Amount: refunded.Amount, Currency: refunded.Currency}
+	if requested == nil {
+		return o, nil
+	}
+	o.RequestedAmount, o.RequestedCurrency = requested.Amount, requested.Currency
+	if requested.Currency != refunded.Currency {
+		return o, nil
+	}
+	paid, ok := new(big.Rat).SetString(refunded.Amount)
+	if !ok {
+		return o, fmt.Errorf("refunded amount %q is not a decimal", refunded.Amount)
+	}
+	asked, ok := new(big.Rat).SetString(requested.Amount)
+	if !ok {
+		return o, fmt.Errorf("requested amount %q is not a decimal", requested.Amount)
+	}
+	o.Partial = paid.Cmp(asked) < 0
+	return o, nil
+}
+
 // Needed reports whether refund r needs a supervisor's approval in a queue whose threshold is
 // threshold in currency: when it is strictly above the threshold, or in another currency (the
 // desk converts nothing). Amounts compare as exact rationals.

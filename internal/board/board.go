@@ -42,6 +42,8 @@ type Item struct {
 	ExpiresAt     time.Time
 	ReservedUntil *time.Time
 	Outcome       string
+	// Refund is, once resolved as refunded, what was paid back against what was asked.
+	Refund *handoff.RefundOutcome
 	SLA           time.Duration
 	PIIMinRole    string
 	PIIEntityKeys []string
@@ -118,7 +120,7 @@ const itemSelect = `
 		-- Only a package awaiting approval has a pending request: the others skip the probe.
 		CASE WHEN h.status = 'awaiting_approval' THEN
 			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending') END,
-		h.package
+		h.refund, h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the
@@ -154,7 +156,7 @@ func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, e
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
 		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &it.WithholdTranscript,
-		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &pkg)
+		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &it.Refund, &pkg)
 	if err != nil {
 		return Item{}, err
 	}

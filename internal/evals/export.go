@@ -286,7 +286,7 @@ func exportQuery(f Filter) (string, []any) {
 	sql := `
 		SELECT h.id, e.kind, h.handoff_id, e.source_agent, e.source_run_id, q.name, e.trigger, coalesce(e.locale, ''), e.at,
 			e.draft, e.final, e.word_diff, e.unified_diff, e.edit_distance_chars, e.edit_distance_words, e.accepted_as_is,
-			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package
+			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, e.refund, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package
 		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id`
 	if len(where) > 0 {
 		sql += "\n\t\tWHERE " + strings.Join(where, " AND ")
@@ -307,6 +307,7 @@ type row struct {
 	acceptedAsIs, escalationNeeded                      *bool
 	tags                                                []string
 	code, note                                          *string
+	refund                                              *handoff.RefundOutcome
 	piiMinRole                                          string
 	piiKeys                                             []string
 	withholdTranscript                                  bool
@@ -316,7 +317,7 @@ type row struct {
 func (r *row) dest() []any {
 	return []any{&r.rowID, &r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
 		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,
-		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg}
+		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.refund, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg}
 }
 
 type exporter struct {
@@ -436,12 +437,14 @@ type Record struct {
 	Code             string `json:"code,omitempty"`
 	Note             string `json:"note,omitempty"`
 	EscalationNeeded *bool  `json:"escalation_needed,omitempty"`
+	// Refund is, on a resolution as refunded, what was paid back against what was asked.
+	Refund *handoff.RefundOutcome `json:"refund,omitempty"`
 }
 
 func (x *exporter) record(r *row, s shown) Record {
 	rec := Record{Schema: Schema, Kind: r.kind, HandoffID: r.handoffID, SourceAgent: r.sourceAgent, SourceRunID: r.sourceRunID,
 		Queue: r.queue, Trigger: r.trigger, Locale: r.locale, At: r.at.UTC(),
-		Code: deref(r.code), Note: s.text(deref(r.note)), EscalationNeeded: r.escalationNeeded}
+		Code: deref(r.code), Note: s.text(deref(r.note)), EscalationNeeded: r.escalationNeeded, Refund: r.refund}
 	if r.kind != KindReply {
 		return rec
 	}

@@ -42,6 +42,8 @@ type Change struct {
 	// Approval is the refund approval a step of one is about, for the bot's webhook; the log
 	// keeps its id in Detail.
 	Approval *webhook.Approval
+	// Refund is what a resolution as refunded paid back against what was asked, for the webhook.
+	Refund *handoff.RefundOutcome
 	Detail   map[string]any
 	At       time.Time
 	// UserID is the person whose access changed, for the kinds that change it.
@@ -85,7 +87,7 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 		if c.Kind.TellsBot() {
 			hooks = append(hooks, webhook.Event{
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
-				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, Approval: c.Approval, OccurredAt: c.At,
+				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, Approval: c.Approval, Refund: (*webhook.Refund)(c.Refund), OccurredAt: c.At,
 				SecondsToAccept: c.SecondsToAccept,
 				Trace:           c.Trace, PackageTrace: c.PackageTrace,
 			})

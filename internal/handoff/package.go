@@ -113,6 +113,18 @@ type Refund struct {
 	Currency string `json:"currency" validate:"required,iso4217"`
 }
 
+// RefundOutcome is what a package resolved as refunded paid back, beside what its bot asked for
+// (the package's refund; empty when it asked for none): the outcome, the bot's webhook and the
+// eval record carry it, so a partial refund reads as one.
+type RefundOutcome struct {
+	Amount            string `json:"amount"`
+	Currency          string `json:"currency"`
+	RequestedAmount   string `json:"requested_amount,omitempty"`
+	RequestedCurrency string `json:"requested_currency,omitempty"`
+	// Partial is true when less was refunded than asked, in the same currency.
+	Partial bool `json:"partial"`
+}
+
 // Turn is one message of the transcript.
 type Turn struct {
 	// Who spoke.

@@ -165,7 +165,7 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, not
 		UserVerified:       p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
 		SourceAgent: p.SourceAgent, Locale: p.Locale, OpenQuestions: p.OpenQuestions,
 		RecommendedNextStep: p.RecommendedNextStep, DraftReply: p.DraftReply, HandoffChain: p.HandoffChain,
-		Outcome:  item.Outcome,
+		Outcome:  outcomeOf(item),
 		Controls: controls(perms, transferTargets),
 	}
 	if user.Role.AtLeast(auth.RoleSupervisor) {
@@ -200,6 +200,21 @@ func controls(perms actions.Permissions, transferTargets []string) views.Control
 		CanTransfer: perms.Transfer, CanResolve: perms.Resolve, TransferTargets: transferTargets,
 		ReturnReasons: handoff.ReturnReasons(), ResolutionCodes: handoff.ResolutionCodes(), NoteLimit: actions.MaxNoteChars,
 	}
+}
+
+// outcomeOf says how a package ended: its code, and for a refund what was paid back against what
+// was asked, so a partial refund reads as one.
+func outcomeOf(item board.Item) string {
+	r := item.Refund
+	switch {
+	case r == nil:
+		return item.Outcome
+	case r.Partial:
+		return fmt.Sprintf("%s %s %s of %s %s asked", item.Outcome, r.Amount, r.Currency, r.RequestedAmount, r.RequestedCurrency)
+	case r.RequestedAmount != "" && r.RequestedCurrency != r.Currency:
+		return fmt.Sprintf("%s %s %s (%s %s asked)", item.Outcome, r.Amount, r.Currency, r.RequestedAmount, r.RequestedCurrency)
+	}
+	return fmt.Sprintf("%s %s %s", item.Outcome, r.Amount, r.Currency)
 }
 
 // editorOf is the co-pilot editor for the agent who may reply: the draft with tokens where

@@ -34,6 +34,8 @@ type Event struct {
 	Assignee  string    // optional: the agent's display name
 	Text      string    // a reply's text, unmasked: the bot sends it on to the customer
 	Approval  *Approval // a refund approval's step: which request, for what
+	// Refund is, on resolved as refunded, what was paid back against what was asked.
+	Refund *Refund
 	// SecondsToAccept is, on accepted, how long the package waited for its agent: what the
 	// customer of a warm transfer waited through.
 	SecondsToAccept *float64
@@ -49,6 +51,16 @@ type Approval struct {
 	State    string `json:"state"`
 	Amount   string `json:"amount"`
 	Currency string `json:"currency"`
+}
+
+// Refund is what a package resolved as refunded paid back, beside what its bot asked for
+// (handoff.RefundOutcome, which this package cannot import).
+type Refund struct {
+	Amount            string `json:"amount"`
+	Currency          string `json:"currency"`
+	RequestedAmount   string `json:"requested_amount,omitempty"`
+	RequestedCurrency string `json:"requested_currency,omitempty"`
+	Partial           bool   `json:"partial"`
 }
 
 // payload is the body the bot receives. Its fields are a public contract: rename none.
@@ -67,6 +79,7 @@ type payload struct {
 	// SecondsToAccept is set on accepted.
 	SecondsToAccept *float64  `json:"seconds_to_accept,omitempty"`
 	Approval        *Approval `json:"approval,omitempty"`
+	Refund          *Refund   `json:"refund,omitempty"`
 }
 
 // Queue adds the outbox insert of events to a batch that the caller sends inside its
@@ -108,6 +121,7 @@ func insert(events []Event) (string, []any, error) {
 			Text:            e.Text,
 			SecondsToAccept: e.SecondsToAccept,
 			Approval:        e.Approval,
+			Refund:          e.Refund,
 		})
 		if err != nil {
 			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)

@@ -150,7 +150,9 @@ func TestHealthAndReadiness(t *testing.T) {
 	if resp, body := get(t, c, app.URL+"/healthz"); resp.StatusCode != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", resp.StatusCode, body)
 	}
-	if resp, body := get(t, c, app.URL+"/readyz"); resp.StatusCode != http.StatusOK || body != "ready\n" {
+	// The instance's own background work may hold the pool's connections at that moment: ready
+	// either way, saying so.
+	if resp, body := get(t, c, app.URL+"/readyz"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "ready") {
 		t.Errorf("/readyz = %d %q", resp.StatusCode, body)
 	}
 	// Without its migrations table the schema is not known to be current.

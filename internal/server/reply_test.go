@@ -161,25 +161,8 @@ func receiver(t *testing.T) (string, <-chan []byte) {
 // receiver gets the final text.
 func TestBrowserEditsTheDraftAndSends(t *testing.T) {
 	t.Parallel()
-	app := setupHooks(t, server.Config{}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
-	hookURL, hooks := receiver(t)
-	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
-	queue, err := app.Queues.ByName(t.Context(), "billing_t2")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Agents see this queue's contact details, so the editor holds the draft as the bot wrote it.
-	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'agent' WHERE id = $1`, queue.ID); err != nil {
-		t.Fatal(err)
-	}
-	k, err := app.Auth.CreateAPIKey(t.Context(), auth.NewAPIKey{Name: "tier1", QueueIDs: []int64{queue.ID}, WebhookURL: hookURL, AllowPrivateWebhook: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkg := harbor(t, nil)
-	id := pkg["handoff_id"].(string)
-	expect(t, "submit", app.submit(t, k.Key, pkg), http.StatusCreated)
-	draft := pkg["draft_reply"].(string)
+	app, hooks, id, draft := harborForAgent(t, "dana@example.com", "agent")
 	final := strings.Replace(draft, "now;", "today;", 1) + " Sorry for the trouble."
 
 	ctx := browser(t)
@@ -291,6 +274,30 @@ func TestBrowserEditsTheDraftAndSends(t *testing.T) {
 	}
 }
 
+// harborForAgent is a desk whose bot key delivers to a receiver on loopback, an agent of
+// billing_t2 (whose contacts the queue shows from piiMinRole up), and the Harbor package waiting
+// there: the deliveries, the package's id and its draft.
+func harborForAgent(t *testing.T, email, piiMinRole string) (*testApp, <-chan []byte, string, string) {
+	t.Helper()
+	app := setupHooks(t, server.Config{}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
+	hookURL, hooks := receiver(t)
+	app.user(t, email, auth.RoleAgent, "billing_t2")
+	queue, err := app.Queues.ByName(t.Context(), "billing_t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = $2 WHERE id = $1`, queue.ID, piiMinRole); err != nil {
+		t.Fatal(err)
+	}
+	k, err := app.Auth.CreateAPIKey(t.Context(), auth.NewAPIKey{Name: "tier1", QueueIDs: []int64{queue.ID}, WebhookURL: hookURL, AllowPrivateWebhook: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := harbor(t, nil)
+	expect(t, "submit", app.submit(t, k.Key, pkg), http.StatusCreated)
+	return app, hooks, pkg["handoff_id"].(string), pkg["draft_reply"].(string)
+}
+
 // waitForReplyHook waits for the reply webhook of package id among the deliveries and returns
 // its text.
 func waitForReplyHook(t *testing.T, hooks <-chan []byte, id string) string {
@@ -348,21 +355,7 @@ func insertText(text string) chromedp.Action[chromedp.Void] {
 // filled with the customer's name.
 func TestBrowserMaskedAgentEditsAroundATokenAndSends(t *testing.T) {
 	t.Parallel()
-	app := setupHooks(t, server.Config{}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
-	hookURL, hooks := receiver(t)
-	app.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
-	queue, err := app.Queues.ByName(t.Context(), "billing_t2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := app.Auth.CreateAPIKey(t.Context(), auth.NewAPIKey{Name: "tier1", QueueIDs: []int64{queue.ID}, WebhookURL: hookURL, AllowPrivateWebhook: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkg := harbor(t, nil)
-	id := pkg["handoff_id"].(string)
-	expect(t, "submit", app.submit(t, k.Key, pkg), http.StatusCreated)
-	draft := pkg["draft_reply"].(string)
+	app, hooks, id, draft := harborForAgent(t, "bea@example.com", "supervisor")
 	shown := strings.Replace(draft, "Dana", "⟦first name⟧", 1)
 
 	ctx := browser(t)

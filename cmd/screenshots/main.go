@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer drop()
 	env := append(os.Environ(), "DATABASE_URL="+dbURL)
-	seed := exec.CommandContext(ctx, *web, "seed-demo")
+	seed := exec.CommandContext(ctx, *web, "seed-demo") //nolint:gosec // G204: the desk binary this command was told to photograph.
 	seed.Env, seed.Stderr = env, os.Stderr
 	if err := seed.Run(); err != nil {
 		return fmt.Errorf("seed-demo: %w", err)
@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	serve := exec.CommandContext(ctx, *web, "serve")
+	serve := exec.CommandContext(ctx, *web, "serve") //nolint:gosec // G204: the desk binary this command was told to photograph.
 	serve.Env, serve.Stderr = append(env, "ADDR="+addr, "BASE_URL=http://"+addr), io.Discard
 	if err := serve.Start(); err != nil {
 		return err
@@ -96,7 +96,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := os.WriteFile(filepath.Join(*out, s.file), png, 0o644); err != nil { //nolint:gosec // G306: a picture for the docs, readable by all.
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: %s as %s, %d bytes\n", filepath.Join(*out, s.file), s.path, s.email, len(png))
+		if _, err := fmt.Fprintf(stdout, "%s: %s as %s, %d bytes\n", filepath.Join(*out, s.file), s.path, s.email, len(png)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -147,7 +149,7 @@ func submitHarbor(ctx context.Context, base string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // the status says how it went
 	if resp.StatusCode != http.StatusCreated {
 		answer, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("submit the Harbor package: %d %s", resp.StatusCode, answer)
@@ -160,15 +162,15 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 func waitReady(ctx context.Context, base string) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(base + "/readyz"); err == nil { //nolint:gosec // G107: the desk this command started, on loopback.
-			resp.Body.Close()
+			_ = resp.Body.Close() // the status is the answer
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

@@ -43,7 +43,7 @@ type Item struct {
 	ReservedUntil *time.Time
 	Outcome       string
 	// Refund is, once resolved as refunded, what was paid back against what was asked.
-	Refund *handoff.RefundOutcome
+	Refund        *handoff.RefundOutcome
 	SLA           time.Duration
 	PIIMinRole    string
 	PIIEntityKeys []string

@@ -44,8 +44,8 @@ type Change struct {
 	Approval *webhook.Approval
 	// Refund is what a resolution as refunded paid back against what was asked, for the webhook.
 	Refund *handoff.RefundOutcome
-	Detail   map[string]any
-	At       time.Time
+	Detail map[string]any
+	At     time.Time
 	// UserID is the person whose access changed, for the kinds that change it.
 	UserID int64
 	// Trace is the stored context of the span that made the change, and PackageTrace the

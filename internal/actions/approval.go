@@ -67,8 +67,8 @@ func (a *Service) RequestApproval(ctx context.Context, user auth.User, handoffID
 			return err
 		}
 		if !needed {
-			return desk.Errorf(desk.Conflict, "the refund of %s is not above %s's threshold of %s %s: resolve it without approval",
-				refund, h.Queue.Name, h.Queue.RefundThreshold, h.Queue.Currency)
+			return desk.Errorf(desk.Conflict, "%s: resolve it without approval",
+				approvals.Why(*refund, h.Queue.Name, h.Queue.RefundThreshold, h.Queue.Currency))
 		}
 		if id, err = approvals.Insert(ctx, tx, approvals.Request{HandoffID: h.ID, QueueID: h.Queue.ID, Refund: *refund,
 			RequestedBy: user.ID, Note: note, At: now, Timeout: h.Queue.ApprovalTimeout}); err != nil {
@@ -185,8 +185,8 @@ func checkRefund(ctx context.Context, tx pgx.Tx, h held, amount string) (*handof
 		return nil, err
 	}
 	refused := &desk.Error{Code: desk.Conflict, Reason: "approval_required",
-		Message: fmt.Sprintf("a refund of %s is above %s's threshold of %s %s and needs a supervisor's approval, which it does not have: request approval first",
-			refund, h.Queue.Name, h.Queue.RefundThreshold, h.Queue.Currency)}
+		Message: fmt.Sprintf("%s, so it needs a supervisor's approval, which it does not have: request approval first",
+			approvals.Why(*refund, h.Queue.Name, h.Queue.RefundThreshold, h.Queue.Currency))}
 	if granted != nil {
 		refused.Message = fmt.Sprintf("the approval granted covers %s, not %s: request approval for the new amount", granted, refund)
 	}

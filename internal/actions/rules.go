@@ -95,8 +95,9 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 		return nil
 	case Reply:
 		// Only the agent who accepted the package speaks to the customer: a supervisor who steps
-		// in takes the package first, so that one person at a time answers.
-		if st.Status != handoff.StatusAccepted {
+		// in takes the package first, so that one person at a time answers. While a refund waits
+		// for approval the agent still answers, to tell the customer it is on its way.
+		if st.Status != handoff.StatusAccepted && st.Status != handoff.StatusAwaitingApproval {
 			return desk.Errorf(desk.Conflict, "%s is %s; a reply needs it accepted", st.PublicID, st.Status)
 		}
 		if !st.HeldBy(user.ID) {

@@ -39,7 +39,48 @@ type Refund struct {
 	Currency string
 }
 
-func (r Refund) String() string { return r.Amount + " " + r.Currency }
+// String writes the refund as money: "240.00 USD", with its currency's decimals.
+func (r Refund) String() string { return Money(r.Amount, r.Currency) }
+
+// minorUnits are the ISO 4217 currencies whose amounts do not have two decimals.
+var minorUnits = map[string]int{
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0, "RWF": 0,
+	"UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	"CLF": 4, "UYW": 4,
+}
+
+// Money writes amount, a decimal string, in currency as people read it: with the currency's
+// decimals (ISO 4217's minor units, two for most), "50.0000" USD as "50.00 USD" and "1200" JPY as
+// "1200 JPY". Digits past them that are not zero stay: money is never rounded in a message.
+func Money(amount, currency string) string {
+	decimals, ok := minorUnits[currency]
+	if !ok {
+		decimals = 2
+	}
+	v, ok := new(big.Rat).SetString(amount)
+	if !ok {
+		return amount + " " + currency
+	}
+	text := v.FloatString(decimals)
+	for exact, _ := new(big.Rat).SetString(text); exact.Cmp(v) != 0; exact, _ = new(big.Rat).SetString(text) {
+		decimals++
+		text = v.FloatString(decimals)
+	}
+	return text + " " + currency
+}
+
+// Why says why refund r needs a supervisor's approval in queue, whose threshold is threshold in
+// currency, or why it does not.
+func Why(r Refund, queue, threshold, currency string) string {
+	if r.Currency != currency {
+		return fmt.Sprintf("%s is in another currency than %s's %s threshold", r, queue, currency)
+	}
+	if needed, _ := Needed(r, threshold, currency); needed {
+		return fmt.Sprintf("a refund of %s is above %s's threshold of %s", r, queue, Money(threshold, currency))
+	}
+	return fmt.Sprintf("the refund of %s is not above %s's threshold of %s", r, queue, Money(threshold, currency))
+}
 
 // Outcome is what resolving as refunded with refunded records, against requested, the package's
 // own refund (nil when it asked for none). Amounts compare as exact rationals.

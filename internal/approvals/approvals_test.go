@@ -58,3 +58,36 @@ func TestCheckIsFourEyes(t *testing.T) {
 		}
 	}
 }
+
+// Money shows amounts with their currency's decimals and never rounds one away.
+func TestMoneyHasItsCurrencysDecimals(t *testing.T) {
+	for _, tc := range []struct{ amount, currency, want string }{
+		{"50.0000", "USD", "50.00 USD"},
+		{"12", "EUR", "12.00 EUR"},
+		{"1200.00", "JPY", "1200 JPY"},
+		{"3.5", "KWD", "3.500 KWD"},
+		{"49.995", "USD", "49.995 USD"},
+		{"7", "XYZ", "7.00 XYZ"},
+	} {
+		if got := Money(tc.amount, tc.currency); got != tc.want {
+			t.Errorf("Money(%s, %s) = %q, want %q", tc.amount, tc.currency, got, tc.want)
+		}
+	}
+}
+
+// The reason a refund needs approval names what is wrong with it: another currency is no amount
+// above a threshold.
+func TestWhySaysWhichRuleApplies(t *testing.T) {
+	for _, tc := range []struct {
+		r    Refund
+		want string
+	}{
+		{Refund{"12.00", "EUR"}, "12.00 EUR is in another currency than billing_t2's USD threshold"},
+		{Refund{"240", "USD"}, "a refund of 240.00 USD is above billing_t2's threshold of 50.00 USD"},
+		{Refund{"50.00", "USD"}, "the refund of 50.00 USD is not above billing_t2's threshold of 50.00 USD"},
+	} {
+		if got := Why(tc.r, "billing_t2", "50.0000", "USD"); got != tc.want {
+			t.Errorf("Why(%v) = %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}

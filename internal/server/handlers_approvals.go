@@ -117,7 +117,6 @@ func (s *Server) approvalControls(ctx context.Context, user auth.User, item boar
 			return a, err
 		}
 	}
-	a.CanRequest = perms.RequestApproval && a.Needed
 	a.CanWithdraw = perms.WithdrawApproval
 	vis := visibility(user, item)
 	now := time.Now()
@@ -130,5 +129,16 @@ func (s *Server) approvalControls(ctx context.Context, user auth.User, item boar
 			RequestedAt: formatTime(&h.RequestedAt), Decider: h.Decider, DecisionNote: item.Package.MaskNoteFor(vis, h.DecisionNote),
 			DecidedAt: formatTime(h.DecidedAt)})
 	}
+	// The latest request, once decided, is the agent's news: a grant is what they resolve with,
+	// and no second request is offered for the amount it covers.
+	granted := false
+	if n := len(history); n > 0 && history[n-1].State != approvals.Pending && history[n-1].State != approvals.Withdrawn {
+		a.Decision = &a.History[n-1]
+		if last := history[n-1]; last.State == approvals.Granted {
+			granted = true
+			a.RefundAmount = last.Refund.Amount
+		}
+	}
+	a.CanRequest = perms.RequestApproval && a.Needed && !granted
 	return a, nil
 }

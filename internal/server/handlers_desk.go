@@ -122,6 +122,9 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 	if v.Controls.Approval, err = s.approvalControls(ctx, user, item, perms); err != nil {
 		return views.HandoffView{}, audit.Shown{}, err
 	}
+	if d := v.Controls.Approval.Decision; d != nil && d.State == string(approvals.Granted) {
+		v.Controls.ResolveCode = "refunded"
+	}
 	replies, err := evals.Replies(ctx, s.db, item.ID)
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, err

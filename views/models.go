@@ -166,6 +166,8 @@ type Controls struct {
 	TransferTargets []string
 	ReturnReasons   []string
 	ResolutionCodes []string
+	// ResolveCode is the resolution the form offers first: refunded once an approval is granted.
+	ResolveCode string
 	// NoteLimit is the most characters a reason or note may have; the server refuses more.
 	NoteLimit int
 	// Approval is the package's refund approval: what it asks, whether it needs approval, what the
@@ -181,6 +183,9 @@ type ApprovalControls struct {
 	Needed       bool   // above the queue's threshold, or in another currency
 	CanRequest   bool
 	CanWithdraw  bool
+	// Decision is the latest request once decided (granted, denied or expired), for the banner
+	// that tells the agent; nil while none is, or one is pending.
+	Decision *ApprovalLine
 	// Decide is the pending request's id when the viewer may decide it, on /approvals.
 	Decide  string
 	History []ApprovalLine

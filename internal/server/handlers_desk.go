@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/actions"
+	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"

@@ -409,3 +409,74 @@ func TestApprovalExpiryTellsTheAgentLive(t *testing.T) {
 		t.Errorf("approval_expired webhooks: %d, %v; want 1", hooks, err)
 	}
 }
+
+// The agent's side of an approval: while the refund waits the agent still replies to the
+// customer; a grant arrives as a banner that says what to resolve with, the form set to it and
+// no second request offered; a denial shows its reason; another currency is refused as such.
+func TestApprovalFromTheAgentsSide(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "sam@example.com", auth.RoleSupervisor)
+	dana, sam := app.client(t), app.client(t)
+	app.login(t, dana, "dana@example.com")
+	app.login(t, sam, "sam@example.com")
+	// Each package its own contact: one contact has one open package at a time.
+	contact := func(pkg map[string]any, id string) { pkg["contact"].(map[string]any)["id"] = "cust_" + id }
+	ask := func(amount string) (string, string) {
+		t.Helper()
+		pkg, id := refundPackage(t, amount)
+		contact(pkg, id)
+		expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+		base := app.URL + "/handoffs/" + id
+		if status, _, body := postForm(t, dana, base+"/accept", nil); status != http.StatusSeeOther {
+			t.Fatalf("accept: %d\n%s", status, body)
+		}
+		if status, _, body := postForm(t, dana, base+"/approval", url.Values{"note": {"double charge"}}); status != http.StatusSeeOther {
+			t.Fatalf("request: %d\n%s", status, body)
+		}
+		return id, base
+	}
+
+	id, base := ask("240.00")
+	if _, page := fetchPage(t, dana, base); !strings.Contains(page, `data-testid="reply-editor"`) {
+		t.Error("while the refund waits for approval the agent has no editor to tell the customer")
+	}
+	if status, _, body := postForm(t, dana, base+"/reply", url.Values{"text": {"Still working on your refund."}}); status != http.StatusSeeOther {
+		t.Fatalf("a reply while waiting: %d\n%s", status, body)
+	}
+	if status, _, body := postForm(t, sam, app.URL+"/approvals/"+approvalIDOf(t, sam, app.URL, id)+"/approve", url.Values{"note": {"ok per policy"}}); status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", status, body)
+	}
+	_, page := fetchPage(t, dana, base)
+	for _, want := range []string{`data-testid="approval-decision" data-state="granted"`, "Approved by sam", "ok per policy", "Resolve as refunded for 240.00 USD",
+		`<option value="refunded" selected>`, `value="240.00"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("after the grant the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `data-testid="request-approval-form"`) {
+		t.Error("after the grant the page still offers to request approval")
+	}
+
+	id, base = ask("300.00")
+	if status, _, body := postForm(t, sam, app.URL+"/approvals/"+approvalIDOf(t, sam, app.URL, id)+"/deny", url.Values{"note": {"outside the refund window"}}); status != http.StatusSeeOther {
+		t.Fatalf("deny: %d\n%s", status, body)
+	}
+	if _, page := fetchPage(t, dana, base); !strings.Contains(page, `data-state="denied"`) || !strings.Contains(page, "outside the refund window") {
+		t.Error("after the denial the page does not say so with the reason")
+	}
+
+	pkg, id := refundPackage(t, "12.00")
+	contact(pkg, id)
+	pkg["refund"].(map[string]any)["currency"] = "EUR"
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+id+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d\n%s", status, body)
+	}
+	status, _, body := postForm(t, dana, app.URL+"/handoffs/"+id+"/resolve", url.Values{"code": {"refunded"}})
+	if status != http.StatusConflict || !strings.Contains(body, "12.00 EUR is in another currency than billing_t2&#39;s USD threshold") {
+		t.Errorf("a refund in another currency: %d, want 409 saying so\n%s", status, excerpt(body, "currency", "threshold"))
+	}
+}

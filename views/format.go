@@ -3,6 +3,7 @@ package views
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -23,6 +24,10 @@ func FormatAge(d time.Duration) string {
 }
 
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// Words writes a code as the page says it: "awaiting_approval" as "awaiting approval",
+// "resolved_by_policy" as "resolved by policy". Values sent back in forms stay codes.
+func Words(code string) string { return strings.ReplaceAll(code, "_", " ") }
 
 // inputType is the HTML type of a form field's input.
 func inputType(input string) string {

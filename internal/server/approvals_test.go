@@ -225,7 +225,7 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	); err != nil {
 		t.Fatalf("agent requests approval: %v", err)
 	}
-	if got := text(t, agent, `[data-testid="status"]`); got != "awaiting_approval" {
+	if got := text(t, agent, `[data-testid="status"]`); got != "awaiting approval" {
 		t.Errorf("after the request the status reads %q", got)
 	}
 	checkA11y(t, agent, axe, "the package view awaiting approval")

@@ -95,7 +95,7 @@ func TestPackageViewListsTheContactsEarlierHandoffs(t *testing.T) {
 		if !slices.Equal(ids, []string{resolvedID}) {
 			t.Errorf("agent GET %s: earlier handoffs %v, want [%s]", path, ids, resolvedID)
 		}
-		for _, want := range []string{`href="/handoffs/` + resolvedID + `"`, "billing_t2", "tool_failure", "resolved: refunded", "by bea"} {
+		for _, want := range []string{`href="/handoffs/` + resolvedID + `"`, "billing_t2", "tool failure", "resolved: refunded", "by bea"} {
 			if !strings.Contains(section, want) {
 				t.Errorf("agent GET %s: earlier handoffs lack %q:\n%s", path, want, section)
 			}
@@ -115,7 +115,7 @@ func TestPackageViewListsTheContactsEarlierHandoffs(t *testing.T) {
 	if !slices.Equal(ids, []string{fraudID, resolvedID}) {
 		t.Errorf("supervisor: earlier handoffs %v, want [%s %s]", ids, fraudID, resolvedID)
 	}
-	if !strings.Contains(section, "canceled") || !strings.Contains(section, "low_confidence") {
+	if !strings.Contains(section, "canceled") || !strings.Contains(section, "low confidence") {
 		t.Errorf("supervisor: the canceled fraud package is not listed as such:\n%s", section)
 	}
 

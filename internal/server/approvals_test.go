@@ -480,3 +480,30 @@ func TestApprovalFromTheAgentsSide(t *testing.T) {
 		t.Errorf("a refund in another currency: %d, want 409 saying so\n%s", status, excerpt(body, "currency", "threshold"))
 	}
 }
+
+// The resolve form asks for a refunded amount only when the code is refunded.
+func TestBrowserRefundedAmountOnlyForRefunded(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	pkg, id := refundPackage(t, "20.00")
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.Click(`[data-testid="accept"]`),
+		chromedp.WaitVisible(`[data-testid="resolve-form"]`),
+	); err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	visible := `getComputedStyle(document.querySelector('[data-testid="resolve-amount"]').closest("label")).display !== "none"`
+	if evalString(t, ctx, `String(`+visible+`)`) != "false" {
+		t.Error("the refunded amount shows while the code is solved")
+	}
+	if err := chromedp.Do(ctx, chromedp.SetValue(`[data-testid="resolve-form"] select`, "refunded")); err != nil {
+		t.Fatal(err)
+	}
+	waitForJS(t, ctx, "the refunded amount to show for refunded", visible, `document.querySelector('[data-testid="resolve-form"]').outerHTML`)
+}

@@ -9,11 +9,12 @@ GOLANGCI_LINT_VERSION := v2.15.0
 build:
 	$(GO) build -o bin/web ./cmd/web
 
-## run: build, find or start a local PostgreSQL, seed the demo, and serve on :8080. The demo desk
+## run: build, find or start a local PostgreSQL, migrate (the deploy step), seed the demo, and serve on :8080. The demo desk
 ## lets webhooks go to private addresses (WEBHOOK_ALLOW_PRIVATE=1), where a bot under development
 ## listens; set WEBHOOK_ALLOW_PRIVATE=0 to try the refusal.
 run: build
 	@url="$${DATABASE_URL:-$$(scripts/localdb handoffdesk)}" && \
+		DATABASE_URL="$$url" bin/web migrate && \
 		DATABASE_URL="$$url" bin/web seed-demo && \
 		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
 		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" exec bin/web serve

@@ -173,8 +173,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r ret
 		if !lockFailure(err) || attempt == r.attempts {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		logger.Warn("migration could not take its lock; trying again", "source", failedSource(partial),
-			"lock_timeout", LockTimeout, "attempt", attempt, "of", r.attempts, "wait", wait, "err", err)
+		source, waited := failed(partial)
+		logger.Warn("migration could not take its lock; trying again", "source", source, "waited", waited,
+			"lock_timeout", LockTimeout, "attempt", attempt, "of", r.attempts, "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("migrate: %w", ctx.Err())
@@ -192,11 +193,12 @@ func lockFailure(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
 }
 
-func failedSource(partial *goose.PartialError) string {
+// failed names the migration that failed and how long it ran.
+func failed(partial *goose.PartialError) (source string, ran time.Duration) {
 	if partial == nil {
-		return ""
+		return "", 0
 	}
-	return partial.Failed.Source.Path
+	return partial.Failed.Source.Path, partial.Failed.Duration
 }
 
 // Pending reports whether the database lacks migrations this binary carries; /readyz uses it,

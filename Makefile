@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean
+.PHONY: run build test lint generate check-generated bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard bench-migrate soak db-stop clean
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -86,6 +86,13 @@ bench-warm:
 bench-export:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test ./internal/evals -run '^$$' -bench Export -benchtime 3x
+
+## bench-migrate: a database at the previous release's schema (migration 00023) with 1,000,000 packages
+## (seeding takes a few minutes; BENCH_PACKAGES=50000 for a quick run), upgraded by bin/web migrate
+## while bots post, agents claim and people sign in; reports the longest write stall and the upgrade's time.
+bench-migrate: build
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchmigrate -web bin/web -packages $${BENCH_PACKAGES:-1000000} $(BENCH_FLAGS)
 
 ## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion) on a private loopback cluster, about 4 minutes (SOAK_FLAGS=-quick: about 1).
 soak: build

@@ -411,4 +411,3 @@ func loadAverage() string {
 	}
 	return strings.Join(f[:3], " ")
 }
-

@@ -5,8 +5,9 @@
 //
 // The writers are plain SQL shaped like the previous release's intake, claim and sign-in: during
 // a rolling deploy, those are the instances writing while the new release migrates. A control
-// run then builds one index on the packages the old way (plain CREATE INDEX in a transaction, as
-// migration 00019 did), to show what the meter reads when an upgrade does hold writes. The
+// run then builds one index on the packages the old way (plain CREATE INDEX in a transaction: the
+// covering index of migration 00015), to show what the meter reads when an upgrade does hold
+// writes. The
 // database is dropped at exit.
 package main
 
@@ -126,7 +127,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	var ctlStart, ctlEnd time.Time
 	if *control {
 		ctlStart = time.Now()
-		if _, err := db.Exec(ctx, `CREATE INDEX bench_old_way_idx ON handoffs (queue_id, created_at)`); err != nil {
+		if _, err := db.Exec(ctx, `CREATE INDEX bench_old_way_idx ON handoffs (queue_id, created_at)
+			INCLUDE (status, accepted_at, closed_at, rejections, outcome, trigger, source_agent, repeat_contact)`); err != nil {
 			return err
 		}
 		ctlEnd = time.Now()
@@ -164,7 +166,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if *control {
 		old := w.between(ctlStart, ctlEnd)
 		row("all, during the old-way index", old)
-		fmt.Fprintf(out, "\nold way:    CREATE INDEX on handoffs in a transaction took %s; longest write %s\n",
+		fmt.Fprintf(out, "\nold way:    00015's covering index on handoffs, plain CREATE INDEX, took %s; longest write %s\n",
 			ctlEnd.Sub(ctlStart).Round(time.Millisecond), loadtest.Millis(loadtest.Percentile(latencies(old), 100)))
 	}
 	fmt.Fprintf(out, "\nlongest write stall during the upgrade: %s (before it: %s); target ≤ %s: %s\n",
@@ -196,7 +198,7 @@ type ids struct {
 	addresses []string
 }
 
-// seed stores n packages shaped like real ones (a package of about 2 kB, the mix of statuses of
+// seed stores n packages shaped like real ones (a package of about 4 kB with its transcript, the mix of statuses of
 // a desk that has run for two months, an event per package), a bot, queues, agents and their
 // memberships, then analyzes the tables as autovacuum would have.
 func seed(ctx context.Context, db *pgxpool.Pool, n int, out io.Writer) (ids, error) {
@@ -271,7 +273,7 @@ const seedSQL = `
 			'problem_statement', 'Customer asks about order ' || g || ' and a refund of its second item.',
 			'transcript', (SELECT json_agg(json_build_object('role', CASE WHEN t % 2 = 0 THEN 'user' ELSE 'assistant' END,
 				'text', 'Message ' || t || ' about order ' || g || ': the parcel arrived damaged and the customer would like the second item refunded to the card it was paid with.'))
-				FROM generate_series(1, 20) t)),
+				FROM generate_series(1, 40) t)),
 		sha256(g::text::bytea), CASE WHEN status <> 'queued' AND status <> 'expired' THEN agent END,
 		created, created, created + interval '1 day',
 		CASE WHEN status IN ('accepted', 'resolved', 'returned_to_bot') THEN created + interval '2 minutes' END,

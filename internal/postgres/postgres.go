@@ -119,14 +119,14 @@ func (acquireDeadline) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 func (acquireDeadline) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// LockTimeout is the lock_timeout of every migration: a statement that cannot have its lock
+// lockTimeout is the lock_timeout of every migration: a statement that cannot have its lock
 // within it fails, and the runner tries again later, rather than waiting in the lock queue while
 // every write to that table waits behind it. A desk's writes hold their locks for milliseconds, so
 // a lock not free within a second is held by something long (a report, a stuck transaction).
-const LockTimeout = time.Second
+const lockTimeout = time.Second
 
 // retry is how often, and after how long, Migrate tries again a migration that could not have its
-// lock. Each wait doubles, up to maxWait: about two minutes of attempts in all.
+// lock. Each wait doubles, up to maxWait: about a minute and a half of attempts in all.
 type retry struct {
 	attempts int
 	wait     time.Duration
@@ -137,7 +137,7 @@ var defaultRetry = retry{attempts: 8, wait: time.Second, maxWait: 30 * time.Seco
 
 // Migrate applies pending migrations: the deploy step, `web migrate`. A session-level advisory
 // lock lets several runners start at once without racing each other. Every migration runs with
-// LockTimeout; one that fails for a lock (or a deadlock) is tried again with backoff, a bounded
+// lockTimeout; one that fails for a lock (or a deadlock) is tried again with backoff, a bounded
 // number of times, and the applied ones stay applied. A migration that runs outside a
 // transaction may have done part of its work when it failed; such files are written to be run
 // again from the start (migrations/lint_test.go checks the rules).
@@ -150,7 +150,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r ret
 	// holds for every statement goose runs on it, in a transaction or not, and a file's RESET
 	// returns to it.
 	cfg := pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(LockTimeout.Milliseconds(), 10)
+	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(lockTimeout.Milliseconds(), 10)
 	db := stdlib.OpenDB(*cfg)
 	defer func() { _ = db.Close() }()
 	provider, err := newProvider(db)
@@ -170,12 +170,15 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r ret
 		if err == nil {
 			return nil
 		}
-		if !lockFailure(err) || attempt == r.attempts {
+		if !lockFailure(err) {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		source, waited := failed(partial)
+		if attempt == r.attempts {
+			return fmt.Errorf("migrate: %s could not take its lock in %d attempts; find what holds it long in pg_stat_activity: %w", source, attempt, err)
+		}
 		logger.Warn("migration could not take its lock; trying again", "source", source, "waited", waited,
-			"lock_timeout", LockTimeout, "attempt", attempt, "of", r.attempts, "retry_in", wait, "err", err)
+			"lock_timeout", lockTimeout, "attempt", attempt, "of", r.attempts, "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("migrate: %w", ctx.Err())

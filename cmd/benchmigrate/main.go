@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	defer stopLoad()
 	done := w.start(loadCtx)
 
-	fmt.Fprintf(out, "load:       %s before the upgrade; load average %s\n", *baseline, loadAverage())
+	fmt.Fprintf(out, "load:       %s before the upgrade; load average %s\n", *baseline, loadtest.LoadAverage())
 	if err := loadtest.Sleep(ctx, *baseline); err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if migrateErr != nil {
 		return fmt.Errorf("web migrate: %w\n%s", migrateErr, log)
 	}
-	loadDuringUpgrade := loadAverage()
+	loadDuringUpgrade := loadtest.LoadAverage()
 	if err := loadtest.Sleep(ctx, 2*time.Second); err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if n := w.errors.Count(); n > 0 {
 		fmt.Fprintf(out, "write errors: %d, e.g. %q\n", n, w.errors.Samples())
 	}
-	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
+	fmt.Fprintf(out, "load average at the end: %s\n", loadtest.LoadAverage())
 	return nil
 }
 
@@ -398,18 +398,4 @@ func migrate(ctx context.Context, web, dbURL string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &log, &log
 	err := cmd.Run()
 	return log.String(), err
-}
-
-// loadAverage is the machine's 1, 5 and 15 minute load averages: the figures depend on what else
-// ran on its cores.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -4,16 +4,17 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard soak db-stop clean screenshots
+.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard bench-migrate soak db-stop clean screenshots
 
 build:
 	$(GO) build -o bin/web ./cmd/web
 
-## run: build, find or start a local PostgreSQL, seed the demo, and serve on :8080. The demo desk
+## run: build, find or start a local PostgreSQL, migrate (the deploy step), seed the demo, and serve on :8080. The demo desk
 ## lets webhooks go to private addresses (WEBHOOK_ALLOW_PRIVATE=1), where a bot under development
 ## listens; set WEBHOOK_ALLOW_PRIVATE=0 to try the refusal.
 run: build
 	@url="$${DATABASE_URL:-$$(scripts/localdb handoffdesk)}" && \
+		DATABASE_URL="$$url" bin/web migrate && \
 		DATABASE_URL="$$url" bin/web seed-demo && \
 		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
 		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" exec bin/web serve
@@ -108,6 +109,13 @@ bench-warm:
 bench-export:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test ./internal/evals -run '^$$' -bench Export -benchtime 3x
+
+## bench-migrate: a database at the previous release's schema (migration 00023) with 1,000,000 packages
+## (seeding takes a few minutes; BENCH_PACKAGES=50000 for a quick run), upgraded by bin/web migrate
+## while bots post, agents claim and people sign in; reports the longest write stall and the upgrade's time.
+bench-migrate: build
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchmigrate -web bin/web -packages $${BENCH_PACKAGES:-1000000} $(BENCH_FLAGS)
 
 ## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion) on a private loopback cluster, about 4 minutes (SOAK_FLAGS=-quick: about 1).
 soak: build

@@ -17,8 +17,10 @@ RESET lock_timeout;
 
 -- +goose Down
 SET lock_timeout = '1s';
-CREATE INDEX CONCURRENTLY IF NOT EXISTS login_failures_email_at_idx ON login_failures (lower(email), at);
+DROP INDEX CONCURRENTLY IF EXISTS login_failures_email_at_idx;
+CREATE INDEX CONCURRENTLY login_failures_email_at_idx ON login_failures (lower(email), at);
 DROP INDEX CONCURRENTLY IF EXISTS login_failures_email_normalized_at_idx;
-CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS users_email_key ON users (lower(email));
+DROP INDEX CONCURRENTLY IF EXISTS users_email_key;
+CREATE UNIQUE INDEX CONCURRENTLY users_email_key ON users (lower(email));
 DROP INDEX CONCURRENTLY IF EXISTS users_email_normalized_key;
 RESET lock_timeout;

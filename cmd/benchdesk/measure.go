@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +47,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 
 	step := func(name string, f func() error) error {
 		t0, cpu0 := time.Now(), loadtest.OwnCPU()
-		fmt.Fprintf(out, "%s ... (load average %s)\n", name, loadAverage())
+		fmt.Fprintf(out, "%s ... (load average %s)\n", name, loadtest.LoadAverage())
 		if err := f(); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("%s: interrupted: %w", name, ctx.Err())
@@ -57,7 +56,7 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 		}
 		took, cpu := time.Since(t0), loadtest.OwnCPU()-cpu0
 		fmt.Fprintf(out, "%s done in %s (load average %s; this process, server side, used %.1fs of CPU: %.0f%% of one core)\n\n",
-			name, took.Round(100*time.Millisecond), loadAverage(), cpu.Seconds(), 100*cpu.Seconds()/took.Seconds())
+			name, took.Round(100*time.Millisecond), loadtest.LoadAverage(), cpu.Seconds(), 100*cpu.Seconds()/took.Seconds())
 		return nil
 	}
 	// 5 before 4: the race leaves a webhook backlog that the deliverers work off for minutes, and
@@ -100,20 +99,6 @@ func sorted(d []time.Duration) []time.Duration {
 	d = slices.Clone(d)
 	slices.Sort(d)
 	return d
-}
-
-// loadAverage is the machine's 1-, 5- and 15-minute load: the cores are shared, and what else
-// runs moves every figure.
-func loadAverage() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	fields := strings.Fields(string(raw))
-	if len(fields) < 3 {
-		return "unknown"
-	}
-	return strings.Join(fields[:3], " ")
 }
 
 // waitSampler samples what the bench database's backends are doing (pg_stat_activity) every

@@ -1,5 +1,5 @@
 // Command screenshots remakes the pictures in the README and docs from the demo desk, so that
-// they show the desk as it is: it seeds a database of its own as `make run` does, serves it on
+// they show the desk as it is: it migrates and seeds a database of its own as `make run` does, serves it on
 // loopback with the built binary, and photographs pages in headless Chromium at 1440×900.
 //
 //	make screenshots   (go run ./cmd/screenshots -web bin/web -out docs)
@@ -66,10 +66,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer drop()
 	env := append(os.Environ(), "DATABASE_URL="+dbURL)
-	seed := exec.CommandContext(ctx, *web, "seed-demo") //nolint:gosec // G204: the desk binary this command was told to photograph.
-	seed.Env, seed.Stderr = env, os.Stderr
-	if err := seed.Run(); err != nil {
-		return fmt.Errorf("seed-demo: %w", err)
+	for _, step := range []string{"migrate", "seed-demo"} {
+		cmd := exec.CommandContext(ctx, *web, step) //nolint:gosec // G204: the desk binary this command was told to photograph.
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, io.Discard, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %w", step, err)
+		}
 	}
 	addr, err := freeAddr()
 	if err != nil {

@@ -232,10 +232,14 @@ func (s *soak) restartApp(ctx context.Context, a *app) (time.Duration, error) {
 	}
 }
 
-// newDatabase creates a scenario's database on the cluster with one queue (flags: queue add's
-// after the name), and opens a small pool of the tool's own on it, to check what it holds.
+// newDatabase creates a scenario's database on the cluster, migrated as a deploy does, with one
+// queue (flags: queue add's after the name), and opens a small pool of the tool's own on it, to
+// check what it holds.
 func (s *soak) newDatabase(ctx context.Context, name, queue string, flags ...string) (dbURL string, db *pgxpool.Pool, err error) {
 	if dbURL, err = s.pg.createDatabase(ctx, name); err != nil {
+		return "", nil, err
+	}
+	if _, err := s.cli(dbURL, "migrate"); err != nil {
 		return "", nil, err
 	}
 	if _, err := s.cli(dbURL, append([]string{"queue", "add", "--name", queue}, flags...)...); err != nil {

@@ -21,7 +21,8 @@ const usage = `usage: web [command] [flags]
 
 commands:
   serve        run the desk (the default)
-  migrate      apply database migrations and exit
+  migrate      apply database migrations and exit: the deploy step; every other command refuses
+               a database that lacks a migration this binary carries
   user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N] [--sso-only]
   user disable --email E         turn a login off: its sessions end, its open pages close, its packages go back
   user enable  --email E         turn a login back on
@@ -67,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err := parseFlags("migrate", args, stdout); err != nil {
 			return err
 		}
-		return withDB(ctx, getenv, logger, func(*pgxpool.Pool) error { return nil })
+		return migrate(ctx, getenv, logger)
 	case "user add":
 		return userAdd(ctx, args, getenv, stdout, logger)
 	case "user disable":
@@ -187,22 +188,38 @@ func allowPrivateWebhooks(getenv func(string) string) (bool, error) {
 	return allow, nil
 }
 
-// withDB opens the database, brings its schema up to date, and runs f.
+// withDB opens the database, checks that its schema is one this binary can run on, and runs f.
+// Only migrate changes the schema: a migration is a deploy step of its own, run once and watched,
+// never a side effect of starting an instance or adding a user (docs/operations.md).
 func withDB(ctx context.Context, getenv func(string) string, logger *slog.Logger, f func(*pgxpool.Pool) error, opts ...postgres.Option) error {
-	acquireTimeout, err := duration(getenv, "DATABASE_ACQUIRE_TIMEOUT", postgres.DefaultAcquireTimeout)
-	if err != nil {
-		return err
-	}
-	if acquireTimeout == 0 {
-		return errors.New("DATABASE_ACQUIRE_TIMEOUT: want a duration above zero, such as 10s")
-	}
-	pool, err := postgres.Open(ctx, databaseURL(getenv), acquireTimeout, opts...)
+	pool, err := openDB(ctx, getenv, opts...)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool, logger); err != nil {
+	if err := postgres.CheckSchema(ctx, pool); err != nil {
 		return err
 	}
 	return f(pool)
+}
+
+// migrate is `web migrate`: the database's schema brought up to this binary's.
+func migrate(ctx context.Context, getenv func(string) string, logger *slog.Logger) error {
+	pool, err := openDB(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return postgres.Migrate(ctx, pool, logger)
+}
+
+func openDB(ctx context.Context, getenv func(string) string, opts ...postgres.Option) (*pgxpool.Pool, error) {
+	acquireTimeout, err := duration(getenv, "DATABASE_ACQUIRE_TIMEOUT", postgres.DefaultAcquireTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if acquireTimeout == 0 {
+		return nil, errors.New("DATABASE_ACQUIRE_TIMEOUT: want a duration above zero, such as 10s")
+	}
+	return postgres.Open(ctx, databaseURL(getenv), acquireTimeout, opts...)
 }

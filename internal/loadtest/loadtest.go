@@ -137,3 +137,17 @@ func Sleep(ctx context.Context, d time.Duration) error {
 
 // SleepUntil waits until t, or until ctx is done, as Sleep does.
 func SleepUntil(ctx context.Context, t time.Time) error { return Sleep(ctx, time.Until(t)) }
+
+// LoadAverage is the machine's 1-, 5- and 15-minute load: the cores are shared, and what else
+// runs moves every figure.
+func LoadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) < 3 {
+		return "unknown"
+	}
+	return strings.Join(fields[:3], " ")
+}

@@ -2,12 +2,17 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/handoffdesk/desk/internal/logtest"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 )
 
@@ -130,5 +135,126 @@ func TestEmailMigrationNormalizesStoredAddresses(t *testing.T) {
 	}
 	if got, want := indexes(), "login_failures_email_at_idx users_email_key"; got != want {
 		t.Errorf("email indexes after the way down: %q, want %q", got, want)
+	}
+}
+
+// previousRelease is the last migration of the release before this one: the schema production
+// runs when this release's migrations start.
+const previousRelease = 23
+
+// A migration that cannot have its lock gives up after LockTimeout rather than wait in the lock
+// queue, where every write to the table would wait behind it for as long as the lock is held; the
+// runner tries again, and succeeds once the lock is free. Here a long transaction reads users
+// while 00024 needs users to itself: a sign-up arriving meanwhile gets through.
+func TestMigrationGivesUpABusyLockAndTriesAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := unmigrated(t)
+	if _, err := provider.UpTo(ctx, previousRelease); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `SELECT count(*) FROM users`); err != nil {
+		t.Fatal(err)
+	}
+
+	rec, logger := logtest.New()
+	done := make(chan error, 1)
+	go func() {
+		done <- migrate(ctx, pool, logger, retry{attempts: 100, wait: 50 * time.Millisecond, maxWait: 50 * time.Millisecond})
+	}()
+	waitFor(t, "the migration waiting for its lock on users", func() (bool, string) {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = 'users'::regclass AND NOT granted`).Scan(&waiting)
+		return err == nil && waiting > 0, fmt.Sprintf("%d waiting (%v)", waiting, err)
+	})
+	// Queued behind the migration's request, this write waits as long as the migration does.
+	writeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := pool.Exec(writeCtx, `INSERT INTO users (email, display_name, role, password_hash) VALUES ('erin@example.com', 'Erin', 'agent', 'x')`); err != nil {
+		t.Fatalf("a sign-up while the migration wanted users: %v", err)
+	}
+	gaveUp := rec.Wait(t, "the migration giving up its lock", func(r slog.Record) bool {
+		return r.Message == "migration could not take its lock; trying again"
+	})
+	var source, cause string
+	gaveUp.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "source":
+			source = a.Value.String()
+		case "err":
+			cause = a.Value.String()
+		}
+		return true
+	})
+	if !strings.HasSuffix(source, "00024_email_normalized.sql") || !strings.Contains(cause, "SQLSTATE 55P03") {
+		t.Errorf("gave up on %q with %q, want 00024 and lock_not_available (55P03)", source, cause)
+	}
+
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("migrate once the lock was free: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("migrate did not end within 2 minutes of the lock being free")
+	}
+	if pending, err := provider.HasPending(ctx); err != nil || pending {
+		t.Fatalf("after migrate: pending %v (%v), want every migration applied", pending, err)
+	}
+}
+
+// A concurrent index build that failed leaves an invalid index behind, under the name the
+// migration builds; run again, the migration drops it and builds the index it wants.
+func TestConcurrentIndexMigrationReplacesAnInvalidIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := unmigrated(t)
+	if _, err := provider.UpTo(ctx, 24); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO users (email, display_name, role, password_hash) VALUES
+		('a@example.com', 'Sam', 'agent', 'x'), ('b@example.com', 'Sam', 'agent', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	// Unique on a column with duplicates: the build fails after creating the index, which stays, invalid.
+	if _, err := pool.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY users_email_normalized_key ON users (display_name)`); err == nil {
+		t.Fatal("the unique build over duplicates succeeded")
+	}
+	if err := Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	var valid bool
+	var def string
+	if err := pool.QueryRow(ctx, `SELECT x.indisvalid, pg_get_indexdef(x.indexrelid) FROM pg_index x
+		WHERE x.indexrelid = 'users_email_normalized_key'::regclass`).Scan(&valid, &def); err != nil {
+		t.Fatal(err)
+	}
+	if !valid || !strings.HasSuffix(def, "USING btree (email)") {
+		t.Errorf("users_email_normalized_key: valid %v, %s; want a valid index on email", valid, def)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test with what it last saw after a bound only a
+// broken program reaches.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, saw := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s; last saw %s", what, saw)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

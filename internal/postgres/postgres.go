@@ -4,13 +4,16 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -116,23 +119,89 @@ func (acquireDeadline) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 func (acquireDeadline) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// Migrate applies pending migrations. A session-level advisory lock lets several instances
-// start at once against one database without racing each other.
+// lockTimeout is the lock_timeout of every migration: a statement that cannot have its lock
+// within it fails, and the runner tries again later, rather than waiting in the lock queue while
+// every write to that table waits behind it. A desk's writes hold their locks for milliseconds, so
+// a lock not free within a second is held by something long (a report, a stuck transaction).
+const lockTimeout = time.Second
+
+// retry is how often, and after how long, Migrate tries again a migration that could not have its
+// lock. Each wait doubles, up to maxWait: about a minute and a half of attempts in all.
+type retry struct {
+	attempts int
+	wait     time.Duration
+	maxWait  time.Duration
+}
+
+var defaultRetry = retry{attempts: 8, wait: time.Second, maxWait: 30 * time.Second}
+
+// Migrate applies pending migrations: the deploy step, `web migrate`. A session-level advisory
+// lock lets several runners start at once without racing each other. Every migration runs with
+// lockTimeout; one that fails for a lock (or a deadlock) is tried again with backoff, a bounded
+// number of times, and the applied ones stay applied. A migration that runs outside a
+// transaction may have done part of its work when it failed; such files are written to be run
+// again from the start (migrations/lint_test.go checks the rules).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	db := stdlib.OpenDBFromPool(pool)
-	defer func() { _ = db.Close() }() // hands its connections back to the pool, which stays open
+	return migrate(ctx, pool, logger, defaultRetry)
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r retry) error {
+	// Connections of their own, not the pool's: lock_timeout is set as each one opens, so it
+	// holds for every statement goose runs on it, in a transaction or not, and a file's RESET
+	// returns to it.
+	cfg := pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(lockTimeout.Milliseconds(), 10)
+	db := stdlib.OpenDB(*cfg)
+	defer func() { _ = db.Close() }()
 	provider, err := newProvider(db)
 	if err != nil {
 		return err
 	}
-	results, err := provider.Up(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	wait := r.wait
+	for attempt := 1; ; attempt++ {
+		results, err := provider.Up(ctx)
+		var partial *goose.PartialError
+		if errors.As(err, &partial) {
+			results = partial.Applied
+		}
+		for _, res := range results {
+			logger.Info("migration applied", "source", res.Source.Path, "duration", res.Duration)
+		}
+		if err == nil {
+			return nil
+		}
+		if !lockFailure(err) {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		source, waited := failed(partial)
+		if attempt == r.attempts {
+			return fmt.Errorf("migrate: %s could not take its lock in %d attempts; find what holds it long in pg_stat_activity: %w", source, attempt, err)
+		}
+		logger.Warn("migration could not take its lock; trying again", "source", source, "waited", waited,
+			"lock_timeout", lockTimeout, "attempt", attempt, "of", r.attempts, "retry_in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("migrate: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, r.maxWait)
 	}
-	for _, r := range results {
-		logger.Info("migration applied", "source", r.Source.Path, "duration", r.Duration)
+}
+
+// lockFailure reports whether err is a migration giving up a lock it could not have in time
+// (lock_not_available) or one chosen as a deadlock's victim: both pass when the other
+// transaction ends, so the migration is worth another attempt.
+func lockFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
+}
+
+// failed names the migration that failed and how long it ran.
+func failed(partial *goose.PartialError) (source string, ran time.Duration) {
+	if partial == nil {
+		return "", 0
 	}
-	return nil
+	return partial.Failed.Source.Path, partial.Failed.Duration
 }
 
 // Pending reports whether the database lacks migrations this binary carries; /readyz uses it,
@@ -143,6 +212,31 @@ func Pending(ctx context.Context, db *sql.DB) (bool, error) {
 		return false, err
 	}
 	return provider.HasPending(ctx)
+}
+
+// CheckSchema returns an error, one line that says what to do, when the database lacks
+// migrations this binary carries. Only `web migrate` changes the schema; everything else runs on
+// a schema that is current, or newer, as an instance of the previous release does during a
+// rolling deploy (docs/operations.md).
+func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer func() { _ = db.Close() }() // hands its connections back to the pool, which stays open
+	provider, err := newProvider(db)
+	if err != nil {
+		return err
+	}
+	pending, err := provider.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("database schema: %w", err)
+	}
+	if !pending {
+		return nil
+	}
+	current, target, err := provider.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("database schema: %w", err)
+	}
+	return fmt.Errorf("the database schema is at migration %d and this binary needs %d: run `web migrate` first (docs/operations.md)", current, target)
 }
 
 func newProvider(db *sql.DB) (*goose.Provider, error) {

@@ -154,7 +154,7 @@ func TestKilledInstanceRingsNoMore(t *testing.T) {
 		}
 	}
 	// Once the dead instance's lease is reaped, its rows go with it.
-	waitFor(t, "the dead instance's presence rows to go", func() bool {
+	waitFor(t, "the dead instance's presence rows to go", 15*time.Second, func() bool {
 		var n int
 		_ = app.DB.QueryRow(ctx, `SELECT count(*) FROM presence WHERE user_id = ANY($1)`, []int64{alex.ID, cy.ID}).Scan(&n)
 		return n == 0

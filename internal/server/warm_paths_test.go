@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/webhook"
@@ -242,7 +243,7 @@ func TestEveryWarmPackageEndsItsWarmPhaseOnce(t *testing.T) {
 			t.Fatalf("201 %s, want offered_to alex", ans.Raw)
 		}
 		formOK(t, bc, app.URL+"/handoffs/"+id+"/transfer", url.Values{"queue": {"billing_t2_disputes"}})
-		waitFor(t, fmt.Sprintf("%s to ring cy", id), func() bool {
+		waitFor(t, fmt.Sprintf("%s to ring cy", id), 15*time.Second, func() bool {
 			var ringing bool
 			_ = app.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM offers o JOIN handoffs h ON h.id = o.handoff_id
 				WHERE h.handoff_id = $1 AND o.user_id = $2 AND o.ended_at IS NULL)`, id, cy.ID).Scan(&ringing)
@@ -280,14 +281,61 @@ func TestEveryWarmPackageEndsItsWarmPhaseOnce(t *testing.T) {
 	})
 }
 
-// waitFor polls cond until it holds, or fails the test after 15s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor polls cond until it holds, or fails the test after within.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited 15s for %s", what)
+			t.Fatalf("waited %s for %s", within, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A database restart loses no end of a warm phase: an agent whose last socket closed while the
+// database was down is written offline once it is back (not when their presence would have gone
+// stale), their ring goes to the next agent at once, and the bot hears exactly one accepted.
+func TestWarmRingSurvivesADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	cluster := pgtest.NewCluster(t)
+	app := &testApp{DBURL: cluster.URL(t), hooks: webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond}}
+	app.DB = openPool(t, app.DBURL)
+	app.Auth, app.Queues = auth.NewService(app.DB), queue.NewService(app.DB)
+	app.URL, _ = app.start(t)
+	ctx := t.Context()
+	alex := app.user(t, "alex@example.com", auth.RoleAgent, "billing_t2")
+	bea := app.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
+	app.setWarm(t, "billing_t2", time.Minute, 2*time.Minute)
+	key, ear := app.warmBot(t, "billing_t2")
+	ac, bc := app.client(t), app.client(t)
+	app.login(t, ac, "alex@example.com")
+	app.login(t, bc, "bea@example.com")
+	alexConn, _ := app.dialed(t, ac, "")
+	app.dialed(t, bc, "")
+	app.waitOnline(t, alex, bea)
+	id, p := warmPackageFor(t, "billing_t2")
+	if ans := app.submit(t, key, p); ans.Status != http.StatusCreated || ans.Body["offered_to"] != "alex" {
+		t.Fatalf("submit: %d %s, want it to ring alex", ans.Status, ans.Raw)
+	}
+
+	cluster.Stop("immediate")
+	alexConn.Close()
+	// The instance notices and fails to write it: the write is tried again while the database is
+	// down.
+	time.Sleep(time.Second)
+	cluster.Start()
+	// Well before alex's presence would have gone stale (30s after its last heartbeat).
+	waitFor(t, "the ring to move to bea", 10*time.Second, func() bool {
+		var ringing bool
+		_ = app.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM offers o JOIN handoffs h ON h.id = o.handoff_id
+			WHERE h.handoff_id = $1 AND o.user_id = $2 AND o.ended_at IS NULL)`, id, bea.ID).Scan(&ringing)
+		return ringing
+	})
+	var outcome string
+	if err := app.DB.QueryRow(ctx, `SELECT outcome FROM offers WHERE user_id = $1`, alex.ID).Scan(&outcome); err != nil || outcome != "withdrawn" {
+		t.Errorf("alex's ring ended %q, %v; want withdrawn", outcome, err)
+	}
+	formOK(t, bc, app.URL+"/handoffs/"+id+"/accept", nil)
+	ear.warmEnd(t, app, id, "accepted")
 }

@@ -80,7 +80,7 @@ type warmRow struct {
 	offerName  string
 	offerUntil *time.Time
 	// offerStale: the package moved on without the offer (an accept from the list, a transfer,
-	// a cancel); offerOnline: its agent has a live presence.
+	// a cancel); offerOnline: its agent may be rung still (ringable).
 	offerStale, offerOnline bool
 }
 
@@ -108,7 +108,7 @@ func lockWarm(ctx context.Context, tx pgx.Tx, rowID int64, skip bool) (warmRow, 
 	err = tx.QueryRow(ctx, `
 		SELECT o.user_id, u.display_name, o.until,
 			h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id,
-			EXISTS (SELECT 1 FROM live_presence p WHERE p.user_id = o.user_id)
+			EXISTS (SELECT 1 FROM ringable r WHERE r.user_id = o.user_id)
 		FROM offers o JOIN users u ON u.id = o.user_id JOIN handoffs h ON h.id = o.handoff_id
 		WHERE o.handoff_id = $1 AND o.ended_at IS NULL`, rowID).Scan(
 		&w.offerUser, &w.offerName, &w.offerUntil, &w.offerStale, &w.offerOnline)
@@ -140,17 +140,16 @@ type candidate struct {
 	free   bool // room for one more, no reservation or ring pending
 }
 
-// candidatesSQL lists the queue's online members (a live presence that is not away), best first:
+// candidatesSQL lists the queue's members who may be rung (ringable: a desk page open on a live
+// instance, and available), best first:
 // the preferred agent, then whoever's last offer or accept is oldest (never first), then whoever
 // holds fewer packages, then the lowest user id, so that the order is total.
 // $1 queue, $2 package row, $3 rejected_by, $4 needs a supervisor, $5 preferred email.
 const candidatesSQL = `
-	WITH online AS (
-		SELECT user_id FROM live_presence GROUP BY user_id HAVING NOT bool_and(away)
-	), m AS (
+	WITH m AS (
 		SELECT u.id, u.display_name, u.email, u.capacity, u.role,
 			(SELECT count(*) FROM handoffs x WHERE x.assignee_id = u.id AND x.closed_at IS NULL) AS holding
-		FROM queue_members qm JOIN users u ON u.id = qm.user_id JOIN online o ON o.user_id = u.id
+		FROM queue_members qm JOIN users u ON u.id = qm.user_id JOIN ringable r ON r.user_id = u.id
 		WHERE qm.queue_id = $1 AND NOT u.disabled
 	)
 	SELECT m.id, m.display_name,
@@ -355,13 +354,14 @@ func (a *Service) Decline(ctx context.Context, user auth.User, publicID string) 
 	return from, err
 }
 
-// Withdraw takes back the ring of an agent whose last socket closed, at once rather than at the
-// end of the window, and rings the next agent. An agent still online elsewhere keeps it.
+// Withdraw takes back the ring of an agent whose last socket closed, whose instance died or who
+// chose a break or away, at once rather than at the end of the window, and rings the next agent.
+// An agent still online and available elsewhere keeps it.
 func (a *Service) Withdraw(ctx context.Context, userID int64) error {
 	var rowID int64
 	err := a.db.QueryRow(ctx, `
 		SELECT o.handoff_id FROM offers o WHERE o.user_id = $1 AND o.ended_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM live_presence p WHERE p.user_id = $1)`,
+			AND NOT EXISTS (SELECT 1 FROM ringable r WHERE r.user_id = $1)`,
 		userID).Scan(&rowID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
@@ -387,7 +387,7 @@ func (a *Service) sweepRings(ctx context.Context) error {
 				(SELECT o.handoff_id AS id FROM offers o JOIN handoffs h ON h.id = o.handoff_id
 				WHERE o.ended_at IS NULL AND o.handoff_id > $3
 					AND (o.until <= $1 OR h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id
-						OR NOT EXISTS (SELECT 1 FROM live_presence p WHERE p.user_id = o.user_id))
+						OR NOT EXISTS (SELECT 1 FROM ringable r WHERE r.user_id = o.user_id))
 				ORDER BY o.handoff_id LIMIT $2)
 				UNION
 				(SELECT h.id FROM handoffs h WHERE h.warm_until IS NOT NULL AND h.status = 'queued' AND h.id > $3

@@ -15,10 +15,10 @@ import (
 
 // Presence timing: rows are refreshed every heartbeat, for the admin's "last seen" and for
 // instances of the version before leases, which count rows younger than 30 s. What makes a row
-// count is its instance's lease: renewed every leaseEvery and good for LeaseFor, so an instance
-// killed without cleaning up stops counting within LeaseFor, and any live instance that has held
-// its own lease for LeaseFor deletes the dead one's rows and withdraws its agents' rings within
-// another leaseEvery.
+// count is its instance's lease (the view live_presence): renewed every leaseEvery and good for
+// LeaseFor. Once an instance killed without cleaning up has let it lapse, any live instance that
+// has held its own lease for LeaseFor deletes the dead one's lease and rows and withdraws its
+// agents' rings, within another leaseEvery: LeaseFor + leaseEvery after the death at most.
 const (
 	heartbeat     = 10 * time.Second
 	flushCoalesce = 200 * time.Millisecond
@@ -29,8 +29,10 @@ const (
 	legacyStale = 30 * time.Second
 )
 
-// Presence tracks who has the desk open on this instance (online while a socket is open, away
-// when every open socket says so) and keeps the presence table current for every instance.
+// Presence tracks who has the desk open on this instance (online while a socket is open) and
+// keeps the presence table current for every instance. Whether they may be rung is theirs to
+// choose (Choose), not whether a tab is hidden: an agent working in a CRM with the desk in a
+// background tab is rung.
 type Presence struct {
 	db       *pgxpool.Pool
 	logger   *slog.Logger
@@ -52,7 +54,7 @@ type Presence struct {
 func (p *Presence) WhenGone(gone func(ctx context.Context, userIDs []int64)) { p.gone = gone }
 
 type sockets struct {
-	open, away int
+	open int
 }
 
 // NewPresence returns a Presence for this instance; Run keeps the table current and calls
@@ -81,23 +83,7 @@ func (p *Presence) change(userID int64, f func(*sockets)) {
 func (p *Presence) Connect(userID int64) { p.change(userID, func(s *sockets) { s.open++ }) }
 
 // Disconnect counts a closed socket; the user goes offline here with their last one.
-func (p *Presence) Disconnect(userID int64) {
-	p.change(userID, func(s *sockets) {
-		s.open--
-		s.away = min(s.away, s.open)
-	})
-}
-
-// SetAway records a socket's tab going idle or coming back.
-func (p *Presence) SetAway(userID int64, away bool) {
-	p.change(userID, func(s *sockets) {
-		if away {
-			s.away = min(s.away+1, s.open)
-		} else {
-			s.away = max(s.away-1, 0)
-		}
-	})
-}
+func (p *Presence) Disconnect(userID int64) { p.change(userID, func(s *sockets) { s.open-- }) }
 
 // Run holds this instance's lease and writes presence on every change (coalesced) and every
 // heartbeat, and removes this instance's rows and lease when ctx is done. A write that fails is
@@ -217,7 +203,7 @@ func (p *Presence) reap(ctx context.Context) {
 // forgotten only once the write that deletes their row has committed.
 func (p *Presence) flush(ctx context.Context, announce bool) error {
 	p.mu.Lock()
-	var online, away, gone []int64
+	var online, gone []int64
 	var counts []int32
 	for id, s := range p.users {
 		if s.open <= 0 {
@@ -226,17 +212,14 @@ func (p *Presence) flush(ctx context.Context, announce bool) error {
 		}
 		online = append(online, id)
 		counts = append(counts, int32(s.open)) //nolint:gosec // G115: one user's open sockets on this instance, bounded by its file descriptors.
-		if s.away >= s.open {
-			away = append(away, id)
-		}
 	}
 	p.mu.Unlock()
 	_, err := p.db.Exec(ctx, `
 		WITH gone AS (DELETE FROM presence WHERE instance_id = $1 AND user_id = ANY($2))
-		INSERT INTO presence (instance_id, user_id, sockets, away, seen_at)
-		SELECT $1, u, c, coalesce(u = ANY($5::bigint[]), false), now() FROM unnest($3::bigint[], $4::int[]) AS t(u, c)
-		ON CONFLICT (instance_id, user_id) DO UPDATE SET sockets = excluded.sockets, away = excluded.away, seen_at = now()`,
-		p.instance, gone, online, counts, away)
+		INSERT INTO presence (instance_id, user_id, sockets, seen_at)
+		SELECT $1, u, c, now() FROM unnest($3::bigint[], $4::int[]) AS t(u, c)
+		ON CONFLICT (instance_id, user_id) DO UPDATE SET sockets = excluded.sockets, seen_at = now()`,
+		p.instance, gone, online, counts)
 	if err != nil {
 		return err
 	}

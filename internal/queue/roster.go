@@ -20,10 +20,12 @@ type Health struct {
 
 // AgentLoad is one agent's line on the roster.
 type AgentLoad struct {
-	ID       int64
-	Name     string
-	Role     string
-	Status   string // online, away or offline
+	ID     int64
+	Name   string
+	Role   string
+	Status string // offline, or what they chose: available, break or away
+	// Since is when they chose it; nil while offline, or if they never chose (available).
+	Since    *time.Time
 	Holding  int
 	Capacity int
 	Queues   []string
@@ -44,12 +46,12 @@ type Roster struct {
 	Agents []AgentLoad
 }
 
-// presenceCTE lists each user's state across instances: online if any socket of an instance
-// holding its lease (the view live_presence) is not away.
+// presenceCTE lists who has a desk page open on an instance holding its lease (the view
+// live_presence), with what they chose to be (availability) and since when.
 const presenceCTE = `
 	presence_now AS (
-		SELECT user_id, CASE WHEN bool_and(away) THEN 'away' ELSE 'online' END AS status
-		FROM live_presence GROUP BY user_id)`
+		SELECT p.user_id, coalesce(a.status, 'available') AS status, a.since
+		FROM (SELECT DISTINCT user_id FROM live_presence) p LEFT JOIN availability a ON a.user_id = p.user_id)`
 
 // Health reads every enabled queue's line of the roster in one query.
 func (s *Service) Health(ctx context.Context) ([]Health, error) {
@@ -61,7 +63,7 @@ func (s *Service) Health(ctx context.Context) ([]Health, error) {
 			min(h.enqueued_at) FILTER (WHERE h.status = 'queued'),
 			q.sla,
 			(SELECT count(*) FROM queue_members m JOIN presence_now p ON p.user_id = m.user_id
-				WHERE m.queue_id = q.id AND p.status = 'online')
+				WHERE m.queue_id = q.id AND p.status = 'available')
 		FROM queues q LEFT JOIN handoffs h ON h.queue_id = q.id
 			AND h.closed_at IS NULL
 		WHERE q.enabled GROUP BY q.id ORDER BY q.name`)
@@ -79,7 +81,7 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 		return r, err
 	}
 	rows, err := s.db.Query(ctx, `WITH `+presenceCTE+`
-		SELECT u.id, u.display_name, u.role, coalesce(p.status, 'offline'),
+		SELECT u.id, u.display_name, u.role, coalesce(p.status, 'offline'), p.since,
 			(SELECT count(*) FROM handoffs h WHERE h.assignee_id = u.id
 				AND h.closed_at IS NULL),
 			u.capacity,
@@ -102,24 +104,24 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 	return r, err
 }
 
-// OnlineWithRoom reports whether the user has a live, not-away presence and holds fewer packages
+// OnlineWithRoom reports whether the user has a desk open and is available and holds fewer packages
 // than their capacity: the condition for offering them a package first.
 func OnlineWithRoom(ctx context.Context, db Querier, userID int64) (bool, error) {
 	var ok bool
 	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
 		SELECT EXISTS (SELECT 1 FROM presence_now p JOIN users u ON u.id = p.user_id
-			WHERE p.user_id = $1 AND p.status = 'online' AND u.capacity > (SELECT count(*) FROM handoffs
+			WHERE p.user_id = $1 AND p.status = 'available' AND u.capacity > (SELECT count(*) FROM handoffs
 				WHERE assignee_id = u.id AND closed_at IS NULL))`,
 		userID).Scan(&ok)
 	return ok, err
 }
 
-// AgentsOnline counts the queue's members who are online and not away.
+// AgentsOnline counts the queue's members who have a desk open and are available.
 func AgentsOnline(ctx context.Context, db Querier, queueID int64) (int, error) {
 	var n int
 	err := db.QueryRow(ctx, `WITH `+presenceCTE+`
 		SELECT count(*) FROM queue_members m JOIN presence_now p ON p.user_id = m.user_id
-		WHERE m.queue_id = $1 AND p.status = 'online'`, queueID).Scan(&n)
+		WHERE m.queue_id = $1 AND p.status = 'available'`, queueID).Scan(&n)
 	return n, err
 }
 

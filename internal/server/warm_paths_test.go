@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/postgres/pgtest"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/server"
@@ -295,7 +296,9 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 
 // A database restart loses no end of a warm phase: an agent whose last socket closed while the
 // database was down is written offline once it is back (not when their presence would have gone
-// stale), their ring goes to the next agent at once, and the bot hears exactly one accepted.
+// stale), their ring goes to the next agent at once, though every lease lapsed during the
+// outage (not agent_gone: the next agent's instance is alive), and the bot hears exactly one
+// accepted.
 func TestWarmRingSurvivesADatabaseRestart(t *testing.T) {
 	t.Parallel()
 	cluster := pgtest.NewCluster(t)
@@ -322,8 +325,8 @@ func TestWarmRingSurvivesADatabaseRestart(t *testing.T) {
 	cluster.Stop("immediate")
 	alexConn.Close()
 	// The instance notices and fails to write it: the write is tried again while the database is
-	// down.
-	time.Sleep(time.Second)
+	// down, longer than a lease, so that every lease has lapsed when it is back.
+	time.Sleep(live.LeaseFor + time.Second)
 	cluster.Start()
 	// Well before alex's presence would have gone stale (30s after its last heartbeat).
 	waitFor(t, "the ring to move to bea", 10*time.Second, func() bool {

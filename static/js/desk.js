@@ -57,7 +57,6 @@
     socket.onopen = () => {
       opened = true;
       if (!failing) online();
-      sendPresence();
     };
     socket.onmessage = (ev) => apply(JSON.parse(ev.data));
     socket.onclose = (ev) => {
@@ -165,12 +164,8 @@
     offline.classList.remove("hidden");
   }
 
-  function sendPresence() {
-    if (socket && socket.readyState === WebSocket.OPEN) {
-      socket.send(JSON.stringify({ type: document.hidden ? "away" : "back" }));
-    }
-  }
-  document.addEventListener("visibilitychange", sendPresence);
+  // The availability switch in the header takes effect as soon as it is changed.
+  document.querySelector("[data-availability]")?.addEventListener("change", (ev) => ev.target.form.requestSubmit());
 
   function formatAge(ms) {
     const s = Math.max(0, Math.floor(ms / 1000));

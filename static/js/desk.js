@@ -164,8 +164,12 @@
     offline.classList.remove("hidden");
   }
 
-  // The availability switch in the header takes effect as soon as it is changed.
-  document.querySelector("[data-availability]")?.addEventListener("change", (ev) => ev.target.form.requestSubmit());
+  // The availability switch in the header takes effect as soon as it is changed: no Set to press.
+  const availability = document.querySelector("[data-availability]");
+  if (availability) {
+    availability.form.querySelector("[data-availability-set]").hidden = true;
+    availability.addEventListener("change", () => availability.form.requestSubmit());
+  }
 
   function formatAge(ms) {
     const s = Math.max(0, Math.floor(ms / 1000));

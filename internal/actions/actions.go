@@ -216,12 +216,13 @@ func secondReservation(err error) error {
 // given that one again, claiming nothing: the answer to their last Next was lost (a dropped
 // connection, an instance killed), and a refusal would leave them stuck until it timed out.
 //
-// A warm package that rings an agent is skipped: its ring is its offer, and only the rung agent
-// may take it. A warm package that rings nobody (every qualifying agent is busy) may be taken, and
-// the reservation counts as its offer: its warm phase stays open (warm_until is kept), so the
-// accept ends it with accepted, and a reservation that lapses or is rejected puts it back to
-// ringing, or to waited_too_long once its warm wait is over. Skipping it instead would let a
-// customer kept waiting on a chat sit behind cold packages an agent pulls meanwhile.
+// A warm package that rings another agent is skipped: its ring is its offer, and only the rung
+// agent may take it; the agent it rings may take it with Next as with the ring's accept. A warm
+// package that rings nobody (every qualifying agent is busy) may be taken, and the reservation
+// counts as its offer: its warm phase stays open (warm_until is kept), so the accept ends it with
+// accepted, and a reservation that lapses or is rejected puts it back to ringing, or to
+// waited_too_long once its warm wait is over. Skipping it instead would let a customer kept
+// waiting on a chat sit behind cold packages an agent pulls meanwhile.
 // $1 queue name, $2 user, $3 supervisor, $4 now, $5 the event's kind.
 const nextSQL = `
 	WITH q AS (
@@ -242,14 +243,15 @@ const nextSQL = `
 			AND NOT EXISTS (SELECT FROM held)
 			AND h.status = 'queued' AND NOT ($2 = ANY (h.rejected_by))
 			AND (NOT h.needs_supervisor OR $3)
-			AND (h.offered_to IS NULL OR h.warm_until IS NULL AND (h.offered_to = $2 OR h.offered_until <= $4))
+			AND (h.offered_to IS NULL OR h.offered_to = $2 OR h.warm_until IS NULL AND h.offered_until <= $4)
 		ORDER BY h.priority_rank, h.enqueued_at, h.id
 		LIMIT 1 FOR UPDATE SKIP LOCKED
 	), reserved AS (
 		UPDATE handoffs h SET status = 'reserved', assignee_id = $2, reserved_until = $4::timestamptz + q.reservation_timeout,
 			updated_at = $4
 		FROM pick, q WHERE h.id = pick.id
-		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at, h.trace_parent
+		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at, h.trace_parent,
+			h.warm_until IS NOT NULL AND h.offered_to = $2 AS rang
 	), event AS (
 		INSERT INTO events (at, kind, queue_id, handoff_id, actor_user, detail)
 		SELECT $4, $5, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
@@ -258,7 +260,7 @@ const nextSQL = `
 	SELECT q.id, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
 		coalesce(r.id, held.id), coalesce(r.handoff_id, held.handoff_id), coalesce(r.api_key_id, held.api_key_id),
 		coalesce(held.queue_id, q.id), coalesce(held.name, q.name), coalesce(r.created_at, held.created_at),
-		coalesce(r.trace_parent, held.trace_parent)
+		coalesce(r.trace_parent, held.trace_parent), coalesce(r.rang, false)
 	FROM (SELECT) one LEFT JOIN q ON true LEFT JOIN me ON true LEFT JOIN reserved r ON true
 		LEFT JOIN held ON me.may_act`
 
@@ -272,13 +274,13 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (_
 	var inQueue, handoffID *string
 	var createdAt *time.Time
 	var packageTrace *string
-	var mayAct bool
+	var mayAct, rang bool
 	var capacity, holding int
 	b := &pgx.Batch{}
 	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), events.Reserved)
 	err = a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
 		return br.QueryRow().Scan(&queueID, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID, &inQueueID, &inQueue, &createdAt,
-			&packageTrace)
+			&packageTrace, &rang)
 	})
 	switch {
 	case err != nil:
@@ -294,6 +296,8 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (_
 		return "", desk.Errorf(desk.NotFound, "nothing is waiting for you in %s", queueName)
 	}
 	a.changed()
+	// The ring the agent took with Next has moved on: the sweeper ends it now.
+	a.ringAgain(rang, nil)
 	span.SetAttributes(tracing.HandoffID.String(*handoffID))
 	tracing.LinkPackage(ctx, packageTrace)
 	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *inQueueID, queue: *inQueue, userID: user.ID,

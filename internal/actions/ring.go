@@ -413,9 +413,10 @@ func (a *Service) sweepRings(ctx context.Context) error {
 	}
 }
 
-// ringAgain wakes this instance's sweeper for a warm package that went back to its queue, or to
-// another, still in its warm phase (a rejected or transferred package): its stale ring ends and
-// its next agent is rung now, not at the next tick. A failed change rings nothing.
+// ringAgain wakes this instance's sweeper for a warm package whose ring went stale (taken with
+// Next, canceled) or that went back to its queue, or to another, still in its warm phase (a
+// rejected or transferred package): its stale ring ends and its next agent is rung now, not at
+// the next tick. A failed change rings nothing.
 func (a *Service) ringAgain(warm bool, err error) {
 	if warm && err == nil {
 		a.ringDue(a.now())

@@ -38,6 +38,19 @@ func (d *testDesk) offline(t *testing.T, u auth.User) {
 	}
 }
 
+// busyAgent is an agent of the queue who is online but holds a package at their capacity of
+// one: a warm package can wait for them, not ring them.
+func (d *testDesk) busyAgent(t *testing.T, name, queueName string) auth.User {
+	t.Helper()
+	u := d.agent(t, name, auth.RoleAgent, 1, queueName)
+	d.online(t, u)
+	held := d.submit(t, queueName, func(p *handoff.Package) { p.TransferMode = handoff.TransferModeCold })
+	if err := d.actions.Accept(context.Background(), u, held); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // warm submits a warm package and rings its first agent, as the intake handler does.
 func (d *testDesk) warm(t *testing.T, queueName string, edit func(*handoff.Package)) (string, Ringing) {
 	t.Helper()
@@ -290,13 +303,8 @@ func TestWarmPackageWaitsForABusyAgentUntilItWaitedTooLong(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
 	ctx := context.Background()
-	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
-	d.online(t, alex)
 	// alex is at his capacity of one: he is online but cannot be rung.
-	held := d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeCold })
-	if err := d.actions.Accept(ctx, alex, held); err != nil {
-		t.Fatal(err)
-	}
+	d.busyAgent(t, "alex", "billing")
 	id, r := d.warm(t, "billing", nil)
 	if r.Agent != "" {
 		t.Fatalf("rang %q, want nobody while alex is full", r.Agent)
@@ -404,12 +412,7 @@ func TestOneSweepEndsEveryWarmWaitThatRanOut(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
 	ctx := context.Background()
-	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
-	d.online(t, alex)
-	held := d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeCold })
-	if err := d.actions.Accept(ctx, alex, held); err != nil {
-		t.Fatal(err)
-	}
+	d.busyAgent(t, "alex", "billing")
 	const n = sweepBatch*2 + 10
 	for range n {
 		d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeWarm })
@@ -435,13 +438,8 @@ func TestSweeperWakesWhenAWarmWaitRunsOut(t *testing.T) {
 	ctx := context.Background()
 	work := New(d.db, time.Now, nil, nil, nil)
 	in := intake.New(d.db, time.Now, nil, nil)
-	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
-	d.online(t, alex)
+	d.busyAgent(t, "alex", "billing")
 	if err := d.queues.SetWarm(ctx, "billing", time.Minute, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	held := d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeCold })
-	if err := work.Accept(ctx, alex, held); err != nil {
 		t.Fatal(err)
 	}
 	sweeping, stop := context.WithCancel(ctx)

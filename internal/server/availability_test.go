@@ -60,12 +60,7 @@ func TestAvailabilityDecidesWhoIsRung(t *testing.T) {
 	if status, where, body := postForm(t, ac, app.URL+"/me/status", url.Values{"status": {"break"}, "next": {"/queues/billing_t2"}}); status != http.StatusSeeOther || where != "/queues/billing_t2" {
 		t.Fatalf("alex's break: %d to %q %s", status, where, body)
 	}
-	waitFor(t, "the ring to move to bea", 15*time.Second, func() bool {
-		var ringing bool
-		_ = app.DB.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM offers o JOIN handoffs h ON h.id = o.handoff_id
-			WHERE h.handoff_id = $1 AND o.user_id = $2 AND o.ended_at IS NULL)`, first, bea.ID).Scan(&ringing)
-		return ringing
-	})
+	waitFor(t, "the ring to move to bea", 15*time.Second, func() bool { return app.rings(t, first, bea) })
 	formOK(t, bc, app.URL+"/handoffs/"+first+"/accept", nil)
 	ear.warmEnd(t, app, first, "accepted")
 

@@ -203,6 +203,23 @@ func TestEveryWarmPackageEndsItsWarmPhaseOnce(t *testing.T) {
 		ear.warmEnd(t, app, id, "accepted")
 		formOK(t, ac, app.URL+"/handoffs/"+id+"/resolve", url.Values{"code": {"solved"}})
 	})
+	t.Run("the rung agent takes it with next", func(t *testing.T) {
+		capacity(3)
+		id, ans := warm(time.Minute, time.Minute)
+		if ans.Body["offered_to"] != "alex" {
+			t.Fatalf("201 %s, want offered_to alex", ans.Raw)
+		}
+		if status, got, body := postForm(t, ac, app.URL+"/queues/billing_t2/next", nil); got != "/handoffs/"+id {
+			t.Fatalf("alex's next: %d to %q, want the package that rings him\n%s", status, got, body)
+		}
+		formOK(t, ac, app.URL+"/handoffs/"+id+"/accept", nil)
+		ear.warmEnd(t, app, id, "accepted")
+		var outcome string
+		if err := app.DB.QueryRow(ctx, `SELECT o.outcome FROM offers o JOIN handoffs h ON h.id = o.handoff_id WHERE h.handoff_id = $1`, id).Scan(&outcome); err != nil || outcome != "taken" {
+			t.Errorf("the ring ended %q, %v; want taken", outcome, err)
+		}
+		formOK(t, ac, app.URL+"/handoffs/"+id+"/resolve", url.Values{"code": {"solved"}})
+	})
 	t.Run("reserved by next and accepted", func(t *testing.T) {
 		capacity(1)
 		id, _ := warm(time.Minute, time.Minute)
@@ -244,12 +261,7 @@ func TestEveryWarmPackageEndsItsWarmPhaseOnce(t *testing.T) {
 			t.Fatalf("201 %s, want offered_to alex", ans.Raw)
 		}
 		formOK(t, bc, app.URL+"/handoffs/"+id+"/transfer", url.Values{"queue": {"billing_t2_disputes"}})
-		waitFor(t, fmt.Sprintf("%s to ring cy", id), 15*time.Second, func() bool {
-			var ringing bool
-			_ = app.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM offers o JOIN handoffs h ON h.id = o.handoff_id
-				WHERE h.handoff_id = $1 AND o.user_id = $2 AND o.ended_at IS NULL)`, id, cy.ID).Scan(&ringing)
-			return ringing
-		})
+		waitFor(t, fmt.Sprintf("%s to ring cy", id), 15*time.Second, func() bool { return app.rings(t, id, cy) })
 		formOK(t, cc, app.URL+"/handoffs/"+id+"/accept", nil)
 		ear.warmEnd(t, app, id, "accepted")
 	})
@@ -280,6 +292,16 @@ func TestEveryWarmPackageEndsItsWarmPhaseOnce(t *testing.T) {
 		id, _ := warm(time.Minute, time.Minute)
 		ear.warmEnd(t, app, id, "warm_timeout:expired")
 	})
+}
+
+// rings reports whether the package rings the user now; a failed read (the database restarting)
+// is a no.
+func (a *testApp) rings(t *testing.T, handoffID string, u auth.User) bool {
+	t.Helper()
+	var ringing bool
+	_ = a.DB.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM offers o JOIN handoffs h ON h.id = o.handoff_id
+		WHERE h.handoff_id = $1 AND o.user_id = $2 AND o.ended_at IS NULL)`, handoffID, u.ID).Scan(&ringing)
+	return ringing
 }
 
 // waitFor polls cond until it holds, or fails the test after within.
@@ -329,12 +351,7 @@ func TestWarmRingSurvivesADatabaseRestart(t *testing.T) {
 	time.Sleep(live.LeaseFor + time.Second)
 	cluster.Start()
 	// Well before alex's presence would have gone stale (30s after its last heartbeat).
-	waitFor(t, "the ring to move to bea", 10*time.Second, func() bool {
-		var ringing bool
-		_ = app.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM offers o JOIN handoffs h ON h.id = o.handoff_id
-			WHERE h.handoff_id = $1 AND o.user_id = $2 AND o.ended_at IS NULL)`, id, bea.ID).Scan(&ringing)
-		return ringing
-	})
+	waitFor(t, "the ring to move to bea", 10*time.Second, func() bool { return app.rings(t, id, bea) })
 	var outcome string
 	if err := app.DB.QueryRow(ctx, `SELECT outcome FROM offers WHERE user_id = $1`, alex.ID).Scan(&outcome); err != nil || outcome != "withdrawn" {
 		t.Errorf("alex's ring ended %q, %v; want withdrawn", outcome, err)

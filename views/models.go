@@ -15,6 +15,10 @@ type Viewer struct {
 	// none rings.
 	Ring    *RingView
 	IsAdmin bool
+	// Availability is what the viewer chose to be: available, break or away (the header's switch).
+	Availability string
+	// Path is the page's own path and query, where the header's forms come back to.
+	Path string
 }
 
 // RingView is a warm package ringing for the viewer: accept it within the window, or decline.
@@ -311,9 +315,11 @@ type QueueHealth struct {
 
 // AgentLoad is one agent on the roster.
 type AgentLoad struct {
-	Name     string
-	Role     string
-	Status   string
+	Name   string
+	Role   string
+	Status string // offline, available, break or away
+	// For is how long they have been what they chose; 0 if they never chose or are offline.
+	For      time.Duration
 	Holding  int
 	Capacity int
 	Queues   string

@@ -221,6 +221,14 @@ func secondReservation(err error) error {
 // Accept rule, written as a query over the queue. An agent who already holds a reservation is
 // given that one again, claiming nothing: the answer to their last Next was lost (a dropped
 // connection, an instance killed), and a refusal would leave them stuck until it timed out.
+//
+// A warm package that rings another agent is skipped: its ring is its offer, and only the rung
+// agent may take it; the agent it rings may take it with Next as with the ring's accept. A warm
+// package that rings nobody (every qualifying agent is busy) may be taken, and the reservation
+// counts as its offer: its warm phase stays open (warm_until is kept), so the accept ends it with
+// accepted, and a reservation that lapses or is rejected puts it back to ringing, or to
+// waited_too_long once its warm wait is over. Skipping it instead would let a customer kept
+// waiting on a chat sit behind cold packages an agent pulls meanwhile.
 // $1 queue name, $2 user, $3 supervisor, $4 now, $5 the event's kind.
 const nextSQL = `
 	WITH q AS (
@@ -241,14 +249,15 @@ const nextSQL = `
 			AND NOT EXISTS (SELECT FROM held)
 			AND h.status = 'queued' AND NOT ($2 = ANY (h.rejected_by))
 			AND (NOT h.needs_supervisor OR $3)
-			AND (h.offered_to IS NULL OR h.offered_to = $2 OR h.offered_until <= $4)
+			AND (h.offered_to IS NULL OR h.offered_to = $2 OR h.warm_until IS NULL AND h.offered_until <= $4)
 		ORDER BY h.priority_rank, h.enqueued_at, h.id
 		LIMIT 1 FOR UPDATE SKIP LOCKED
 	), reserved AS (
 		UPDATE handoffs h SET status = 'reserved', assignee_id = $2, reserved_until = $4::timestamptz + q.reservation_timeout,
-			updated_at = $4, warm_until = NULL
+			updated_at = $4
 		FROM pick, q WHERE h.id = pick.id
-		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at, h.trace_parent
+		RETURNING h.id, h.handoff_id, h.api_key_id, h.reserved_until, h.created_at, h.trace_parent,
+			h.warm_until IS NOT NULL AND h.offered_to = $2 AS rang
 	), event AS (
 		INSERT INTO events (at, kind, queue_id, handoff_id, actor_user, detail)
 		SELECT $4, $5, q.id, r.id, $2, jsonb_build_object('status', 'reserved', 'queue', q.name, 'reserved_until', r.reserved_until)
@@ -257,7 +266,7 @@ const nextSQL = `
 	SELECT q.id, coalesce(me.may_act, false), coalesce(me.capacity, 0), coalesce(me.holding, 0),
 		coalesce(r.id, held.id), coalesce(r.handoff_id, held.handoff_id), coalesce(r.api_key_id, held.api_key_id),
 		coalesce(held.queue_id, q.id), coalesce(held.name, q.name), coalesce(r.created_at, held.created_at),
-		coalesce(r.trace_parent, held.trace_parent)
+		coalesce(r.trace_parent, held.trace_parent), coalesce(r.rang, false)
 	FROM (SELECT) one LEFT JOIN q ON true LEFT JOIN me ON true LEFT JOIN reserved r ON true
 		LEFT JOIN held ON me.may_act`
 
@@ -271,13 +280,13 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (_
 	var inQueue, handoffID *string
 	var createdAt *time.Time
 	var packageTrace *string
-	var mayAct bool
+	var mayAct, rang bool
 	var capacity, holding int
 	b := &pgx.Batch{}
 	b.Queue(nextSQL, queueName, user.ID, user.Role.AtLeast(auth.RoleSupervisor), a.now(), events.Reserved)
 	err = a.trips.Send(ctx, b, func(br pgx.BatchResults) error {
 		return br.QueryRow().Scan(&queueID, &mayAct, &capacity, &holding, &rowID, &handoffID, &apiKeyID, &inQueueID, &inQueue, &createdAt,
-			&packageTrace)
+			&packageTrace, &rang)
 	})
 	switch {
 	case err != nil:
@@ -293,6 +302,8 @@ func (a *Service) Next(ctx context.Context, user auth.User, queueName string) (_
 		return "", desk.Errorf(desk.NotFound, "nothing is waiting for you in %s", queueName)
 	}
 	a.changed()
+	// The ring the agent took with Next has moved on: the sweeper ends it now.
+	a.ringAgain(rang, nil)
 	span.SetAttributes(tracing.HandoffID.String(*handoffID))
 	tracing.LinkPackage(ctx, packageTrace)
 	a.holds.put(hold{publicID: *handoffID, rowID: *rowID, apiKeyID: *apiKeyID, queueID: *inQueueID, queue: *inQueue, userID: user.ID,
@@ -312,7 +323,7 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 	}
 	if hd, ok := a.holds.get(handoffID, user.ID); ok {
 		now := a.now()
-		done, err := a.fast(ctx, user, hd, `status = 'accepted', reserved_until = NULL, accepted_at = $6, updated_at = $6`,
+		done, err := a.fast(ctx, user, hd, `status = 'accepted', reserved_until = NULL, accepted_at = $6, updated_at = $6, warm_until = NULL`,
 			`h.status = 'reserved'`, []any{now}, accepted(hd, now))
 		if done {
 			a.counts.Accepted(hd.queue, now.Sub(hd.createdAt))
@@ -329,6 +340,10 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 		if err != nil {
 			return err
 		}
+		// Stamped once the row is ours: the ring's end must not come before a change this
+		// transaction waited for.
+		now = a.now()
+		at = now
 		if h.Status == handoff.StatusQueued {
 			if err := checkRoom(ctx, tx, user); err != nil {
 				return err
@@ -366,7 +381,8 @@ func (a *Service) Accept(ctx context.Context, user auth.User, handoffID string) 
 
 // Reject hands a reserved or accepted package back to its queue (or to another queue the
 // transfer policy allows). The agent is not offered it again; after the queue's max rejections
-// only a supervisor can take it. It returns the queue the package was in.
+// only a supervisor can take it. A warm package reserved by "next" rings again. It returns the
+// queue the package was in.
 func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason, toQueue string) (from string, err error) {
 	if reason == "" {
 		return "", desk.Errorf(desk.Invalid, "a rejection needs a reason")
@@ -376,11 +392,13 @@ func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason,
 	}
 	ctx, span := a.tracing.Act(ctx, "handoff.reject", handoffID)
 	defer func() { tracing.End(span, err) }()
+	warm := false
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Reject, user, handoffID, now)
 		if err != nil {
 			return err
 		}
+		warm = h.Warm
 		target := h.Queue
 		if toQueue != "" && toQueue != h.Queue.Name {
 			if target, err = transferTarget(ctx, tx, h.Queue, toQueue); err != nil {
@@ -401,6 +419,7 @@ func (a *Service) Reject(ctx context.Context, user auth.User, handoffID, reason,
 				PackageTrace: h.Trace},
 			evals.Outcome{Kind: evals.KindReject, HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Note: reason})
 	})
+	a.ringAgain(warm, err)
 	return a.released(handoffID, from, err)
 }
 
@@ -470,8 +489,10 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 			from = append(from, handoff.StatusReserved)
 		}
 		now := a.now()
+		// A package still in its warm phase (reserved by "next") is closed on the slow path, which
+		// tells the bot the warm phase ended.
 		done, err := a.fast(ctx, user, hd, `status = $6, outcome = $7, outcome_note = NULLIF($8, ''), closed_at = $9, updated_at = $9,
-			reserved_until = NULL`, `h.status = ANY ($10)`, []any{status, outcome, note, now, from}, closed(hd, now), label(hd, now))
+			reserved_until = NULL`, `h.status = ANY ($10) AND h.warm_until IS NULL`, []any{status, outcome, note, now, from}, closed(hd, now), label(hd, now))
 		if done && act == Resolve {
 			a.counts.Resolved(hd.queue, now.Sub(hd.createdAt))
 		}
@@ -501,9 +522,14 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 				change.Refund, record.Refund = paid, paid
 			}
 		}
+		if h.Warm {
+			if err := endWarm(ctx, tx, change, WarmReturnedToBot); err != nil {
+				return err
+			}
+		}
 		return apply(ctx, tx, `
 			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
-				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6), refund = $7
+				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6), warm_until = NULL, refund = $7
 			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID, paid}, change, record)
 	})
 	if err == nil && act == Resolve {
@@ -528,7 +554,7 @@ func transferTarget(ctx context.Context, tx pgx.Tx, from queue.Queue, name strin
 }
 
 // Transfer moves a package to another queue the transfer policy allows, with a note for the next
-// agent. The pair guard applies: a package moved out of a queue cannot be sent back within the
+// agent. A warm package goes on ringing, the target queue's agents now, within its warm wait. The pair guard applies: a package moved out of a queue cannot be sent back within the
 // target queue's cooldown, so two teams cannot bounce a customer. It returns the queue the
 // package was in.
 func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQueue, note string) (from string, err error) {
@@ -537,11 +563,13 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 	}
 	ctx, span := a.tracing.Act(ctx, "handoff.transfer", handoffID)
 	defer func() { tracing.End(span, err) }()
+	warm := false
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		h, err := lockTo(ctx, tx, Transfer, user, handoffID, now)
 		if err != nil {
 			return err
 		}
+		warm = h.Warm
 		target, err := transferTarget(ctx, tx, h.Queue, toQueue)
 		if err != nil {
 			return err
@@ -570,6 +598,7 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 				APIKeyID: h.APIKeyID, Kind: events.Transferred, Status: handoff.StatusQueued, ActorUser: &user.ID, Note: note, At: now,
 				Detail: map[string]any{"from_queue": h.Queue.Name, "to_queue": target.Name}, PackageTrace: h.Trace})
 	})
+	a.ringAgain(warm, err)
 	return a.released(handoffID, from, err)
 }
 

@@ -16,20 +16,25 @@ import (
 )
 
 // Cancel closes an open package of the bot's key, in one of queueIDs, because the customer left,
-// freeing its queue and its contact.
+// freeing its queue and its contact. A package still in its warm phase ends it with warm_timeout
+// (canceled), and its ring, if any, stops at once.
 func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, handoffID string) (err error) {
 	ctx, span := a.tracing.Act(ctx, "handoff.cancel", handoffID)
 	defer func() { tracing.End(span, err) }()
+	warm := false
 	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		c := events.Change{PublicID: handoffID, APIKeyID: apiKeyID, Kind: events.Canceled, Status: handoff.StatusCanceled,
 			ActorBot: &apiKeyID, Outcome: "canceled", At: now}
 		err := tx.QueryRow(ctx, `
+			WITH old AS (
+				SELECT id, warm_until IS NOT NULL AS warm FROM handoffs
+				WHERE handoff_id = $1 AND queue_id = ANY($2) AND closed_at IS NULL FOR UPDATE)
 			UPDATE handoffs h SET status = 'canceled', outcome = 'canceled', closed_at = $3, updated_at = $3,
-				reserved_until = NULL
-			FROM queues q
-			WHERE h.handoff_id = $1 AND h.queue_id = ANY($2) AND h.closed_at IS NULL AND q.id = h.queue_id
-			RETURNING h.id, h.api_key_id, h.queue_id, q.name, h.trace_parent`, handoffID, queueIDs, now).
-			Scan(&c.HandoffID, &c.APIKeyID, &c.QueueID, &c.Queue, &c.PackageTrace)
+				reserved_until = NULL, warm_until = NULL
+			FROM queues q, old
+			WHERE h.id = old.id AND h.closed_at IS NULL AND q.id = h.queue_id
+			RETURNING h.id, h.api_key_id, h.queue_id, q.name, h.trace_parent, old.warm`, handoffID, queueIDs, now).
+			Scan(&c.HandoffID, &c.APIKeyID, &c.QueueID, &c.Queue, &c.PackageTrace, &warm)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notOpen(ctx, tx, queueIDs, handoffID)
 		}
@@ -53,6 +58,13 @@ func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, 
 			return err
 		}
 		b := &pgx.Batch{}
+		// The warm phase ends before the package does, in the bot's order too: one statement's
+		// rows are numbered in no particular order.
+		if warm {
+			if err := events.Queue(b, warmEnded(c, WarmCanceled)); err != nil {
+				return err
+			}
+		}
 		if err := events.Queue(b, changes...); err != nil {
 			return err
 		}
@@ -61,6 +73,7 @@ func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, 
 	if err != nil {
 		return fmt.Errorf("cancel %s: %w", handoffID, err)
 	}
+	a.ringAgain(warm, nil)
 	return nil
 }
 

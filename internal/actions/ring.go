@@ -22,11 +22,19 @@ import (
 // package's row lock orders the offers of one package, and the agent's index entry makes a second
 // instance's offer to the same agent wait and then find the conflict.
 
-// Reasons a warm phase ends without an accept, as the bot's warm_timeout names them.
+// Reasons a warm phase ends without an accept, as the bot's warm_timeout names them. Every warm
+// package's phase ends with exactly one accepted or warm_timeout, whatever path it takes: the
+// last four name a package that left its queue while still warm.
 const (
 	WarmNoAgentOnline = "no_agent_online"
 	WarmAllDeclined   = "all_declined"
 	WarmWaitedTooLong = "waited_too_long"
+	// WarmAgentGone: the agent it rang last went offline (closed the desk, or their instance
+	// died) and nobody else is left to ring.
+	WarmAgentGone     = "agent_gone"
+	WarmCanceled      = "canceled"
+	WarmExpired       = "expired"
+	WarmReturnedToBot = "returned_to_bot"
 )
 
 // How an offer ended (offers.outcome, and the offer_ended event's detail).
@@ -72,7 +80,7 @@ type warmRow struct {
 	offerName  string
 	offerUntil *time.Time
 	// offerStale: the package moved on without the offer (an accept from the list, a transfer,
-	// a cancel); offerOnline: its agent has a fresh presence.
+	// a cancel); offerOnline: its agent may be rung still (ringable).
 	offerStale, offerOnline bool
 }
 
@@ -100,9 +108,9 @@ func lockWarm(ctx context.Context, tx pgx.Tx, rowID int64, skip bool) (warmRow, 
 	err = tx.QueryRow(ctx, `
 		SELECT o.user_id, u.display_name, o.until,
 			h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id,
-			EXISTS (SELECT 1 FROM presence p WHERE p.user_id = o.user_id AND p.seen_at > now() - $2::interval)
+			EXISTS (SELECT 1 FROM ringable r WHERE r.user_id = o.user_id)
 		FROM offers o JOIN users u ON u.id = o.user_id JOIN handoffs h ON h.id = o.handoff_id
-		WHERE o.handoff_id = $1 AND o.ended_at IS NULL`, rowID, queue.PresenceStale).Scan(
+		WHERE o.handoff_id = $1 AND o.ended_at IS NULL`, rowID).Scan(
 		&w.offerUser, &w.offerName, &w.offerUntil, &w.offerStale, &w.offerOnline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = nil
@@ -132,18 +140,16 @@ type candidate struct {
 	free   bool // room for one more, no reservation or ring pending
 }
 
-// candidatesSQL lists the queue's online members (a fresh presence that is not away), best first:
+// candidatesSQL lists the queue's members who may be rung (ringable: a desk page open on a live
+// instance, and available), best first:
 // the preferred agent, then whoever's last offer or accept is oldest (never first), then whoever
 // holds fewer packages, then the lowest user id, so that the order is total.
-// $1 queue, $2 package row, $3 rejected_by, $4 needs a supervisor, $5 preferred email, $6 stale.
+// $1 queue, $2 package row, $3 rejected_by, $4 needs a supervisor, $5 preferred email.
 const candidatesSQL = `
-	WITH online AS (
-		SELECT user_id FROM presence WHERE seen_at > now() - $6::interval
-		GROUP BY user_id HAVING NOT bool_and(away)
-	), m AS (
+	WITH m AS (
 		SELECT u.id, u.display_name, u.email, u.capacity, u.role,
 			(SELECT count(*) FROM handoffs x WHERE x.assignee_id = u.id AND x.closed_at IS NULL) AS holding
-		FROM queue_members qm JOIN users u ON u.id = qm.user_id JOIN online o ON o.user_id = u.id
+		FROM queue_members qm JOIN users u ON u.id = qm.user_id JOIN ringable r ON r.user_id = u.id
 		WHERE qm.queue_id = $1 AND NOT u.disabled
 	)
 	SELECT m.id, m.display_name,
@@ -160,15 +166,16 @@ const candidatesSQL = `
 
 // ring offers the locked warm package to the first qualifying agent, or ends its warm phase when
 // nobody is left or it waited too long. A package whose agents are all busy stays in its warm
-// phase, and the sweeper tries again. It returns the offer it made, if any.
-func ring(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w warmRow, now time.Time) (*Ringing, error) {
+// phase, and the sweeper tries again, at the latest when its warm wait runs out. It returns the
+// offer it made, if any. A ring never outlasts the warm wait, so waited_too_long comes on time.
+func (a *Service) ring(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w warmRow, now time.Time) (*Ringing, error) {
 	if w.status != handoff.StatusQueued || w.warmUntil == nil {
 		return nil, nil
 	}
 	if !now.Before(*w.warmUntil) {
 		return nil, warmTimeout(b, w, WarmWaitedTooLong, now)
 	}
-	rows, err := tx.Query(ctx, candidatesSQL, w.queueID, w.id, w.rejectedBy, w.needsSupervisor, w.preferred, queue.PresenceStale)
+	rows, err := tx.Query(ctx, candidatesSQL, w.queueID, w.id, w.rejectedBy, w.needsSupervisor, w.preferred)
 	if err != nil {
 		return nil, err
 	}
@@ -188,30 +195,47 @@ func ring(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w warmRow, now time.Time
 		if !c.free {
 			continue
 		}
-		until := now.Add(w.acceptWindow)
 		// A second instance ringing the same agent for another package waits here on the index
 		// entry, and then finds the conflict: the agent is busy and the next one is tried.
 		var offerID int64
 		err := tx.QueryRow(ctx, `
-			INSERT INTO offers (handoff_id, user_id, offered_at, until) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING RETURNING id`, w.id, c.id, now, until).Scan(&offerID)
+			INSERT INTO offers (handoff_id, user_id, offered_at, until) VALUES ($1, $2, $3, $3)
+			ON CONFLICT DO NOTHING RETURNING id`, w.id, c.id, now).Scan(&offerID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		b.Queue(`UPDATE handoffs SET offered_to = $2, offered_until = $3, updated_at = $4 WHERE id = $1`, w.id, c.id, until, now)
+		// Stamped now that the row is written: the insert may have waited for another
+		// transaction's offer to this agent to end, and the ring starts after that end.
+		at := a.now()
+		until := at.Add(w.acceptWindow)
+		if w.warmUntil.Before(until) {
+			until = *w.warmUntil
+		}
+		b.Queue(`UPDATE offers SET offered_at = $2, until = $3 WHERE id = $1`, offerID, at, until)
+		b.Queue(`UPDATE handoffs SET offered_to = $2, offered_until = $3, updated_at = $4 WHERE id = $1`, w.id, c.id, until, at)
 		return &Ringing{Agent: c.name, Until: until}, events.Queue(b, w.change(events.Change{Kind: events.Offered,
-			Status: w.status, UserID: c.id, At: now, Detail: map[string]any{"agent": c.name, "until": until}}))
+			Status: w.status, UserID: c.id, At: at, Detail: map[string]any{"agent": c.name, "until": until}}))
+	}
+	if len(cs) > 0 && left > 0 {
+		a.ringDue(*w.warmUntil)
+		return nil, nil
+	}
+	// Nobody is left to ring: the bot hears why, and an agent who went away is not a decline.
+	var last *string
+	if err := tx.QueryRow(ctx, `SELECT outcome FROM offers WHERE handoff_id = $1 AND ended_at IS NOT NULL ORDER BY id DESC LIMIT 1`,
+		w.id).Scan(&last); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
 	}
 	switch {
+	case last != nil && *last == offerWithdrawn:
+		return nil, warmTimeout(b, w, WarmAgentGone, now)
 	case len(cs) == 0:
 		return nil, warmTimeout(b, w, WarmNoAgentOnline, now)
-	case left == 0:
-		return nil, warmTimeout(b, w, WarmAllDeclined, now)
 	}
-	return nil, nil
+	return nil, warmTimeout(b, w, WarmAllDeclined, now)
 }
 
 // warmTimeout ends the package's warm phase: it waits in its queue like any other, and the bot
@@ -222,16 +246,19 @@ func warmTimeout(b *pgx.Batch, w warmRow, reason string, now time.Time) error {
 }
 
 // advance moves a warm package on: it ends its offer when that timed out, went stale (the package
-// moved on) or lost its agent (no fresh presence), and rings the next agent when the package is
+// moved on) or lost its agent (no live presence), and rings the next agent when the package is
 // still warm and rings nobody. why, when set, vets the locked row and names how its offer ends
 // whatever its time (a decline); skip leaves a row another transaction holds to it.
 func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(tx pgx.Tx, w warmRow, now time.Time) (string, error)) (*Ringing, error) {
 	var rang *Ringing
-	err := a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+	err := a.inTx(ctx, func(tx pgx.Tx, _ time.Time) error {
 		w, ok, err := lockWarm(ctx, tx, rowID, skip)
 		if err != nil || !ok {
 			return err
 		}
+		// The time is read once the row is ours: an offer ended or made here must not be
+		// stamped before a change this transaction waited for.
+		now := a.now()
 		b := &pgx.Batch{}
 		outcome := ""
 		if why != nil {
@@ -262,7 +289,7 @@ func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(
 			}
 			b, w.offerUser = &pgx.Batch{}, nil
 		}
-		if rang, err = ring(ctx, tx, b, w, now); err != nil {
+		if rang, err = a.ring(ctx, tx, b, w, now); err != nil {
 			return err
 		}
 		if b.Len() == 0 {
@@ -327,14 +354,15 @@ func (a *Service) Decline(ctx context.Context, user auth.User, publicID string) 
 	return from, err
 }
 
-// Withdraw takes back the ring of an agent whose last socket closed, at once rather than at the
-// end of the window, and rings the next agent. An agent still online elsewhere keeps it.
+// Withdraw takes back the ring of an agent whose last socket closed, whose instance died or who
+// chose a break or away, at once rather than at the end of the window, and rings the next agent.
+// An agent still online and available elsewhere keeps it.
 func (a *Service) Withdraw(ctx context.Context, userID int64) error {
 	var rowID int64
 	err := a.db.QueryRow(ctx, `
 		SELECT o.handoff_id FROM offers o WHERE o.user_id = $1 AND o.ended_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM presence p WHERE p.user_id = $1 AND p.seen_at > now() - $2::interval)`,
-		userID, queue.PresenceStale).Scan(&rowID)
+			AND NOT EXISTS (SELECT 1 FROM ringable r WHERE r.user_id = $1)`,
+		userID).Scan(&rowID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -347,31 +375,70 @@ func (a *Service) Withdraw(ctx context.Context, userID int64) error {
 }
 
 // sweepRings ends the offers that timed out, went stale or lost their agent, and rings for the
-// warm packages that ring nobody, a package at a time. SKIP LOCKED leaves a package another
-// instance is ringing to it.
+// warm packages that ring nobody, a package at a time, a batch after another until none is left:
+// a backlog of warm packages must not make the last of them hear waited_too_long late. SKIP
+// LOCKED leaves a package another instance is ringing to it; a package whose agents are all
+// busy is tried once a pass.
 func (a *Service) sweepRings(ctx context.Context) error {
-	rows, err := a.db.Query(ctx, `
-		(SELECT o.handoff_id FROM offers o JOIN handoffs h ON h.id = o.handoff_id
-		WHERE o.ended_at IS NULL AND (o.until <= $1 OR h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id
-			OR NOT EXISTS (SELECT 1 FROM presence p WHERE p.user_id = o.user_id AND p.seen_at > now() - $2::interval))
-		ORDER BY o.until LIMIT $3)
-		UNION
-		(SELECT h.id FROM handoffs h WHERE h.warm_until IS NOT NULL AND h.status = 'queued'
-			AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL)
-		ORDER BY h.warm_until LIMIT $3)`, a.now(), queue.PresenceStale, sweepBatch)
-	if err != nil {
-		return err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if _, err := a.advance(ctx, id, true, nil); err != nil {
+	var after int64
+	for {
+		rows, err := a.db.Query(ctx, `
+			SELECT id FROM (
+				(SELECT o.handoff_id AS id FROM offers o JOIN handoffs h ON h.id = o.handoff_id
+				WHERE o.ended_at IS NULL AND o.handoff_id > $3
+					AND (o.until <= $1 OR h.status <> 'queued' OR h.offered_to IS DISTINCT FROM o.user_id
+						OR NOT EXISTS (SELECT 1 FROM ringable r WHERE r.user_id = o.user_id))
+				ORDER BY o.handoff_id LIMIT $2)
+				UNION
+				(SELECT h.id FROM handoffs h WHERE h.warm_until IS NOT NULL AND h.status = 'queued' AND h.id > $3
+					AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL)
+				ORDER BY h.id LIMIT $2)) due
+			ORDER BY id LIMIT $2`, a.now(), sweepBatch, after)
+		if err != nil {
 			return err
 		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := a.advance(ctx, id, true, nil); err != nil {
+				return err
+			}
+		}
+		if len(ids) < sweepBatch {
+			return nil
+		}
+		after = ids[len(ids)-1]
 	}
-	return nil
+}
+
+// ringAgain wakes this instance's sweeper for a warm package whose ring went stale (taken with
+// Next, canceled) or that went back to its queue, or to another, still in its warm phase (a
+// rejected or transferred package): its stale ring ends and its next agent is rung now, not at
+// the next tick. A failed change rings nothing.
+func (a *Service) ringAgain(warm bool, err error) {
+	if warm && err == nil {
+		a.ringDue(a.now())
+	}
+}
+
+// endWarm ends the warm phase of a package that leaves its queue without an accept (returned to
+// its bot, canceled, expired), beside c, the change that closes it: the bot hears warm_timeout
+// naming why, as every warm phase ends with exactly one accepted or warm_timeout. The caller's
+// update clears warm_until.
+func endWarm(ctx context.Context, tx pgx.Tx, c events.Change, reason string) error {
+	b := &pgx.Batch{}
+	if err := events.Queue(b, warmEnded(c, reason)); err != nil {
+		return err
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// warmEnded is the warm_timeout of a package that c closes.
+func warmEnded(c events.Change, reason string) events.Change {
+	return events.Change{HandoffID: c.HandoffID, PublicID: c.PublicID, QueueID: c.QueueID, Queue: c.Queue, APIKeyID: c.APIKeyID,
+		Kind: events.WarmTimeout, Status: c.Status, Reason: reason, At: c.At, PackageTrace: c.PackageTrace, Trace: c.Trace}
 }
 
 // ringDue tells the sweeper when a ring this instance made runs out, so that it is timed out on

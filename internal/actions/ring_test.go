@@ -3,14 +3,19 @@ package actions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/intake"
 )
 
 // online gives the users a fresh presence, as an open socket's instance writes it.
@@ -31,6 +36,19 @@ func (d *testDesk) offline(t *testing.T, u auth.User) {
 	if _, err := d.db.Exec(context.Background(), `DELETE FROM presence WHERE user_id = $1`, u.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// busyAgent is an agent of the queue who is online but holds a package at their capacity of
+// one: a warm package can wait for them, not ring them.
+func (d *testDesk) busyAgent(t *testing.T, name, queueName string) auth.User {
+	t.Helper()
+	u := d.agent(t, name, auth.RoleAgent, 1, queueName)
+	d.online(t, u)
+	held := d.submit(t, queueName, func(p *handoff.Package) { p.TransferMode = handoff.TransferModeCold })
+	if err := d.actions.Accept(context.Background(), u, held); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // warm submits a warm package and rings its first agent, as the intake handler does.
@@ -285,13 +303,8 @@ func TestWarmPackageWaitsForABusyAgentUntilItWaitedTooLong(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
 	ctx := context.Background()
-	alex := d.agent(t, "alex", auth.RoleAgent, 1, "billing")
-	d.online(t, alex)
 	// alex is at his capacity of one: he is online but cannot be rung.
-	held := d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeCold })
-	if err := d.actions.Accept(ctx, alex, held); err != nil {
-		t.Fatal(err)
-	}
+	d.busyAgent(t, "alex", "billing")
 	id, r := d.warm(t, "billing", nil)
 	if r.Agent != "" {
 		t.Fatalf("rang %q, want nobody while alex is full", r.Agent)
@@ -330,5 +343,138 @@ func TestDatabaseHoldsOneLiveOfferPerAgentAndPackage(t *testing.T) {
 	}
 	if err := offer(one, bea); err == nil || !strings.Contains(err.Error(), "offers_live_package_idx") {
 		t.Errorf("a second live offer of one package: %v, want offers_live_package_idx to refuse it", err)
+	}
+}
+
+// An agent's rings never overlap in their history, even when the ring of the next package waited
+// on a lock while the agent's last ring ended: an offer is stamped once its package is locked,
+// not when its transaction began.
+func TestAnAgentsOffersNeverOverlap(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	// The wall clock: the stamps are what is tested.
+	work := New(d.db, time.Now, nil, nil, nil)
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	d.online(t, bea)
+	warm := func() string {
+		return d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeWarm })
+	}
+	first, second := warm(), warm()
+	if r, err := work.Ring(ctx, first); err != nil || r.Agent != "bea" {
+		t.Fatalf("first ring %+v, %v; want bea", r, err)
+	}
+	if r, err := work.Ring(ctx, second); err != nil || r.Agent != "" {
+		t.Fatalf("second ring %+v, %v; want nobody while bea rings", r, err)
+	}
+	// The second package's next ring starts, and waits on its row.
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM handoffs WHERE handoff_id = $1 FOR UPDATE`, second); err != nil {
+		t.Fatal(err)
+	}
+	rang := make(chan error, 1)
+	go func() {
+		_, err := work.Ring(ctx, second)
+		rang <- err
+	}()
+	for !d.waitsOnALock(t) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	// Meanwhile bea declines the first: her ring ends, and she is free for the second.
+	if _, err := work.Decline(ctx, bea, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-rang; err != nil {
+		t.Fatal(err)
+	}
+	var ended, offered time.Time
+	if err := d.db.QueryRow(ctx, `
+		SELECT a.ended_at, b.offered_at FROM offers a JOIN offers b ON b.user_id = a.user_id AND b.id > a.id
+		WHERE a.user_id = $1`, bea.ID).Scan(&ended, &offered); err != nil {
+		t.Fatalf("bea's two offers: %v", err)
+	}
+	if offered.Before(ended) {
+		t.Errorf("bea's second ring began at %s, %s before her first ended", offered.Format(time.StampMicro), ended.Sub(offered))
+	}
+}
+
+// A backlog of warm packages whose agents are all busy hears waited_too_long in one sweep, not a
+// hundred a pass.
+func TestOneSweepEndsEveryWarmWaitThatRanOut(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	d.busyAgent(t, "alex", "billing")
+	const n = sweepBatch*2 + 10
+	for range n {
+		d.submit(t, "billing", func(p *handoff.Package) { p.TransferMode = handoff.TransferModeWarm })
+	}
+	d.clock.Advance(time.Minute)
+	if _, err := d.actions.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ended int
+	if err := d.db.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE event = 'warm_timeout' AND payload->>'reason' = 'waited_too_long'`).Scan(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if ended != n {
+		t.Errorf("one sweep ended %d of %d warm waits", ended, n)
+	}
+}
+
+// The sweeper wakes when a warm wait runs out, whichever comes first, not at its next tick: with a
+// tick of an hour, a package whose agents are all busy hears waited_too_long just after its wait.
+func TestSweeperWakesWhenAWarmWaitRunsOut(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	work := New(d.db, time.Now, nil, nil, nil)
+	in := intake.New(d.db, time.Now, nil, nil)
+	d.busyAgent(t, "alex", "billing")
+	if err := d.queues.SetWarm(ctx, "billing", time.Minute, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sweeping, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		work.RunSweeper(sweeping, time.Hour, slog.New(slog.DiscardHandler))
+		close(done)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	p := d.packages.Next(t, "billing")
+	p.TransferMode = handoff.TransferModeWarm
+	if _, err := in.Submit(ctx, d.sender, p); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := work.Ring(ctx, p.HandoffID); err != nil || r.Agent != "" {
+		t.Fatalf("ring %+v, %v; want nobody while alex is full", r, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var late *time.Duration
+		if err := d.db.QueryRow(ctx, `SELECT w.created_at - (h.created_at + interval '1 second')
+			FROM webhook_outbox w JOIN handoffs h ON h.handoff_id = w.handoff_id
+			WHERE w.handoff_id = $1 AND w.event = 'warm_timeout'`, p.HandoffID).Scan(&late); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if late != nil {
+			t.Logf("waited_too_long %s after the warm wait", late.Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no warm_timeout 20s after a warm wait of 1s: the sweeper waits for its tick")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

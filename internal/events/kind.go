@@ -27,8 +27,9 @@ const (
 
 	// Warm transfers. An offer rings one agent (Event.UserID) for the queue's accept
 	// window; its end (detail.outcome: accepted, declined, timed_out, withdrawn, taken) frees the
-	// agent's ring. A warm package that finds nobody to ring tells its bot warm_timeout
-	// (reason: no_agent_online, all_declined, waited_too_long) and waits like any other.
+	// agent's ring. A warm package whose warm phase ends without an accept tells its bot
+	// warm_timeout (reason: no_agent_online, all_declined, agent_gone, waited_too_long; or
+	// canceled, expired, returned_to_bot when it leaves its queue still warm), exactly once.
 	Offered     Kind = "offered"
 	OfferEnded  Kind = "offer_ended"
 	WarmTimeout Kind = "warm_timeout"

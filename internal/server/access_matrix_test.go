@@ -190,6 +190,8 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/ws", want: byRole{login, http.StatusBadRequest, http.StatusBadRequest, http.StatusBadRequest, http.StatusBadRequest, login}},
 		// A ring is its agent's alone to turn down: supervisors and admins are not rung (409).
 		{method: "POST", route: "/handoffs/:id/decline", state: ringing, want: byRole{noKey, missing, moved, clash, clash, noKey}},
+		// Available: what everyone is already, so that the rows after it find the agents as they were.
+		{method: "POST", route: "/me/status", form: url.Values{"status": {"available"}}, want: byRole{noKey, moved, moved, moved, moved, noKey}},
 
 		// Refund approvals: only the holder asks, only the requester withdraws; supervisors who
 		// step in take the package first.

@@ -32,9 +32,13 @@ func (s *Server) rosterView(ctx context.Context) (views.RosterView, error) {
 		v.Queues = append(v.Queues, h)
 	}
 	for _, a := range r.Agents {
-		v.Agents = append(v.Agents, views.AgentLoad{Name: a.Name, Role: a.Role, Status: a.Status, Holding: a.Holding,
+		load := views.AgentLoad{Name: a.Name, Role: a.Role, Status: a.Status, Holding: a.Holding,
 			Capacity: a.Capacity, Queues: strings.Join(a.Queues, ", "), Ringing: a.Ringing,
-			Rings: ringsOf(a)})
+			Rings: ringsOf(a)}
+		if a.Since != nil {
+			load.For = now.Sub(*a.Since)
+		}
+		v.Agents = append(v.Agents, load)
 	}
 	return v, nil
 }

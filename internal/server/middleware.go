@@ -303,6 +303,7 @@ func viewer(c echo.Context) *views.Viewer {
 		return nil
 	}
 	ring, _ := c.Get(ringKey).(*views.RingView)
+	availability, _ := c.Get(availabilityKey).(string)
 	return &views.Viewer{
 		Name:         user.DisplayName,
 		Email:        user.Email,
@@ -310,6 +311,8 @@ func viewer(c echo.Context) *views.Viewer {
 		IsSupervisor: user.Role.AtLeast(auth.RoleSupervisor),
 		Ring:         ring,
 		IsAdmin:      user.Role.AtLeast(auth.RoleAdmin),
+		Availability: availability,
+		Path:         c.Request().URL.RequestURI(),
 	}
 }
 

@@ -11,14 +11,20 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
+	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/views"
 )
 
-// ringKey is where loadRing leaves the viewer's ring for the page's layout.
-const ringKey = "ring"
+// ringKey and availabilityKey are where loadRing leaves the viewer's ring and availability for
+// the page's layout.
+const (
+	ringKey         = "ring"
+	availabilityKey = "availability"
+)
 
-// loadRing reads the ring of the agent a page is rendered for, so that the layout shows it at the
-// top of every desk page. Only page loads ask: not the socket, the API or static files.
+// loadRing reads the ring of the agent a page is rendered for, and what they chose to be, so that
+// the layout shows them at the top of every desk page. Only page loads ask: not the socket, the
+// API or static files.
 func (s *Server) loadRing(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		user, ok := c.Get(userKey).(auth.User)
@@ -30,7 +36,12 @@ func (s *Server) loadRing(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		availability, err := queue.AvailabilityOf(c.Request().Context(), s.db, user.ID)
+		if err != nil {
+			return err
+		}
 		c.Set(ringKey, ring)
+		c.Set(availabilityKey, availability)
 		return next(c)
 	}
 }
@@ -57,6 +68,16 @@ func (s *Server) ringFragment(ctx context.Context, user auth.User) (f fragment, 
 	}
 	f, err = rendered(ctx, fragment{Target: "ring", Op: "replace"}, views.RingSlot(ring))
 	return f, ring != nil, err
+}
+
+// handleSetStatus records what the user chose to be: available, break or away (form field
+// status). Only an available agent with the desk open is rung; choosing a break or away takes a
+// ring they have to the next agent at once. It goes back to the page it was sent from (next).
+func (s *Server) handleSetStatus(c echo.Context) error {
+	if err := s.presence.Choose(c.Request().Context(), currentUser(c).ID, c.FormValue("status")); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
 }
 
 // handleDecline turns down the agent's ring; the package rings the next agent.

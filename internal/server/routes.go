@@ -43,6 +43,7 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/approval", s.handleRequestApproval, agent)
 	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent)
 	e.POST("/handoffs/:id/decline", s.handleDecline, agent) // a warm package's ring
+	e.POST("/me/status", s.handleSetStatus, agent)          // available, break or away
 	e.GET("/ws", s.handleSocket, agent)
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))

@@ -151,7 +151,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	counts.Refusals(slices.Concat(intakeCodes, intakeReasons)...)
 	s.upgrader = websocket.Upgrader{
 		CheckOrigin: s.checkOrigin,
-		// Browsers send only small presence messages; frames are written through a shared pool,
+		// Browsers send nothing but control frames; frames are written through a shared pool,
 		// so an idle socket holds no write buffer.
 		ReadBufferSize:  maxMessageSize,
 		WriteBufferSize: 4096,

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -250,29 +249,18 @@ func (k *socket) pingSoon() {
 	k.sub.Poke()
 }
 
-// read keeps the pong deadline and takes the browser's presence messages; when the connection
-// ends, so does the socket.
+// read keeps the pong deadline; when the connection ends, so does the socket. The browser has
+// nothing to say on it: what it does goes through forms, and whether its agent may be rung is
+// their choice (POST /me/status), not whether the tab is hidden.
 func (k *socket) read() {
 	defer k.close()
-	conn, userID := k.conn, k.w.user.ID
+	conn := k.conn
 	conn.SetReadLimit(maxMessageSize)
 	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
 	for {
-		_, data, err := conn.ReadMessage()
-		if err != nil {
+		if _, _, err := conn.ReadMessage(); err != nil {
 			return
-		}
-		var msg struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(data, &msg) == nil {
-			switch msg.Type {
-			case "away":
-				k.s.presence.SetAway(userID, true)
-			case "back":
-				k.s.presence.SetAway(userID, false)
-			}
 		}
 	}
 }

@@ -166,11 +166,11 @@ func TestRosterShowsPresenceLive(t *testing.T) {
 		}
 		t.Fatalf("the roster never showed dana %s", want)
 	}
-	waitStatus("online")
-	if err := agentConn.WriteJSON(map[string]string{"type": "away"}); err != nil {
-		t.Fatal(err)
+	waitStatus("available")
+	if status, _, body := postForm(t, agent, app.URL+"/me/status", url.Values{"status": {"break"}}); status != http.StatusSeeOther {
+		t.Fatalf("choosing a break: %d %s", status, body)
 	}
-	waitStatus("away")
+	waitStatus("break")
 	agentConn.Close()
 	waitStatus("offline")
 

@@ -57,7 +57,6 @@
     socket.onopen = () => {
       opened = true;
       if (!failing) online();
-      sendPresence();
     };
     socket.onmessage = (ev) => apply(JSON.parse(ev.data));
     socket.onclose = (ev) => {
@@ -165,12 +164,12 @@
     offline.classList.remove("hidden");
   }
 
-  function sendPresence() {
-    if (socket && socket.readyState === WebSocket.OPEN) {
-      socket.send(JSON.stringify({ type: document.hidden ? "away" : "back" }));
-    }
+  // The availability switch in the header takes effect as soon as it is changed: no Set to press.
+  const availability = document.querySelector("[data-availability]");
+  if (availability) {
+    availability.form.querySelector("[data-availability-set]").hidden = true;
+    availability.addEventListener("change", () => availability.form.requestSubmit());
   }
-  document.addEventListener("visibilitychange", sendPresence);
 
   function formatAge(ms) {
     const s = Math.max(0, Math.floor(ms / 1000));

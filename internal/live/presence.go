@@ -25,7 +25,7 @@ const (
 	leaseEvery    = time.Second
 	LeaseFor      = 3 * time.Second
 	// legacyStale is how long a row without a lease counts (the view live_presence, migration
-	// 00025), and after which the reaper deletes it.
+	// 00026), and after which the reaper deletes it.
 	legacyStale = 30 * time.Second
 )
 

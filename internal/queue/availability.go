@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// What a person chooses to be at the desk (migration 00026; live.Presence.Choose records it).
+// What a person chooses to be at the desk (migration 00027; live.Presence.Choose records it).
 // Only an available person with a desk page open is rung; one who never chose is available.
 const (
 	Available = "available"

@@ -303,7 +303,9 @@ func viewer(c echo.Context) *views.Viewer {
 		return nil
 	}
 	ring, _ := c.Get(ringKey).(*views.RingView)
+	holding, _ := c.Get(holdingKey).(int)
 	return &views.Viewer{
+		Holding:      holding,
 		Name:         user.DisplayName,
 		Email:        user.Email,
 		Role:         string(user.Role),

@@ -52,3 +52,11 @@ func TimelineTime(t time.Time) string { return t.UTC().Format("Jan 2 15:04:05") 
 // MineSort orders "My work": the package whose SLA runs out first on top, as the page and the
 // socket's rows both place it.
 func MineSort(r MineRow) string { return fmt.Sprintf("%016d-%s", r.Due.UnixMilli(), r.Card.SortKey) }
+
+// colonBefore ends a timeline line's words with a colon when what a person wrote follows them.
+func colonBefore(note string) string {
+	if note == "" {
+		return ""
+	}
+	return ":"
+}

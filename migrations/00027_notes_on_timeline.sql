@@ -1,9 +1,9 @@
 -- +goose Up
 -- An internal note an agent adds to a package at any time (POST /handoffs/{id}/notes) is a change
 -- of its own in the log: the package's timeline reads the log, and every open view of the package
--- hears of the note as of any other change. The note's text is in handoff_notes, as a transfer's
--- is, and in the event's detail; the bot is never told (no webhook_outbox row: the outbox's check
--- is left as it is). The list is 00022's union and 'noted'. NOT VALID as in 00022.
+-- hears of the note as of any other change. The note's text is in the event's detail, as a
+-- transfer's note is; the bot is never told (no webhook_outbox row: the outbox's check is left as
+-- it is). The list is 00022's union and 'noted'. NOT VALID as in 00022.
 ALTER TABLE events DROP CONSTRAINT events_kind_check;
 ALTER TABLE events ADD CONSTRAINT events_kind_check CHECK (kind IN ('queued', 'reserved', 'released',
     'accepted', 'rejected', 'transferred', 'returned_to_bot', 'resolved', 'expired', 'canceled', 'presence',

@@ -79,9 +79,8 @@ const holdingKey = "holding"
 // bar of every desk page; pages' sockets keep it current. Only page loads ask, as for the ring.
 func (s *Server) loadHolding(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		user, ok := c.Get(userKey).(auth.User)
-		path := c.Request().URL.Path
-		if !ok || c.Request().Method != http.MethodGet || path == "/ws" || strings.HasPrefix(path, "/static/") || strings.HasPrefix(path, "/api/") {
+		user, ok := pageUser(c)
+		if !ok {
 			return next(c)
 		}
 		ids, err := s.board.HeldIDs(c.Request().Context(), user.ID)
@@ -91,6 +90,15 @@ func (s *Server) loadHolding(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(holdingKey, len(ids))
 		return next(c)
 	}
+}
+
+// pageUser is the user a page load is for. Only page loads read what the layout shows atop every
+// page: not the socket, the API or static files.
+func pageUser(c echo.Context) (auth.User, bool) {
+	user, ok := c.Get(userKey).(auth.User)
+	path := c.Request().URL.Path
+	return user, ok && c.Request().Method == http.MethodGet && path != "/ws" && !strings.HasPrefix(path, "/static/") &&
+		!strings.HasPrefix(path, "/api/")
 }
 
 // heldSet is the packages a socket's user holds, as far as the socket knows: the hub asks it, for

@@ -92,4 +92,3 @@ func TestBrowserMineAndTimelineLive(t *testing.T) {
 		t.Errorf("the newest line reads %q, want Dana's note", got)
 	}
 }
-

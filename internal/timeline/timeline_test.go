@@ -14,8 +14,8 @@ func TestWordsPerKind(t *testing.T) {
 	t.Parallel()
 	d := func(kv ...any) map[string]any {
 		m := map[string]any{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
+		for pair := range slices.Chunk(kv, 2) {
+			m[pair[0].(string)] = pair[1]
 		}
 		return m
 	}

@@ -42,3 +42,26 @@ func inputType(input string) string {
 func indent(depth int) templ.SafeCSS {
 	return templ.SafeCSS(fmt.Sprintf("padding-left: %.1frem;", 0.75+1.25*float64(depth)))
 }
+
+// FormatDue says how much of an SLA is left, or by how much it is over: "12m left", "3m over".
+func FormatDue(left time.Duration) string {
+	if left < 0 {
+		return FormatAge(-left) + " over"
+	}
+	return FormatAge(left) + " left"
+}
+
+// TimelineTime is when something happened, to the second, in UTC as every time on the desk.
+func TimelineTime(t time.Time) string { return t.UTC().Format("Jan 2 15:04:05") }
+
+// MineSort orders "My work": the package whose SLA runs out first on top, as the page and the
+// socket's rows both place it.
+func MineSort(r MineRow) string { return fmt.Sprintf("%016d-%s", r.Due.UnixMilli(), r.Card.SortKey) }
+
+// colonBefore ends a timeline line's words with a colon when what a person wrote follows them.
+func colonBefore(note string) string {
+	if note == "" {
+		return ""
+	}
+	return ":"
+}

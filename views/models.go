@@ -19,6 +19,8 @@ type Viewer struct {
 	Availability string
 	// Path is the page's own path and query, where the header's forms come back to.
 	Path string
+	// Holding is how many open packages the viewer holds, "My work" in the top bar.
+	Holding int
 }
 
 // RingView is a warm package ringing for the viewer: accept it within the window, or decline.
@@ -58,7 +60,7 @@ type QueueSummary struct {
 type HomeView struct {
 	Viewer Viewer
 	Queues []QueueSummary
-	// Live keeps the page's ring current; the page itself watches nothing.
+	// Live keeps the page's ring and its queues' counts current.
 	Live LiveConfig
 }
 
@@ -129,6 +131,10 @@ type LiveConfig struct {
 	// Dashboard is the figures' query ("window=7d&queue=billing"): the socket sends them anew,
 	// throttled, as packages change.
 	Dashboard string
+	// Mine: the page is "My work", the viewer's held packages. Summaries: the page is "my queues",
+	// each queue's counts.
+	Mine      bool
+	Summaries bool
 	Mark      string
 }
 
@@ -151,13 +157,6 @@ type Turn struct {
 type Citation struct {
 	URI  string
 	Href string
-}
-
-// Note is an agent's remark kept with the package.
-type Note struct {
-	Author string
-	Body   string
-	At     string
 }
 
 // Controls are the actions the viewer may take on a package, with their choices.
@@ -287,7 +286,8 @@ type HandoffView struct {
 	Transcript          []Turn
 	// TranscriptWithheld: the queue withholds the transcript from roles below its PII role.
 	TranscriptWithheld bool
-	Notes              []Note
+	// Timeline is what happened to the package, in words, and the note form.
+	Timeline Timeline
 	// History links to the package's audit trail, for those who may read it; "" for others.
 	History string
 	// Earlier are the contact's packages of the last 90 days before this one, newest first.

@@ -24,6 +24,9 @@ const (
 	// request is approvals.Check (four eyes), as it depends on the request, not the package.
 	RequestApproval  Action = "request_approval"
 	WithdrawApproval Action = "withdraw_approval"
+	// Add an internal note: anyone who works the package's queue, and supervisors, at any time,
+	// whoever holds it and whatever its status.
+	Note Action = "note"
 )
 
 // State is what the rules need to know of a package.
@@ -104,6 +107,8 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 			return desk.Errorf(desk.Forbidden, "%s is not yours to answer", st.PublicID)
 		}
 		return nil
+	case Note:
+		return nil
 	case Decline:
 		// A ring is its agent's alone to turn down; supervisors do not decline for them.
 		if !st.Ringing || st.OfferedTo == nil || *st.OfferedTo != user.ID || st.Status != handoff.StatusQueued {
@@ -118,13 +123,15 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 type Permissions struct {
 	Accept, Reject, Return, Transfer, Resolve, Reply bool
 	RequestApproval, WithdrawApproval                bool
+	Note                                             bool
 }
 
 // Allowed lists what Check allows user to do to the package now.
 func Allowed(user auth.User, member bool, st State, now time.Time) Permissions {
 	may := func(act Action) bool { return Check(act, user, member, st, now) == nil }
 	return Permissions{Accept: may(Accept), Reject: may(Reject), Return: may(Return), Transfer: may(Transfer),
-		Resolve: may(Resolve), Reply: may(Reply), RequestApproval: may(RequestApproval), WithdrawApproval: may(WithdrawApproval)}
+		Resolve: may(Resolve), Reply: may(Reply), RequestApproval: may(RequestApproval), WithdrawApproval: may(WithdrawApproval),
+		Note: may(Note)}
 }
 
 // mayClaim lets the agent accept the reservation they hold, or a waiting package that is not

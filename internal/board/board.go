@@ -249,22 +249,13 @@ func (b *Board) Items(ctx context.Context, ids []int64) (map[int64]Item, error) 
 	return byID, nil
 }
 
-// Note is a remark an agent left on a package, kept across transfers.
-type Note struct {
-	Author string
-	Body   string
-	At     time.Time
-}
-
-// Notes lists a package's notes, oldest first.
-func (b *Board) Notes(ctx context.Context, id int64) ([]Note, error) {
-	rows, err := b.db.Query(ctx, `
-		SELECT u.display_name, n.body, n.created_at FROM handoff_notes n JOIN users u ON u.id = n.author_id
-		WHERE n.handoff_id = $1 ORDER BY n.id`, id)
+// HeldIDs lists the row ids of the open packages a user holds.
+func (b *Board) HeldIDs(ctx context.Context, userID int64) ([]int64, error) {
+	rows, err := b.db.Query(ctx, `SELECT id FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL`, userID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Note])
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
 // HistoryLimit caps the list: a contact the intake guard lets through 10 times a day would

@@ -20,6 +20,9 @@ type Event struct {
 	FromQueueID int64
 	HandoffID   int64
 	UserID      int64
+	// ActorUser is the person who made the change, if a person did: their own pages follow the
+	// packages they act on (the count of what they hold, "My work"), in whichever queue.
+	ActorUser int64
 	// At is when the change was made, by the clock of the instance that made it.
 	At time.Time
 }
@@ -169,9 +172,9 @@ func read(ctx context.Context, db Querier, bound, inc string, xid uint64, limit 
 		)
 		SELECT head.inc, head.upto::text, head.waiting,
 			e.seq, e.kind, coalesce(e.queue_id, 0), coalesce(e.from_queue_id, 0), coalesce(e.handoff_id, 0),
-			coalesce(e.subject_user, 0), e.xid::text, e.at
+			coalesce(e.subject_user, 0), coalesce(e.actor_user, 0), e.xid::text, e.at
 		FROM head LEFT JOIN LATERAL (
-			SELECT seq, kind, queue_id, from_queue_id, handoff_id, subject_user, xid, at FROM events
+			SELECT seq, kind, queue_id, from_queue_id, handoff_id, subject_user, actor_user, xid, at FROM events
 			WHERE xid >= $1::text::xid8 AND xid < head.upto
 			ORDER BY xid, seq LIMIT $2
 		) e ON head.inc = $3`, strconv.FormatUint(xid, 10), limit, inc)
@@ -182,18 +185,19 @@ func read(ctx context.Context, db Querier, bound, inc string, xid uint64, limit 
 	var p page
 	var current, upto, lastXID string
 	for rows.Next() {
-		var seq, queueID, fromQueueID, handoffID, userID *int64
+		var seq, queueID, fromQueueID, handoffID, userID, actorUser *int64
 		var kind *Kind
 		var eventXID *string
 		var at *time.Time
-		if err := rows.Scan(&current, &upto, &p.waiting, &seq, &kind, &queueID, &fromQueueID, &handoffID, &userID, &eventXID, &at); err != nil {
+		if err := rows.Scan(&current, &upto, &p.waiting, &seq, &kind, &queueID, &fromQueueID, &handoffID, &userID, &actorUser,
+			&eventXID, &at); err != nil {
 			return page{}, err
 		}
 		if seq == nil {
 			continue
 		}
 		p.events = append(p.events, Event{Seq: *seq, Kind: *kind, QueueID: *queueID, FromQueueID: *fromQueueID,
-			HandoffID: *handoffID, UserID: *userID, At: *at})
+			HandoffID: *handoffID, UserID: *userID, ActorUser: *actorUser, At: *at})
 		lastXID = *eventXID
 	}
 	if err := rows.Err(); err != nil {
@@ -230,14 +234,15 @@ func read(ctx context.Context, db Querier, bound, inc string, xid uint64, limit 
 // rest returns the events of the transaction xid after seq.
 func rest(ctx context.Context, db Querier, xid string, seq int64) ([]Event, error) {
 	rows, err := db.Query(ctx, `
-		SELECT seq, kind, coalesce(queue_id, 0), coalesce(from_queue_id, 0), coalesce(handoff_id, 0), coalesce(subject_user, 0)
+		SELECT seq, kind, coalesce(queue_id, 0), coalesce(from_queue_id, 0), coalesce(handoff_id, 0), coalesce(subject_user, 0),
+			coalesce(actor_user, 0), at
 		FROM events WHERE xid = $1::text::xid8 AND seq > $2 ORDER BY seq`, xid, seq)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
 		var e Event
-		err := row.Scan(&e.Seq, &e.Kind, &e.QueueID, &e.FromQueueID, &e.HandoffID, &e.UserID)
+		err := row.Scan(&e.Seq, &e.Kind, &e.QueueID, &e.FromQueueID, &e.HandoffID, &e.UserID, &e.ActorUser, &e.At)
 		return e, err
 	})
 }
@@ -260,9 +265,9 @@ func Missed(ctx context.Context, db Querier, since, upto Mark, limit int) ([]Eve
 	rows, err := db.Query(ctx, `
 		WITH cur AS MATERIALIZED (SELECT `+incarnation+` AS inc, pg_snapshot_xmax(pg_current_snapshot()) AS xmax)
 		SELECT cur.inc = $3 AND $1::text::xid8 <= cur.xmax, e.seq, e.kind, coalesce(e.queue_id, 0),
-			coalesce(e.from_queue_id, 0), coalesce(e.handoff_id, 0), coalesce(e.subject_user, 0)
+			coalesce(e.from_queue_id, 0), coalesce(e.handoff_id, 0), coalesce(e.subject_user, 0), coalesce(e.actor_user, 0), e.at
 		FROM cur LEFT JOIN LATERAL (
-			SELECT seq, kind, queue_id, from_queue_id, handoff_id, subject_user, xid FROM events
+			SELECT seq, kind, queue_id, from_queue_id, handoff_id, subject_user, actor_user, xid, at FROM events
 			WHERE xid >= $1::text::xid8 AND xid < $2::text::xid8
 			ORDER BY xid, seq LIMIT $4
 		) e ON cur.inc = $3 AND $1::text::xid8 <= cur.xmax`,
@@ -274,14 +279,15 @@ func Missed(ctx context.Context, db Querier, since, upto Mark, limit int) ([]Eve
 	var missed []Event
 	var here bool
 	for rows.Next() {
-		var seq, queueID, fromQueueID, handoffID, userID *int64
+		var seq, queueID, fromQueueID, handoffID, userID, actorUser *int64
 		var kind *Kind
-		if err := rows.Scan(&here, &seq, &kind, &queueID, &fromQueueID, &handoffID, &userID); err != nil {
+		var at *time.Time
+		if err := rows.Scan(&here, &seq, &kind, &queueID, &fromQueueID, &handoffID, &userID, &actorUser, &at); err != nil {
 			return nil, err
 		}
 		if seq != nil {
 			missed = append(missed, Event{Seq: *seq, Kind: *kind, QueueID: *queueID, FromQueueID: *fromQueueID,
-				HandoffID: *handoffID, UserID: *userID})
+				HandoffID: *handoffID, UserID: *userID, ActorUser: *actorUser, At: *at})
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -24,6 +24,9 @@ const (
 	// An agent sent a reply on the package. The bot's webhook carries the text: the bot owns the
 	// conversation and passes the reply on to the customer's channel.
 	Reply Kind = "reply"
+	// An agent added an internal note (Change.Note) to the package: its timeline shows it to
+	// everyone who may see the package. The bot is never told.
+	Noted Kind = "noted"
 
 	// Warm transfers. An offer rings one agent (Event.UserID) for the queue's accept
 	// window; its end (detail.outcome: accepted, declined, timed_out, withdrawn, taken) frees the
@@ -84,7 +87,7 @@ func Kinds() []Kind {
 		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
 		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered,
 		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn,
-		SSOSettingsChanged}
+		SSOSettingsChanged, Noted}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a

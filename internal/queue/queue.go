@@ -295,6 +295,7 @@ func (s *Service) AddMembers(ctx context.Context, userID int64, queueNames []str
 
 // Summary is one line of "my queues".
 type Summary struct {
+	ID         int64
 	Name       string
 	Open       int
 	Waiting    int
@@ -303,27 +304,55 @@ type Summary struct {
 	Member     bool
 }
 
+// summarySelect counts each queue's open and waiting packages; $1 is the user whose membership
+// Member tells.
+const summarySelect = `
+	SELECT q.id, q.name, q.sla, m.user_id IS NOT NULL AS member,
+		count(h.id) AS open,
+		count(h.id) FILTER (WHERE h.status = 'queued') AS waiting,
+		min(h.enqueued_at) FILTER (WHERE h.status = 'queued') AS oldest
+	FROM queues q
+	LEFT JOIN queue_members m ON m.queue_id = q.id AND m.user_id = $1
+	LEFT JOIN handoffs h ON h.queue_id = q.id
+		AND h.closed_at IS NULL`
+
 // Summaries lists the queues a user works: agents see the queues they are members of;
 // supervisors and admins, who oversee every queue, see all of them, members' first.
 func (s *Service) Summaries(ctx context.Context, userID int64, allQueues bool) ([]Summary, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT q.name, q.sla, m.user_id IS NOT NULL AS member,
-			count(h.id) AS open,
-			count(h.id) FILTER (WHERE h.status = 'queued') AS waiting,
-			min(h.enqueued_at) FILTER (WHERE h.status = 'queued') AS oldest
-		FROM queues q
-		LEFT JOIN queue_members m ON m.queue_id = q.id AND m.user_id = $1
-		LEFT JOIN handoffs h ON h.queue_id = q.id
-			AND h.closed_at IS NULL
+	rows, err := s.db.Query(ctx, summarySelect+`
 		WHERE q.enabled AND ($2 OR m.user_id IS NOT NULL)
 		GROUP BY q.id, m.user_id
 		ORDER BY member DESC, q.name`, userID, allQueues)
 	if err != nil {
 		return nil, err
 	}
+	return collectSummaries(rows)
+}
+
+// SummariesOf counts the queues ids as Summaries does, for no one in particular (Member is false):
+// the live "my queues" pages of everyone who sees a queue share one count of it.
+func (s *Service) SummariesOf(ctx context.Context, ids []int64) (map[int64]Summary, error) {
+	rows, err := s.db.Query(ctx, summarySelect+`
+		WHERE q.id = ANY($2)
+		GROUP BY q.id, m.user_id`, 0, ids)
+	if err != nil {
+		return nil, err
+	}
+	list, err := collectSummaries(rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]Summary, len(list))
+	for _, sum := range list {
+		out[sum.ID] = sum
+	}
+	return out, nil
+}
+
+func collectSummaries(rows pgx.Rows) ([]Summary, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Summary, error) {
 		var s Summary
-		err := row.Scan(&s.Name, &s.SLA, &s.Member, &s.Open, &s.Waiting, &s.OldestWait)
+		err := row.Scan(&s.ID, &s.Name, &s.SLA, &s.Member, &s.Open, &s.Waiting, &s.OldestWait)
 		return s, err
 	})
 }

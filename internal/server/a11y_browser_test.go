@@ -50,7 +50,7 @@ func checkA11y(t *testing.T, ctx context.Context, axe, page string) {
 }
 
 // axe-core finds no serious or critical violation on the queue page (with a repeat card), the
-// package view with the co-pilot editor, the sidebar, a repeat contact's package with its earlier
+// package view with the co-pilot editor, the sidebar, My work, the package view after a note, a repeat contact's package with its earlier
 // handoffs, /evals and /dashboard.
 func TestBrowserAccessibility(t *testing.T) {
 	t.Parallel()
@@ -108,6 +108,16 @@ func TestBrowserAccessibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkA11y(t, ctx, axe, "the sidebar")
+	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/mine"), chromedp.WaitVisible(`[data-testid="mine-row"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, ctx, axe, "My work")
+	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.SendKeys(`[data-testid="note-text"]`, "Customer prefers email."), chromedp.Click(`[data-testid="add-note"]`),
+		chromedp.WaitVisible(`[data-testid="timeline-status"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, ctx, axe, "the package view after a note")
 	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/handoffs/ho_a11y_repeat"), chromedp.WaitVisible(`[data-testid="earlier"]`)); err != nil {
 		t.Fatal(err)
 	}

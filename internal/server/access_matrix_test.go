@@ -171,6 +171,8 @@ func accessMatrix() []accessRow {
 		{method: "POST", route: "/logout", ownSession: true, want: byRole{moved, moved, moved, moved, moved, moved}},
 
 		{method: "GET", route: "/", want: byRole{login, ok, ok, ok, ok, login}},
+		// "My work" is everyone's own: what they hold, whatever queues they work.
+		{method: "GET", route: "/mine", want: byRole{login, ok, ok, ok, ok, login}},
 		{method: "GET", route: "/queues/:name", want: byRole{login, denied, ok, ok, ok, login}},
 		{method: "POST", route: "/queues/:name/next", state: queued, want: byRole{noKey, denied, moved, moved, moved, noKey}},
 		{method: "GET", route: "/handoffs/:id", want: byRole{login, missing, ok, ok, ok, login}},
@@ -187,6 +189,10 @@ func accessMatrix() []accessRow {
 			want: byRole{noKey, missing, moved, moved, moved, noKey}},
 		{method: "POST", route: "/handoffs/:id/reply", state: held, form: url.Values{"text": {"We refunded the second charge."}},
 			want: byRole{noKey, missing, moved, denied, denied, noKey}},
+		// A note at any time, by anyone who works the queue and by supervisors, whoever holds it.
+		{method: "POST", route: "/handoffs/:id/notes", state: held, form: url.Values{"text": {"Customer prefers email."}},
+			want: byRole{noKey, missing, moved, moved, moved, noKey}},
+		{method: "POST", route: "/handoffs/:id/notes", form: url.Values{"text": {""}}, want: byRole{noKey, missing, invalid, invalid, invalid, noKey}},
 		{method: "GET", route: "/ws", want: byRole{login, http.StatusBadRequest, http.StatusBadRequest, http.StatusBadRequest, http.StatusBadRequest, login}},
 		// A ring is its agent's alone to turn down: supervisors and admins are not rung (409).
 		{method: "POST", route: "/handoffs/:id/decline", state: ringing, want: byRole{noKey, missing, moved, clash, clash, noKey}},
@@ -257,6 +263,8 @@ func socketMatrix() []wsRow {
 		{query: "roster=true", want: byRole{noKey, denied, denied, opens, opens, noKey}},
 		{query: "queues={queue}&handoff={id}&roster=true", want: byRole{noKey, denied, denied, opens, opens, noKey}},
 		{query: "approvals=true", want: byRole{noKey, denied, denied, opens, opens, noKey}},
+		{query: "mine=true", want: byRole{noKey, opens, opens, opens, opens, noKey}},
+		{query: "summaries=true", want: byRole{noKey, opens, opens, opens, opens, noKey}},
 	}
 }
 

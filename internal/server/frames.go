@@ -71,6 +71,12 @@ type watcher struct {
 	// Config.DashboardEvery (socket.sendFigures), never as part of a batch's frame.
 	dashboard *dashboard.Filter
 	queueKey  string // queueIDs spelled once, for frameKey
+	// held is what the user holds: every page follows it, for the count in the top bar. mine: the
+	// page is "My work", which lists them.
+	held *heldSet
+	mine bool
+	// summaries are the queues "my queues" counts, and whether the user works each.
+	summaries map[int64]bool
 }
 
 // watches reports whether e moves what w shows, or changes the access of its user.
@@ -85,7 +91,7 @@ func (w *watcher) watches(e events.Event) bool {
 		return true // the ring shows on every page of its agent
 	}
 	return w.roster || (w.approvals && e.Kind.IsApproval()) || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
-		slices.Contains(w.queueIDs, e.FromQueueID)
+		slices.Contains(w.queueIDs, e.FromQueueID) || w.follows(e) || w.summarized(e)
 }
 
 // messageFor encodes what one socket shows of a batch. Sockets that would receive the same frame
@@ -110,7 +116,7 @@ func (s *Server) messageFor(ctx context.Context, w watcher, b live.Batch) (messa
 		}
 		return prepared(f)
 	}
-	if key, ok := w.shareKey(items); ok && !w.rings(b) {
+	if key, ok := w.shareKey(items); ok && !w.rings(b) && !slices.ContainsFunc(b.Events, w.follows) {
 		return memo(b.Shared, key, encode)
 	}
 	return encode()
@@ -154,7 +160,7 @@ type frameKey struct {
 }
 
 func (w watcher) shareKey(items map[int64]board.Item) (frameKey, bool) {
-	if w.roster || w.approvals || w.handoff != 0 {
+	if w.roster || w.approvals || w.handoff != 0 || w.mine || len(w.summaries) > 0 {
 		return frameKey{}, false
 	}
 	for _, it := range items {
@@ -200,7 +206,14 @@ func (s *Server) catchUpFrame(ctx context.Context, w watcher, since, upto events
 	if w.accessChanged(missed) {
 		return frame{}, errAccessChanged
 	}
-	return s.framesFor(ctx, w, live.Batch{Events: missed, Mark: upto, Shared: live.NewShared()})
+	f, err := s.framesFor(ctx, w, live.Batch{Events: missed, Mark: upto, Shared: live.NewShared()})
+	if err != nil || len(read) == 0 {
+		return f, err
+	}
+	mine, shown, err := s.mineAfresh(ctx, w)
+	f.Fragments = append(f.Fragments, mine...)
+	f.shown.Merge(shown)
+	return f, err
 }
 
 // framesFor renders what one socket shows of a batch. Items are loaded once per batch and each
@@ -266,15 +279,27 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			}
 		}
 		if item.ID == w.handoff {
-			frags, err := s.packageFragments(ctx, w.user, item)
+			frags, notes, err := s.packageFragments(ctx, w.user, item)
 			if err != nil {
 				return frame{}, err
 			}
 			f.Fragments = append(f.Fragments, frags...)
-			// The header shows the card's fields.
+			// The header shows the card's fields, the timeline what people wrote.
 			f.shown.Add(item.ID, cardUnmasked(item, visibility(w.user, item), 0))
+			f.shown.Add(item.ID, notes)
 		}
 	}
+	mine, shown, err := s.mineFragments(ctx, w, b, items)
+	if err != nil {
+		return frame{}, err
+	}
+	f.Fragments = append(f.Fragments, mine...)
+	f.shown.Merge(shown)
+	summaries, err := s.summaryFragments(ctx, w, b)
+	if err != nil {
+		return frame{}, err
+	}
+	f.Fragments = append(f.Fragments, summaries...)
 	return f, nil
 }
 
@@ -341,13 +366,9 @@ func (c *figuresShared) get(f dashboard.Filter, fresh time.Duration, read func()
 
 func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]board.Item, error) {
 	return memo(b.Shared, "items", func() (map[int64]board.Item, error) {
-		ids := make([]int64, 0, len(b.Events))
-		for _, e := range b.Events {
-			ids = append(ids, e.HandoffID)
-		}
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
-		return s.board.Items(ctx, ids)
+		return s.board.Items(ctx, batchIDs(b))
 	})
 }
 
@@ -386,24 +407,29 @@ type cardKey struct {
 	pii bool
 }
 
-// packageFragments refreshes an open package view: its status bar and the actions the viewer
-// may now take. The view is loaded as the package page loads it, so both show the same.
-func (s *Server) packageFragments(ctx context.Context, user auth.User, item board.Item) ([]fragment, error) {
+// packageFragments refreshes an open package view: its status bar, the actions the viewer may
+// now take and its timeline; and says what the timeline shows unmasked. The view is loaded as the
+// package page loads it, so both show the same.
+func (s *Server) packageFragments(ctx context.Context, user auth.User, item board.Item) ([]fragment, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
-	v, _, err := s.loadHandoff(ctx, user, item.PublicID)
+	v, _, notes, err := s.loadHandoff(ctx, user, item.PublicID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	status, err := rendered(ctx, fragment{Target: "status-" + item.PublicID, Op: "replace"}, views.HandoffHeader(v.Card, v.Outcome))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	actions, err := rendered(ctx, fragment{Target: "actions-" + item.PublicID, Op: "replace"}, views.ActionPanel(v.Card, v.Controls))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return []fragment{status, actions}, nil
+	lines, err := rendered(ctx, fragment{Target: "timeline-lines-" + item.PublicID, Op: "replace"}, views.TimelineLines(item.PublicID, v.Timeline.Lines))
+	if err != nil {
+		return nil, nil, err
+	}
+	return []fragment{status, actions, lines}, notes, nil
 }
 
 // approvalsFragment is the pending requests' list as user sees it: who may decide which request

@@ -15,6 +15,7 @@ import (
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/timeline"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -96,51 +97,55 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 }
 
 // loadHandoff reads a package and what the user may do with it, and what the view shows them
-// unmasked: a caller that shows the view records that first (audit.Record).
-func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (views.HandoffView, audit.Shown, error) {
+// unmasked: a caller that shows the view records that first (audit.Record). notes says what of
+// that the timeline alone shows ("note": what people wrote named the customer).
+func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ views.HandoffView, _ audit.Shown, notes []string, _ error) {
 	item, member, err := s.visibleItem(ctx, user, id)
 	if err != nil {
-		return views.HandoffView{}, audit.Shown{}, err
+		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
 	var shown audit.Shown
 	shown.Add(item.ID, visibility(user, item).Unmasked(item.Package))
-	notes, err := s.board.Notes(ctx, item.ID)
+	entries, err := timeline.Read(ctx, s.db, item.ID)
 	if err != nil {
-		return views.HandoffView{}, audit.Shown{}, err
+		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
+	lines := timeline.Lines(entries)
 	perms := actions.Allowed(user, member, item.State, time.Now())
 	var targets []string
 	if perms.Transfer {
 		q, err := s.queues.ByName(ctx, item.Queue)
 		if err != nil {
-			return views.HandoffView{}, audit.Shown{}, err
+			return views.HandoffView{}, audit.Shown{}, nil, err
 		}
 		if targets, err = s.queues.TransferTargets(ctx, q); err != nil {
-			return views.HandoffView{}, audit.Shown{}, err
+			return views.HandoffView{}, audit.Shown{}, nil, err
 		}
 	}
-	v := handoffView(item, user, perms, notes, targets, s.citations)
+	v := handoffView(item, user, perms, targets, s.citations)
+	v.Timeline, notes = timelineOf(item, visibility(user, item), lines, perms.Note)
+	shown.Add(item.ID, notes)
 	if v.Controls.Approval, err = s.approvalControls(ctx, user, item, perms); err != nil {
-		return views.HandoffView{}, audit.Shown{}, err
+		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
 	if d := v.Controls.Approval.Decision; d != nil && d.State == string(approvals.Granted) {
 		v.Controls.ResolveCode = "refunded"
 	}
 	replies, err := evals.Replies(ctx, s.db, item.ID)
 	if err != nil {
-		return views.HandoffView{}, audit.Shown{}, err
+		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
 	v.Replies = repliesOf(item, user, replies)
 	earlier, err := s.board.History(ctx, item.ID, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
 	if err != nil {
-		return views.HandoffView{}, audit.Shown{}, err
+		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
 	v.Earlier = earlierOf(earlier)
 	if perms.Reply {
 		v.Editor = editorOf(item, user, len(replies) > 0)
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
-	return v, shown, nil
+	return v, shown, notes, nil
 }
 
 func (s *Server) handleHandoff(c echo.Context) error {
@@ -151,7 +156,7 @@ func (s *Server) handleHandoff(c echo.Context) error {
 // (a flash, the text of a refused reply).
 func (s *Server) renderHandoff(c echo.Context, id string, status int, show func(*views.HandoffView)) error {
 	ctx, user := c.Request().Context(), currentUser(c)
-	v, shown, err := s.loadHandoff(ctx, user, id)
+	v, shown, _, err := s.loadHandoff(ctx, user, id)
 	if err != nil {
 		return err
 	}
@@ -170,7 +175,7 @@ func (s *Server) handleSidebar(c echo.Context) error {
 func (s *Server) renderSidebar(c echo.Context, id string, status int, show func(*views.HandoffView)) error {
 	s.allowFraming(c)
 	ctx, user := c.Request().Context(), currentUser(c)
-	v, shown, err := s.loadHandoff(ctx, user, id)
+	v, shown, _, err := s.loadHandoff(ctx, user, id)
 	if err != nil {
 		return err
 	}
@@ -317,5 +322,21 @@ func (s *Server) handleReply(c echo.Context) error {
 		return s.actionFailed(c, id, err)
 	}
 	s.notify(c, noticeReplySent)
+	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
+}
+
+// handleNote keeps an internal note on the package (form field text) and shows the package again,
+// the note on its timeline. A refused note comes back in its field, with what was wrong with it.
+func (s *Server) handleNote(c echo.Context) error {
+	id, text := c.Param("id"), c.FormValue("text")
+	err := s.actions.AddNote(c.Request().Context(), currentUser(c), id, text)
+	if code := desk.ErrorCode(err); code == desk.Invalid {
+		return s.renderPackage(c, id, statusOf[code], func(v *views.HandoffView) {
+			v.Timeline.NoteText, v.Timeline.NoteError = text, desk.ErrorMessage(err)
+		})
+	} else if err != nil {
+		return s.actionFailed(c, id, err)
+	}
+	s.notify(c, noticeNoteAdded)
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }

@@ -19,11 +19,8 @@ func (s *Server) handleHome(c echo.Context) error {
 	now := time.Now()
 	rows := make([]views.QueueSummary, len(summaries))
 	for i, q := range summaries {
-		rows[i] = views.QueueSummary{Name: q.Name, Open: q.Open, Waiting: q.Waiting, Member: q.Member}
-		if q.OldestWait != nil {
-			rows[i].OldestWait = now.Sub(*q.OldestWait)
-			rows[i].OverSLA = rows[i].OldestWait > q.SLA
-		}
+		rows[i] = queueSummaryOf(q, now)
 	}
-	return s.render(c, http.StatusOK, views.HomePage(views.HomeView{Viewer: *viewer(c), Queues: rows, Live: views.LiveConfig{Mark: string(s.hub.Mark())}}))
+	return s.render(c, http.StatusOK, views.HomePage(views.HomeView{Viewer: *viewer(c), Queues: rows,
+		Live: views.LiveConfig{Summaries: true, Mark: string(s.hub.Mark())}}))
 }

@@ -304,7 +304,9 @@ func viewer(c echo.Context) *views.Viewer {
 	}
 	ring, _ := c.Get(ringKey).(*views.RingView)
 	availability, _ := c.Get(availabilityKey).(string)
+	holding, _ := c.Get(holdingKey).(int)
 	return &views.Viewer{
+		Holding:      holding,
 		Name:         user.DisplayName,
 		Email:        user.Email,
 		Role:         string(user.Role),

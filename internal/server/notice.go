@@ -13,10 +13,19 @@ import (
 const (
 	noticeCookie    = "desk_notice"
 	noticeReplySent = "reply_sent"
+	noticeNoteAdded = "note_added"
 )
 
-var notices = map[string]string{
-	noticeReplySent: "Your reply was sent to the customer. It is at the top of the replies sent.",
+// notices puts each notice where the page shows it: beside what the action changed.
+var notices = map[string]func(*views.HandoffView){
+	noticeReplySent: func(v *views.HandoffView) {
+		if v.Editor != nil {
+			v.Editor.Notice = "Your reply was sent to the customer. It is at the top of the replies sent."
+		}
+	},
+	noticeNoteAdded: func(v *views.HandoffView) {
+		v.Timeline.Notice = "Your note was added to the timeline. Only the desk sees it."
+	},
 }
 
 // noticeMaxAge covers the redirect and a slow page load, not a later visit.
@@ -37,10 +46,8 @@ func (s *Server) noticed(c echo.Context) func(*views.HandoffView) {
 	gone := s.sessionCookieFor("") //nolint:gosec // G124: clears the cookie notify set, with its flags.
 	gone.Name, gone.MaxAge = noticeCookie, -1
 	c.SetCookie(gone)
-	text, ok := notices[ck.Value]
-	return func(v *views.HandoffView) {
-		if ok && v.Editor != nil {
-			v.Editor.Notice = text
-		}
+	if show, ok := notices[ck.Value]; ok {
+		return show
 	}
+	return func(*views.HandoffView) {}
 }

@@ -83,16 +83,17 @@ func TestPIIGrep(t *testing.T) {
 	if err := app.DB.QueryRow(t.Context(), `SELECT id FROM handoffs WHERE handoff_id = $1`, id).Scan(&rowID); err != nil {
 		t.Fatal(err)
 	}
-	// A note by someone who saw the customer unmasked names them.
-	if _, err := app.DB.Exec(t.Context(), `INSERT INTO handoff_notes (handoff_id, author_id, body, created_at) VALUES ($1, $2, $3, now())`,
-		rowID, sup.ID, "Called "+grepName+" on "+grepPhone); err != nil {
-		t.Fatal(err)
+	// A note by someone who saw the customer unmasked names them: the timeline masks it.
+	if status, _, body := postForm(t, supervisor, app.URL+"/handoffs/"+id+"/notes", map[string][]string{"text": {"Called " + grepName + " on " + grepPhone}}); status != http.StatusSeeOther {
+		t.Fatalf("the supervisor's note: %d %s", status, body)
 	}
 	packageSocket, _ := app.dialed(t, agent, "handoff="+id)
 	packageFrames := collectFrames(t, packageSocket)
+	mineSocket, _ := app.dialed(t, agent, "mine=true")
+	mineFrames := collectFrames(t, mineSocket)
 
 	getAll := func(stage string) {
-		for _, path := range []string{"/", "/queues/" + q, "/handoffs/" + id, "/sidebar/" + id, "/api/v1/handoffs/" + id,
+		for _, path := range []string{"/", "/mine", "/queues/" + q, "/handoffs/" + id, "/sidebar/" + id, "/api/v1/handoffs/" + id,
 			"/api/v1/handoffs?contact_id=cust_" + id, "/evals/export.jsonl", "/audit?package=" + id,
 			"/audit/export.csv?package=" + id, "/audit/export.jsonl?package=" + id, "/approvals"} {
 			resp, body := get(t, agent, app.URL+path)
@@ -148,8 +149,14 @@ func TestPIIGrep(t *testing.T) {
 	waitFrames("queue", frames, "card-"+id)
 	waitFrames("package", packageFrames, "status-"+id)
 	waitFrames("package", packageFrames, "approval-panel")
+	waitFrames("package", packageFrames, "timeline-lines-"+id)
+	waitFrames("My work", mineFrames, "mine-"+id)
 	grep("the queue socket's frames", frames.text())
 	grep("the package socket's frames", packageFrames.text())
+	grep("the My work socket's frames", mineFrames.text())
+	if !strings.Contains(packageFrames.text(), "Called Q. Z. on") {
+		t.Error("the package socket's timeline lacks the supervisor's note, masked")
+	}
 
 	var agentReads int
 	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM pii_views WHERE user_id = $1`, agentUser.ID).Scan(&agentReads); err != nil {

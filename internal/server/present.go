@@ -15,6 +15,7 @@ import (
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/timeline"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -154,8 +155,7 @@ func (links citationLinks) href(uri string) string {
 }
 
 // handoffView maps a package to its full view for one receiver.
-func handoffView(item board.Item, user auth.User, perms actions.Permissions, notes []board.Note, transferTargets []string,
-	links citationLinks) views.HandoffView {
+func handoffView(item board.Item, user auth.User, perms actions.Permissions, transferTargets []string, links citationLinks) views.HandoffView {
 	vis := visibility(user, item)
 	p := item.Package.MaskFor(vis)
 	v := views.HandoffView{
@@ -188,10 +188,25 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, not
 	for _, t := range p.Transcript {
 		v.Transcript = append(v.Transcript, views.Turn{Role: string(t.Role), Content: t.Content, At: formatTime(t.At)})
 	}
-	for _, n := range notes {
-		v.Notes = append(v.Notes, views.Note{Author: n.Author, Body: item.Package.MaskNoteFor(vis, n.Body), At: formatTime(&n.At)})
-	}
 	return v
+}
+
+// timelineOf is the package's timeline for a viewer who sees it through vis: what people wrote is
+// masked as every note is. It also says which of that named the customer and was shown unmasked,
+// for the record of PII reads: "note", or nothing.
+func timelineOf(item board.Item, vis handoff.Visibility, lines []timeline.Line, canNote bool) (views.Timeline, []string) {
+	mask := item.Package.NoteMaskFor(vis)
+	// What a viewer below the queue's PII role would be shown: where it differs, this one saw more.
+	masked := item.Package.NoteMaskFor(handoff.Visibility{PIIEntityKeys: vis.PIIEntityKeys})
+	t := views.Timeline{ID: item.PublicID, CanNote: canNote, NoteLimit: actions.MaxNoteChars}
+	var unmasked []string
+	for _, l := range lines {
+		if vis.PII && unmasked == nil && masked(l.Note) != l.Note {
+			unmasked = []string{"note"}
+		}
+		t.Lines = append(t.Lines, views.TimelineLine{At: l.At, Kind: string(l.Kind), Text: l.Text, Note: mask(l.Note)})
+	}
+	return t, unmasked
 }
 
 func controls(perms actions.Permissions, transferTargets []string) views.Controls {

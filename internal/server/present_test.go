@@ -97,11 +97,11 @@ func TestMaskedCitationShowsAsText(t *testing.T) {
 		Citations: []string{"crm://contacts/dana-whitfield", "crm://ticket/8812"},
 	}}
 	links := citationLinks{"https", "http", "crm"}
-	agent := handoffView(item, auth.User{Role: auth.RoleAgent}, actions.Permissions{}, nil, nil, links)
+	agent := handoffView(item, auth.User{Role: auth.RoleAgent}, actions.Permissions{}, nil, links)
 	if fmt.Sprint(agent.Citations) != "[{crm://contacts/D.-W. } {crm://ticket/8812 crm://ticket/8812}]" {
 		t.Errorf("the agent's citations %v", agent.Citations)
 	}
-	sup := handoffView(item, auth.User{Role: auth.RoleSupervisor}, actions.Permissions{}, nil, nil, links)
+	sup := handoffView(item, auth.User{Role: auth.RoleSupervisor}, actions.Permissions{}, nil, links)
 	if sup.Citations[0].Href != "crm://contacts/dana-whitfield" {
 		t.Errorf("the supervisor's citation %v", sup.Citations[0])
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -27,9 +26,8 @@ const (
 // API or static files.
 func (s *Server) loadRing(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		user, ok := c.Get(userKey).(auth.User)
-		path := c.Request().URL.Path
-		if !ok || c.Request().Method != http.MethodGet || path == "/ws" || strings.HasPrefix(path, "/static/") || strings.HasPrefix(path, "/api/") {
+		user, ok := pageUser(c)
+		if !ok {
 			return next(c)
 		}
 		ring, err := s.ringView(c.Request().Context(), user)

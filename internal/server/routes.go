@@ -13,7 +13,7 @@ import (
 func (s *Server) routes() {
 	e := s.echo
 	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput,
-		s.loadRing)
+		s.loadRing, s.loadHolding)
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
@@ -28,6 +28,7 @@ func (s *Server) routes() {
 
 	agent := private(s.requireRole(auth.RoleAgent))
 	e.GET("/", s.handleHome, agent)
+	e.GET("/mine", s.handleMine, agent)
 	e.GET("/queues/:name", s.handleQueue, agent)
 	e.POST("/queues/:name/next", s.handleNext, agent)
 	e.GET("/handoffs/:id", s.handleHandoff, agent)
@@ -38,6 +39,7 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/transfer", s.handleTransfer, agent)
 	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
 	e.POST("/handoffs/:id/reply", s.handleReply, agent)
+	e.POST("/handoffs/:id/notes", s.handleNote, agent) // members of its queue and supervisors (actions.Check)
 	// Refund approvals: the holder asks and the requester withdraws (actions.Check); supervisors
 	// decide, never their own request nor a package they hold (approvals.Check).
 	e.POST("/handoffs/:id/approval", s.handleRequestApproval, agent)

@@ -73,12 +73,30 @@ type watchRequest struct {
 }
 
 func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.User) (watchRequest, error) {
-	r := watchRequest{w: watcher{user: user, roster: c.QueryParam("roster") == "true", approvals: c.QueryParam("approvals") == "true"}}
+	r := watchRequest{w: watcher{user: user, roster: c.QueryParam("roster") == "true", approvals: c.QueryParam("approvals") == "true",
+		mine: c.QueryParam("mine") == "true"}}
 	r.queues = queue.SplitNames(c.QueryParam("queues"))
 	if len(r.queues) > maxSocketQueues {
 		return r, desk.Errorf(desk.BadRequest, "a socket watches at most %d queues; this one asks for %d", maxSocketQueues, len(r.queues))
 	}
-	var err error
+	// Every page follows what its user holds, for the count in the top bar. Read before the socket
+	// subscribes: a change in between is caught up on (mineAfresh).
+	held, err := s.board.HeldIDs(ctx, user.ID)
+	if err != nil {
+		return r, err
+	}
+	r.w.held = newHeldSet(held)
+	// "My queues" follows the counts of the queues the user sees there, which are theirs to see.
+	if c.QueryParam("summaries") == "true" {
+		sums, err := s.queues.Summaries(ctx, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
+		if err != nil {
+			return r, err
+		}
+		r.w.summaries = make(map[int64]bool, len(sums))
+		for _, q := range sums {
+			r.w.summaries[q.ID] = q.Member
+		}
+	}
 	if r.w.queueIDs, err = s.queues.IDsByName(ctx, r.queues); err != nil {
 		return r, err
 	}

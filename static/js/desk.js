@@ -24,6 +24,8 @@
     if (root.dataset.handoff) u.searchParams.set("handoff", root.dataset.handoff);
     if (root.dataset.roster === "true") u.searchParams.set("roster", "true");
     if (root.dataset.approvals === "true") u.searchParams.set("approvals", "true");
+    if (root.dataset.mine === "true") u.searchParams.set("mine", "true");
+    if (root.dataset.summaries === "true") u.searchParams.set("summaries", "true");
     if (root.dataset.dashboard) {
       for (const [k, v] of new URLSearchParams(root.dataset.dashboard)) u.searchParams.set("dashboard_" + k, v);
     }
@@ -196,6 +198,15 @@
       el.classList.toggle("text-red-600", late);
       el.classList.toggle("font-semibold", late);
       el.classList.toggle("text-slate-500", !late);
+    }
+    for (const el of document.querySelectorAll("[data-age]")) el.textContent = formatAge(now - Number(el.dataset.age));
+    // What is left of an SLA, and past it by how much it is over (views.FormatDue).
+    for (const el of document.querySelectorAll("[data-due]")) {
+      const left = Number(el.dataset.due) - now;
+      el.textContent = left < 0 ? formatAge(-left) + " over" : formatAge(left) + " left";
+      el.classList.toggle("text-red-600", left < 0);
+      el.classList.toggle("font-semibold", left < 0);
+      el.classList.toggle("text-slate-600", left >= 0);
     }
   }
   setInterval(tick, 1000);

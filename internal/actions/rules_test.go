@@ -64,7 +64,7 @@ func TestCheck(t *testing.T) {
 		{"accepted by another, supervisor", supervisor, true, pkg(handoff.StatusAccepted, &other), "reject return transfer resolve",
 			map[Action]string{Reply: desk.Forbidden, RequestApproval: desk.Forbidden}},
 		{"awaiting approval, asked by me", agent, true, with(pkg(handoff.StatusAwaitingApproval, &me), func(s *State) { s.ApprovalBy = &me }),
-			"withdraw_approval", map[Action]string{Resolve: desk.Conflict, Return: desk.Conflict, RequestApproval: desk.Conflict}},
+			"reply withdraw_approval", map[Action]string{Resolve: desk.Conflict, Return: desk.Conflict, RequestApproval: desk.Conflict}},
 		{"awaiting approval, asked by another, supervisor", supervisor, true,
 			with(pkg(handoff.StatusAwaitingApproval, &other), func(s *State) { s.ApprovalBy = &other }), "",
 			map[Action]string{WithdrawApproval: desk.Forbidden, Resolve: desk.Conflict}},

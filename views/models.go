@@ -231,6 +231,11 @@ type ApprovalRow struct {
 	// when they may.
 	WhyNot    string
 	NoteLimit int
+	// What a supervisor decides with, masked for them as the package page would show it: what
+	// the agent already told the customer, the contact's earlier handoffs, and what happened.
+	Replies  []SentReply
+	Earlier  []EarlierHandoff
+	Timeline []TimelineLine
 }
 
 // Editor is the co-pilot editor: the bot's draft ("" when it left none) for the agent to edit

@@ -507,3 +507,51 @@ func TestBrowserRefundedAmountOnlyForRefunded(t *testing.T) {
 	}
 	waitForJS(t, ctx, "the refunded amount to show for refunded", visible, `document.querySelector('[data-testid="resolve-form"]').outerHTML`)
 }
+
+// A supervisor decides from the card: it shows what the agent already told the customer, the
+// contact's earlier handoffs and the package's timeline, live on /approvals, masked per viewer.
+func TestApprovalCardShowsItsContext(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "sam@example.com", auth.RoleSupervisor)
+	dana, sam := app.client(t), app.client(t)
+	app.login(t, dana, "dana@example.com")
+	app.login(t, sam, "sam@example.com")
+
+	earlier, earlierID := refundPackage(t, "10.00")
+	expect(t, "submit", app.submit(t, key, earlier), http.StatusCreated)
+	for _, step := range []struct {
+		path string
+		form url.Values
+	}{{"/accept", nil}, {"/resolve", url.Values{"code": {"solved"}}}} {
+		if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+earlierID+step.path, step.form); status != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", step.path, status, body)
+		}
+	}
+	pkg, id := refundPackage(t, "240.00")
+	pkg["source_agent"] = "billing-bot" // the same bot may not hand the contact over again so soon
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	base := app.URL + "/handoffs/" + id
+	for _, step := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/accept", nil},
+		{"/reply", url.Values{"text": {"Hi Dana, I have asked for your refund to be approved."}}},
+		{"/approval", url.Values{"note": {"double charge"}}},
+	} {
+		if status, _, body := postForm(t, dana, base+step.path, step.form); status != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", step.path, status, body)
+		}
+	}
+	_, page := fetchPage(t, sam, app.URL+"/approvals")
+	card := page[strings.Index(page, `data-handoff="`+id+`"`):]
+	for _, want := range []string{`data-testid="approval-reply"`, "Hi Dana, I have asked for your refund to be approved.",
+		`href="/handoffs/` + earlierID + `"`, "Refund of 240.00 USD requested"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("the approval card lacks %q:\n%s", want, excerpt(card, "approval-context"))
+		}
+	}
+}

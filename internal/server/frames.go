@@ -442,7 +442,11 @@ func (s *Server) approvalsFragment(ctx context.Context, user auth.User, b live.B
 	if err != nil {
 		return fragment{}, audit.Shown{}, err
 	}
-	rows, shown := approvalRows(user, pending)
+	around, err := memo(b.Shared, "approvals-context", func() (map[int64]approvalContext, error) { return s.approvalContexts(ctx, pending) })
+	if err != nil {
+		return fragment{}, audit.Shown{}, err
+	}
+	rows, shown := approvalRows(user, pending, around)
 	f, err := rendered(ctx, fragment{Target: "approvals", Op: "replace"}, views.ApprovalList(rows))
 	return f, shown, err
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/timeline"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -47,7 +49,11 @@ func (s *Server) renderApprovals(c echo.Context, flash string, status int) error
 	if err != nil {
 		return err
 	}
-	rows, shown := approvalRows(user, pending)
+	around, err := s.approvalContexts(ctx, pending)
+	if err != nil {
+		return err
+	}
+	rows, shown := approvalRows(user, pending, around)
 	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
 		return err
 	}
@@ -80,7 +86,7 @@ func (s *Server) decide(c echo.Context, grant bool) error {
 // approvalRows are the pending requests as user sees them: each package masked by the one PII
 // policy for the user's role in its queue, and why the user may not decide it, if not; and the
 // contact names they show unmasked, for the record of PII reads.
-func approvalRows(user auth.User, pending []approvals.Listed) ([]views.ApprovalRow, audit.Shown) {
+func approvalRows(user auth.User, pending []approvals.Listed, around map[int64]approvalContext) ([]views.ApprovalRow, audit.Shown) {
 	var shown audit.Shown
 	now := time.Now()
 	rows := make([]views.ApprovalRow, 0, len(pending))
@@ -99,9 +105,48 @@ func approvalRows(user auth.User, pending []approvals.Listed) ([]views.ApprovalR
 		if err := approvals.Check(user, l.Approval, l.AssigneeID, now); err != nil {
 			r.WhyNot = desk.ErrorMessage(err)
 		}
+		// The context is masked as the package page masks it for this viewer.
+		item := board.Item{Package: l.Package, PIIMinRole: l.PIIMinRole, PIIEntityKeys: l.PIIEntityKeys}
+		c := around[l.HandoffID]
+		r.Replies, r.Earlier = repliesOf(item, user, c.replies), earlierOf(c.earlier)
+		t, unmasked := timelineOf(item, vis, c.lines, false)
+		r.Timeline = t.Lines
+		shown.Add(l.HandoffID, unmasked)
 		rows = append(rows, r)
 	}
 	return rows, shown
+}
+
+// approvalContext is what a pending request's card shows beside it: the replies sent on its
+// package, the contact's earlier handoffs and the package's timeline, unmasked, read once for
+// every supervisor who sees the list.
+type approvalContext struct {
+	replies []evals.SentReply
+	earlier []board.Earlier
+	lines   []timeline.Line
+}
+
+// approvalContexts reads the context of each pending request, by the package's row id.
+// Supervisors and admins see every queue's earlier handoffs, as on the package page.
+func (s *Server) approvalContexts(ctx context.Context, pending []approvals.Listed) (map[int64]approvalContext, error) {
+	out := make(map[int64]approvalContext, len(pending))
+	for _, l := range pending {
+		var c approvalContext
+		var err error
+		if c.replies, err = evals.Replies(ctx, s.db, l.HandoffID); err != nil {
+			return nil, err
+		}
+		if c.earlier, err = s.board.History(ctx, l.HandoffID, 0, true); err != nil {
+			return nil, err
+		}
+		entries, err := timeline.Read(ctx, s.db, l.HandoffID)
+		if err != nil {
+			return nil, err
+		}
+		c.lines = timeline.Lines(entries)
+		out[l.HandoffID] = c
+	}
+	return out, nil
 }
 
 // approvalControls are the package's refund and approvals as user sees them on the action panel.

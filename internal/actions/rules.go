@@ -24,6 +24,9 @@ const (
 	// request is approvals.Check (four eyes), as it depends on the request, not the package.
 	RequestApproval  Action = "request_approval"
 	WithdrawApproval Action = "withdraw_approval"
+	// Move a held package to another agent of its queue, or take it over (reassign.go): a
+	// supervisor's, never an agent's.
+	Reassign Action = "reassign"
 )
 
 // State is what the rules need to know of a package.
@@ -103,6 +106,17 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 			return desk.Errorf(desk.Forbidden, "%s is not yours to answer", st.PublicID)
 		}
 		return nil
+	case Reassign:
+		if !supervisor {
+			return desk.Errorf(desk.Forbidden, "only a supervisor reassigns %s", st.PublicID)
+		}
+		if st.Status == handoff.StatusAwaitingApproval {
+			return desk.Errorf(desk.Conflict, "%s waits for a refund approval its holder asked for; decide or withdraw it first", st.PublicID)
+		}
+		if st.AssigneeID == nil || (st.Status != handoff.StatusReserved && st.Status != handoff.StatusAccepted) {
+			return desk.Errorf(desk.Conflict, "%s is %s; only a package someone holds is reassigned", st.PublicID, st.Status)
+		}
+		return nil
 	case Decline:
 		// A ring is its agent's alone to turn down; supervisors do not decline for them.
 		if !st.Ringing || st.OfferedTo == nil || *st.OfferedTo != user.ID || st.Status != handoff.StatusQueued {
@@ -117,13 +131,15 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 type Permissions struct {
 	Accept, Reject, Return, Transfer, Resolve, Reply bool
 	RequestApproval, WithdrawApproval                bool
+	Reassign                                         bool
 }
 
 // Allowed lists what Check allows user to do to the package now.
 func Allowed(user auth.User, member bool, st State, now time.Time) Permissions {
 	may := func(act Action) bool { return Check(act, user, member, st, now) == nil }
 	return Permissions{Accept: may(Accept), Reject: may(Reject), Return: may(Return), Transfer: may(Transfer),
-		Resolve: may(Resolve), Reply: may(Reply), RequestApproval: may(RequestApproval), WithdrawApproval: may(WithdrawApproval)}
+		Resolve: may(Resolve), Reply: may(Reply), RequestApproval: may(RequestApproval), WithdrawApproval: may(WithdrawApproval),
+		Reassign: may(Reassign)}
 }
 
 // mayClaim lets the agent accept the reservation they hold, or a waiting package that is not

@@ -122,6 +122,10 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (vi
 	if v.Controls.Approval, err = s.approvalControls(ctx, user, item, perms); err != nil {
 		return views.HandoffView{}, audit.Shown{}, err
 	}
+	if v.Controls.Reassign, err = s.reassignControls(ctx, user, item, perms.Reassign); err != nil {
+		return views.HandoffView{}, audit.Shown{}, err
+	}
+	v.Controls.HeldBy = heldBy(user, item)
 	replies, err := evals.Replies(ctx, s.db, item.ID)
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, err

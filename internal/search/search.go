@@ -219,42 +219,44 @@ func (s *Searcher) Page(ctx context.Context, user auth.User, f Filter, after int
 		return nil, 0, err
 	}
 	if f.Q != "" {
-		if exact, _, _, err := st.batch(ctx, s.db, 0, 1); err != nil || len(exact) == 0 {
-			if err != nil {
-				return nil, 0, err
-			}
+		exact, err := st.rows(ctx, s.db, 0, 1)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(exact) == 0 {
 			if st, err = s.prepare(ctx, user, f, false); err != nil {
 				return nil, 0, err
 			}
 		}
 	}
-	var out []Result
-	// A page is read in batches when rows fail the masked check, up to scanLimit rows; past it the
-	// page ends short and its cursor goes on from the last row read, so that one search never
-	// reads without bound however few of its matches the viewer may see.
+	// The statement reads the rows' light columns once; the packages are then read a few dozen at
+	// a time, as long as the page needs more. When rows can fail the masked check, up to scanLimit
+	// rows are read; past it the page ends short and its cursor goes on from the last row read, so
+	// that one search never reads without bound however few of its matches the viewer may see.
 	const scanLimit = 2000
-	batch := limit + 1
-	if f.Q != "" {
-		batch = max(batch, 4*limit)
+	read := limit + 1
+	if st.q != "" && !user.Role.AtLeast(auth.RoleAdmin) {
+		read = scanLimit
 	}
-	for scanned := 0; scanned < scanLimit; {
-		rows, last, more, err := st.batch(ctx, s.db, after, batch)
+	rows, err := st.rows(ctx, s.db, after, read)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []Result
+	for start := 0; start < len(rows) && len(out) <= limit; start += limit + 1 {
+		kept, err := st.check(ctx, s.db, rows[start:min(start+limit+1, len(rows))])
 		if err != nil {
 			return nil, 0, err
 		}
-		scanned += batch
-		for _, r := range rows {
-			if len(out) == limit {
-				return out, out[len(out)-1].ID, nil
-			}
-			out = append(out, r)
-		}
-		if !more {
-			return out, 0, nil
-		}
-		after = last
+		out = append(out, kept...)
 	}
-	return out, after, nil
+	switch {
+	case len(out) > limit:
+		return out[:limit], out[limit-1].ID, nil
+	case len(rows) == read && read == scanLimit:
+		return out, rows[len(rows)-1].ID, nil
+	}
+	return out, 0, nil
 }
 
 // EachAfter calls fn with every package the filter selects that user may find after the row id
@@ -351,7 +353,7 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 	st.sql = hits + `
 		SELECT h.id, h.handoff_id, q.name, h.status, coalesce(h.trigger, ''), h.source_agent, coalesce(h.outcome, ''),
 			h.repeat_contact, ` + slaBreachedSQL + `, h.created_at, coalesce(u.display_name, ''),
-			q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package
+			q.pii_min_role, q.pii_entity_keys, q.withhold_transcript
 		FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id
 		WHERE h.id < @after AND ` + strings.Join(where, " AND ") + `
 		ORDER BY h.id DESC LIMIT @limit`
@@ -405,47 +407,64 @@ type searched struct {
 	PrivacyFlags        map[string]bool                `json:"privacy_flags"`
 }
 
-// found is a row of a batch before the masked check.
+// found is a row read, before the masked check.
 type found struct {
 	Result
 	vis handoff.Visibility
 	pkg handoff.Package
 }
 
-// batch reads up to n rows after the cursor and keeps those the viewer may find. It returns the
-// last row id read and whether more rows may follow.
-func (st *statement) batch(ctx context.Context, db *pgxpool.Pool, after int64, n int) ([]Result, int64, bool, error) {
+// rows reads up to n rows after the cursor, without their packages.
+func (st *statement) rows(ctx context.Context, db *pgxpool.Pool, after int64, n int) ([]found, error) {
 	if after == 0 {
 		after = 1<<63 - 1
 	}
 	st.args["after"], st.args["limit"] = after, n
 	rows, err := db.Query(ctx, st.sql, st.args)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, err
 	}
-	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (found, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (found, error) {
 		var f found
 		var rule handoff.PIIRule
-		var pkg []byte
-		if err := row.Scan(&f.ID, &f.PublicID, &f.Queue, &f.Status, &f.Trigger, &f.SourceAgent, &f.Outcome, &f.Repeat, &f.SLABreached,
-			&f.CreatedAt, &f.Assignee, &rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript, &pkg); err != nil {
-			return found{}, err
-		}
-		var p searched
-		if err := json.Unmarshal(pkg, &p); err != nil {
-			return found{}, fmt.Errorf("stored package %s: %w", f.PublicID, err)
-		}
-		f.pkg = handoff.Package{HandoffID: f.PublicID, ProblemStatement: p.ProblemStatement, RecommendedNextStep: p.RecommendedNextStep,
-			Contact: p.Contact, StructuredEntities: p.StructuredEntities, PrivacyFlags: p.PrivacyFlags}
+		err := row.Scan(&f.ID, &f.PublicID, &f.Queue, &f.Status, &f.Trigger, &f.SourceAgent, &f.Outcome, &f.Repeat, &f.SLABreached,
+			&f.CreatedAt, &f.Assignee, &rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript)
 		f.vis = handoff.VisibilityFor(st.role, rule)
-		return f, nil
+		return f, err
 	})
-	if err != nil || len(all) == 0 {
-		return nil, 0, false, err
+}
+
+// check reads the rows' packages and keeps the rows the viewer may find, masked for them.
+func (st *statement) check(ctx context.Context, db *pgxpool.Pool, all []found) ([]Result, error) {
+	ids := make([]int64, len(all))
+	for i, f := range all {
+		ids[i] = f.ID
+	}
+	pkgs, err := db.Query(ctx, `SELECT id, package FROM handoffs WHERE id = ANY ($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[int64]handoff.Package{}
+	var id int64
+	var raw []byte
+	if _, err := pgx.ForEachRow(pkgs, []any{&id, &raw}, func() error {
+		var p searched
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("stored package %d: %w", id, err)
+		}
+		byID[id] = handoff.Package{ProblemStatement: p.ProblemStatement, RecommendedNextStep: p.RecommendedNextStep,
+			Contact: p.Contact, StructuredEntities: p.StructuredEntities, PrivacyFlags: p.PrivacyFlags}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for i := range all {
+		all[i].pkg = byID[all[i].ID]
+		all[i].pkg.HandoffID = all[i].PublicID
 	}
 	notes, err := st.maskedNotes(ctx, db, all)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, err
 	}
 	var out []Result
 	for _, f := range all {
@@ -458,7 +477,7 @@ func (st *statement) batch(ctx context.Context, db *pgxpool.Pool, after int64, n
 		r.Unmasked = f.vis.Unmasked(handoff.Package{Contact: handoff.Contact{DisplayName: f.pkg.Contact.DisplayName}})
 		out = append(out, r)
 	}
-	return out, all[len(all)-1].ID, len(all) == n, nil
+	return out, nil
 }
 
 // maskedNotes reads the notes of the rows the viewer sees masked, masked for them, when the search

@@ -30,8 +30,9 @@ CREATE FUNCTION search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLE
 -- decompressed and parsed) at every status change that is not a HOT update: accept, resolve,
 -- reject. A package's searchable fields never change after intake, so this row is written once,
 -- by the trigger below, and status changes never touch it.
---   words: the package's open fields (its id, the contact's id, problem statement, recommended
---     next step, entity keys and values), for everyone who may see the package. A viewer whose role
+--   words: the package's open fields (problem statement, recommended next step, entity keys and
+--     values), for everyone who may see the package. Ids are not among them: their "ho" and
+--     "cust" would begin a word of every package; they are matched whole, or in part by trigrams. A viewer whose role
 --     sees the queue's PII masked is matched against the masked text again (internal/search),
 --     since free text and PII entities can name the customer.
 --   contact_words: the contact's name, email and phone (and the phone's digits alone), matched
@@ -58,7 +59,7 @@ BEGIN
         SELECT string_agg(key || ' ' || value, ' ') INTO entities FROM jsonb_each_text(p -> 'structured_entities');
     END IF;
     RETURN ROW(h.id,
-        to_tsvector('simple', search_words(concat_ws(' ', h.handoff_id, h.contact_id, p ->> 'problem_statement',
+        to_tsvector('simple', search_words(concat_ws(' ', p ->> 'problem_statement',
             p ->> 'recommended_next_step', entities))),
         to_tsvector('simple', search_words(contact)),
         lower(h.handoff_id || ' ' || h.contact_id),

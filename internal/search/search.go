@@ -235,12 +235,19 @@ func (s *Searcher) Page(ctx context.Context, user auth.User, f Filter, after int
 	// that one search never reads without bound however few of its matches the viewer may see.
 	const scanLimit = 2000
 	read := limit + 1
-	if st.q != "" && !user.Role.AtLeast(auth.RoleAdmin) {
+	if st.masksSome {
 		read = scanLimit
 	}
-	rows, err := st.rows(ctx, s.db, after, read)
-	if err != nil {
-		return nil, 0, err
+	var rows []found
+	if st.walkSQL != "" {
+		if rows, err = st.read(ctx, s.db, st.walkSQL, after, read); err != nil {
+			return nil, 0, err
+		}
+	}
+	if len(rows) < read {
+		if rows, err = st.rows(ctx, s.db, after, read); err != nil {
+			return nil, 0, err
+		}
 	}
 	var out []Result
 	for start := 0; start < len(rows) && len(out) <= limit; start += limit + 1 {
@@ -288,6 +295,12 @@ type statement struct {
 	words []string // the search box split by search_words' rule, lower-case
 	q     string   // the search box, lower-case
 	role  auth.Role
+	// walkSQL reads the newest walkBudget packages after the cursor and matches each in turn;
+	// "" when the search box is empty or an exact id.
+	walkSQL string
+	// seesContacts: some queue in the search's scope shows the viewer its contacts; masksSome:
+	// some queue masks them for the viewer, whose matches are then checked again.
+	seesContacts, masksSome bool
 }
 
 // prepare builds the statement for user's search, refusing a queue filter naming a queue they
@@ -341,55 +354,108 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 		st.args["until"] = f.Until
 		where = append(where, `h.created_at < @until`)
 	}
+	const columns = `
+		SELECT h.id, h.handoff_id, q.name, h.status, coalesce(h.trigger, ''), h.source_agent, coalesce(h.outcome, ''),
+			h.repeat_contact, ` + slaBreachedSQL + `, h.created_at, coalesce(u.display_name, ''),
+			q.pii_min_role, q.pii_entity_keys, q.withhold_transcript`
+	const joins = ` JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 	hits := ""
 	if f.Q != "" {
+		if err := s.db.QueryRow(ctx, `
+			SELECT coalesce(bool_or(q.pii_min_role = ANY ($1)), false), coalesce(bool_or(NOT q.pii_min_role = ANY ($1)), false)
+			FROM queues q WHERE ($2 OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = q.id AND m.user_id = $3))
+				AND ($4::bigint IS NULL OR q.id = $4)`, seeing, supervisor, user.ID, st.args["queue"]).Scan(&st.seesContacts, &st.masksSome); err != nil {
+			return nil, err
+		}
 		trigram, err := s.Substrings(ctx)
 		if err != nil {
 			return nil, err
 		}
-		hits = st.match(f.Q, trigram, exact)
-		where = append(where, `EXISTS (SELECT 1 FROM hits WHERE hits.id = h.id AND (hits.open OR q.pii_min_role = ANY (@seeing)))`)
+		var each string
+		hits, each = st.match(f.Q, trigram, exact)
+		if !exact {
+			st.walkSQL = columns + ` FROM (SELECT * FROM handoffs WHERE id < @after ORDER BY id DESC LIMIT ` + strconv.Itoa(walkBudget) + `) h` +
+				joins + ` JOIN package_search ps ON ps.handoff_id = h.id
+				WHERE ` + strings.Join(append(slices.Clone(where), each), " AND ") + ` ORDER BY h.id DESC LIMIT @limit`
+		}
+		// The matches drive the statement: left to weigh a semi-join, the planner walks every
+		// package by id in the hope of a match early on, which the walk above already did.
+		st.sql = hits + `, found AS (SELECT id, bool_or(open) AS open FROM hits GROUP BY id)` + columns +
+			` FROM found JOIN handoffs h ON h.id = found.id` + joins + `
+			WHERE h.id < @after AND (found.open OR q.pii_min_role = ANY (@seeing)) AND ` + strings.Join(where, " AND ") + `
+			ORDER BY h.id DESC LIMIT @limit`
+		return st, nil
 	}
-	st.sql = hits + `
-		SELECT h.id, h.handoff_id, q.name, h.status, coalesce(h.trigger, ''), h.source_agent, coalesce(h.outcome, ''),
-			h.repeat_contact, ` + slaBreachedSQL + `, h.created_at, coalesce(u.display_name, ''),
-			q.pii_min_role, q.pii_entity_keys, q.withhold_transcript
-		FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id
+	st.sql = columns + ` FROM handoffs h` + joins + `
 		WHERE h.id < @after AND ` + strings.Join(where, " AND ") + `
 		ORDER BY h.id DESC LIMIT @limit`
 	return st, nil
 }
 
+// walkBudget is how many of the newest packages a search reads one by one before it asks the
+// indexes instead. A word found in one package in a hundred fills a page within it, where the
+// indexes would gather every match (tens of thousands at a million packages) to sort them; a rare
+// word costs this walk and then the indexes, which find its few matches at once.
+const walkBudget = 5000
+
 // match sets the search box's arguments and returns the CTE of the packages it matches, each
 // marked open (matched by what every viewer of the package may see, before masking) or not (by
-// the contact's name, email or phone). Each part reads its own index.
-func (st *statement) match(q string, trigram, exact bool) string {
+// the contact's name, email or phone), each part reading its own index; and the same match as a
+// predicate over one package h, its package_search row ps and its queue q, for the walk. The
+// contact is matched only when some queue of the search shows it to the viewer.
+func (st *statement) match(q string, trigram, exact bool) (hits, each string) {
 	st.q = strings.ToLower(q)
-	st.words = Words(q)
+	st.words = queryWords(q)
 	st.args["q"] = q
 	parts := []string{`SELECT id, true AS open FROM handoffs WHERE handoff_id = @q OR contact_id = @q`}
+	ors := []string{`h.handoff_id = @q`, `h.contact_id = @q`}
 	if exact {
-		return "WITH hits AS (" + parts[0] + ")"
+		return "WITH hits AS MATERIALIZED (" + parts[0] + ")", ""
 	}
+	var contact []string
 	if len(st.words) > 0 {
 		terms := make([]string, len(st.words))
 		for i, w := range st.words {
 			terms[i] = "'" + w + "':*" // a word of letters and digits needs no quoting beyond this
 		}
 		st.args["terms"] = strings.Join(terms, " & ")
+		const notes = `to_tsvector('simple', search_words(body)) @@ to_tsquery('simple', @terms)`
 		parts = append(parts,
 			`SELECT handoff_id, true FROM package_search WHERE words @@ to_tsquery('simple', @terms)`,
-			`SELECT handoff_id, true FROM handoff_notes WHERE to_tsvector('simple', search_words(body)) @@ to_tsquery('simple', @terms)`,
-			`SELECT handoff_id, false FROM package_search WHERE contact_words @@ to_tsquery('simple', @terms)`)
+			`SELECT handoff_id, true FROM handoff_notes WHERE `+notes)
+		ors = append(ors, `ps.words @@ to_tsquery('simple', @terms)`,
+			`EXISTS (SELECT 1 FROM handoff_notes n WHERE n.handoff_id = h.id AND `+strings.Replace(notes, "body", "n.body", 1)+`)`)
+		if st.seesContacts {
+			parts = append(parts, `SELECT handoff_id, false FROM package_search WHERE contact_words @@ to_tsquery('simple', @terms)`)
+			contact = append(contact, `ps.contact_words @@ to_tsquery('simple', @terms)`)
+		}
 	}
 	// A trigram index narrows a substring of three characters or more; a shorter one would read it whole.
 	if trigram && utf8.RuneCountInString(q) >= 3 {
 		st.args["like"] = "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(st.q) + "%"
-		parts = append(parts,
-			`SELECT handoff_id, true FROM package_search WHERE ids LIKE @like`,
-			`SELECT handoff_id, false FROM package_search WHERE contact LIKE @like`)
+		parts = append(parts, `SELECT handoff_id, true FROM package_search WHERE ids LIKE @like`)
+		ors = append(ors, `ps.ids LIKE @like`)
+		if st.seesContacts {
+			parts = append(parts, `SELECT handoff_id, false FROM package_search WHERE contact LIKE @like`)
+			contact = append(contact, `ps.contact LIKE @like`)
+		}
 	}
-	return "WITH hits AS (" + strings.Join(parts, "\nUNION ALL ") + ")"
+	if len(contact) > 0 {
+		ors = append(ors, `(q.pii_min_role = ANY (@seeing) AND (`+strings.Join(contact, " OR ")+`))`)
+	}
+	return "WITH hits AS MATERIALIZED (" + strings.Join(parts, "\nUNION ALL ") + ")", "(" + strings.Join(ors, " OR ") + ")"
+}
+
+// queryWords are the words of the search box a package's words must begin. A one-letter word
+// begins most packages' words (the "1" of a phone number) and narrows nothing but the speed: it is
+// left out unless it is all there is.
+func queryWords(q string) []string {
+	words := Words(q)
+	long := slices.DeleteFunc(slices.Clone(words), func(w string) bool { return utf8.RuneCountInString(w) < 2 })
+	if len(long) == 0 {
+		return words
+	}
+	return long
 }
 
 // Words splits text by the rule of the database's search_words (migrations/00027): runs of
@@ -416,11 +482,16 @@ type found struct {
 
 // rows reads up to n rows after the cursor, without their packages.
 func (st *statement) rows(ctx context.Context, db *pgxpool.Pool, after int64, n int) ([]found, error) {
+	return st.read(ctx, db, st.sql, after, n)
+}
+
+// read runs sql, the statement or its walk, for up to n rows after the cursor.
+func (st *statement) read(ctx context.Context, db *pgxpool.Pool, sql string, after int64, n int) ([]found, error) {
 	if after == 0 {
 		after = 1<<63 - 1
 	}
 	st.args["after"], st.args["limit"] = after, n
-	rows, err := db.Query(ctx, st.sql, st.args)
+	rows, err := db.Query(ctx, sql, st.args)
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +591,7 @@ func (st *statement) visible(p handoff.Package, notes []string) bool {
 	if len(st.words) == 0 {
 		return false
 	}
-	texts := []string{ids, p.ProblemStatement, p.RecommendedNextStep}
+	texts := []string{p.ProblemStatement, p.RecommendedNextStep}
 	for k, v := range p.StructuredEntities {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -238,13 +238,17 @@ func (s *Searcher) Page(ctx context.Context, user auth.User, f Filter, after int
 	if st.masksSome {
 		read = scanLimit
 	}
+	// The walk's rows make the page when they are more than a page's worth: a page they leave
+	// short after the masked check ends at their last row, like one that reached scanLimit.
 	var rows []found
+	walked := false
 	if st.walkSQL != "" {
 		if rows, err = st.read(ctx, s.db, st.walkSQL, after, read); err != nil {
 			return nil, 0, err
 		}
+		walked = len(rows) > limit
 	}
-	if len(rows) < read {
+	if !walked {
 		if rows, err = st.rows(ctx, s.db, after, read); err != nil {
 			return nil, 0, err
 		}
@@ -260,7 +264,7 @@ func (s *Searcher) Page(ctx context.Context, user auth.User, f Filter, after int
 	switch {
 	case len(out) > limit:
 		return out[:limit], out[limit-1].ID, nil
-	case len(rows) == read && read == scanLimit:
+	case walked || len(rows) == read && read == scanLimit:
 		return out, rows[len(rows)-1].ID, nil
 	}
 	return out, 0, nil

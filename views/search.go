@@ -37,7 +37,7 @@ type SearchError struct {
 // SearchResult is one package found, masked for the viewer.
 type SearchResult struct {
 	ID, Created, Queue, Status, Trigger, SourceAgent, Outcome, Assignee, Contact, Problem string
-	Repeat, SLABreached                                                                     bool
+	Repeat, SLABreached                                                                   bool
 }
 
 // ReassignControls offer a supervisor to move a held package to another agent of its queue, or to

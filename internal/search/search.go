@@ -429,7 +429,9 @@ func (st *statement) match(q string, trigram, exact bool) (hits, each string) {
 			`SELECT handoff_id, true FROM handoff_notes WHERE `+notes)
 		ors = append(ors, `ps.words @@ to_tsquery('simple', @terms)`,
 			`EXISTS (SELECT 1 FROM handoff_notes n WHERE n.handoff_id = h.id AND `+strings.Replace(notes, "body", "n.body", 1)+`)`)
-		if st.seesContacts {
+		// One token with punctuation (an email, a phone number) is found whole by the trigrams
+		// below; as words, its "com" or "555" would have the index gather most contacts first.
+		if st.seesContacts && !(trigram && oneToken(q)) {
 			parts = append(parts, `SELECT handoff_id, false FROM package_search WHERE contact_words @@ to_tsquery('simple', @terms)`)
 			contact = append(contact, `ps.contact_words @@ to_tsquery('simple', @terms)`)
 		}
@@ -448,6 +450,12 @@ func (st *statement) match(q string, trigram, exact bool) (hits, each string) {
 		ors = append(ors, `(q.pii_min_role = ANY (@seeing) AND (`+strings.Join(contact, " OR ")+`))`)
 	}
 	return "WITH hits AS MATERIALIZED (" + strings.Join(parts, "\nUNION ALL ") + ")", "(" + strings.Join(ors, " OR ") + ")"
+}
+
+// oneToken reports whether q is one token of three characters or more made of several words:
+// "dana.w@example.org", "+1-415-555-0134", "acct_9912".
+func oneToken(q string) bool {
+	return !strings.ContainsFunc(q, unicode.IsSpace) && utf8.RuneCountInString(q) >= 3 && len(Words(q)) > 1
 }
 
 // queryWords are the words of the search box a package's words must begin. A one-letter word

@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard bench-migrate soak db-stop clean screenshots
+.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard bench-migrate bench-search soak db-stop clean screenshots
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -141,3 +141,10 @@ screenshots: build
 bench-dashboard:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test ./internal/dashboard -run '^$$' -bench Dashboard -benchtime 1x -timeout 60m -v
+
+## bench-search: seeds 1,000,000 packages (several minutes; BENCH_PACKAGES=100000 for a quick run), then
+## times /packages' first page for the searches people type, as a supervisor and as an agent, beside
+## a plain index lookup and a count(*) of a queue in the same run, with the machine's load average.
+bench-search:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) test ./internal/search -run '^$$' -bench Search -benchtime 1x -timeout 90m -v

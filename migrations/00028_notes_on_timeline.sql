@@ -4,6 +4,7 @@
 -- hears of the note as of any other change. The note's text is in the event's detail, as a
 -- transfer's note is; the bot is never told (no webhook_outbox row: the outbox's check is left as
 -- it is). The list is 00022's union and 'noted'. NOT VALID as in 00022.
+SET LOCAL lock_timeout = '1s';
 ALTER TABLE events DROP CONSTRAINT events_kind_check;
 ALTER TABLE events ADD CONSTRAINT events_kind_check CHECK (kind IN ('queued', 'reserved', 'released',
     'accepted', 'rejected', 'transferred', 'returned_to_bot', 'resolved', 'expired', 'canceled', 'presence',

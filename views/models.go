@@ -176,6 +176,11 @@ type Controls struct {
 	// Approval is the package's refund approval: what it asks, whether it needs approval, what the
 	// viewer may do about it, and every request so far.
 	Approval ApprovalControls
+	// Reassign is offered to supervisors on a held package; nil otherwise.
+	Reassign *ReassignControls
+	// HeldBy names who holds the package when it is not the viewer: a holder whose package a
+	// supervisor moved sees it here, live.
+	HeldBy string
 }
 
 // ApprovalControls are the package's refund and its approvals, on the action panel, which

@@ -155,17 +155,24 @@ func lockTo(ctx context.Context, tx pgx.Tx, act Action, user auth.User, handoffI
 // lock: a statement that waited for the lock would still count from the snapshot it began with,
 // missing the claim the other tab committed meanwhile. Both travel in one round trip.
 func checkRoom(ctx context.Context, tx pgx.Tx, user auth.User) error {
-	var capacity, holding int
-	b := &pgx.Batch{}
-	b.Queue(`SELECT capacity FROM users WHERE id = $1 FOR UPDATE`, user.ID).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&capacity)
-	})
-	b.Queue(`SELECT count(*) FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL`, user.ID).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&holding) })
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	capacity, holding, err := lockLoad(ctx, tx, user.ID)
+	if err != nil {
 		return err
 	}
 	return roomFor(capacity, holding)
+}
+
+// lockLoad locks the user's row and counts the packages they hold, for a claim or an assignment
+// that must not take them past their capacity.
+func lockLoad(ctx context.Context, tx pgx.Tx, userID int64) (capacity, holding int, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT capacity FROM users WHERE id = $1 FOR UPDATE`, userID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&capacity)
+	})
+	b.Queue(`SELECT count(*) FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL`, userID).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&holding) })
+	err = tx.SendBatch(ctx, b).Close()
+	return capacity, holding, err
 }
 
 func roomFor(capacity, holding int) error {

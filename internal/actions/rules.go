@@ -27,6 +27,9 @@ const (
 	// Add an internal note: anyone who works the package's queue, and supervisors, at any time,
 	// whoever holds it and whatever its status.
 	Note Action = "note"
+	// Move a held package to another agent of its queue, or take it over (reassign.go): a
+	// supervisor's, never an agent's.
+	Reassign Action = "reassign"
 )
 
 // State is what the rules need to know of a package.
@@ -109,6 +112,17 @@ func Check(act Action, user auth.User, member bool, st State, now time.Time) err
 		return nil
 	case Note:
 		return nil
+	case Reassign:
+		if !supervisor {
+			return desk.Errorf(desk.Forbidden, "only a supervisor reassigns %s", st.PublicID)
+		}
+		if st.Status == handoff.StatusAwaitingApproval {
+			return desk.Errorf(desk.Conflict, "%s waits for a refund approval its holder asked for; decide or withdraw it first", st.PublicID)
+		}
+		if st.AssigneeID == nil || (st.Status != handoff.StatusReserved && st.Status != handoff.StatusAccepted) {
+			return desk.Errorf(desk.Conflict, "%s is %s; only a package someone holds is reassigned", st.PublicID, st.Status)
+		}
+		return nil
 	case Decline:
 		// A ring is its agent's alone to turn down; supervisors do not decline for them.
 		if !st.Ringing || st.OfferedTo == nil || *st.OfferedTo != user.ID || st.Status != handoff.StatusQueued {
@@ -124,6 +138,7 @@ type Permissions struct {
 	Accept, Reject, Return, Transfer, Resolve, Reply bool
 	RequestApproval, WithdrawApproval                bool
 	Note                                             bool
+	Reassign                                         bool
 }
 
 // Allowed lists what Check allows user to do to the package now.
@@ -131,7 +146,7 @@ func Allowed(user auth.User, member bool, st State, now time.Time) Permissions {
 	may := func(act Action) bool { return Check(act, user, member, st, now) == nil }
 	return Permissions{Accept: may(Accept), Reject: may(Reject), Return: may(Return), Transfer: may(Transfer),
 		Resolve: may(Resolve), Reply: may(Reply), RequestApproval: may(RequestApproval), WithdrawApproval: may(WithdrawApproval),
-		Note: may(Note)}
+		Note: may(Note), Reassign: may(Reassign)}
 }
 
 // mayClaim lets the agent accept the reservation they hold, or a waiting package that is not

@@ -77,6 +77,10 @@ const (
 	// The desk's single sign-on settings changed (detail: each setting, before → after), from
 	// /admin or the command line.
 	SSOSettingsChanged Kind = "sso_settings_changed"
+
+	// A supervisor moved a held package to another agent of its queue, or took it over themselves
+	// (actions.Reassign): the bot hears the new agent's name, the previous holder's pages move.
+	Reassigned Kind = "reassigned"
 )
 
 // Kinds lists every kind.
@@ -87,7 +91,7 @@ func Kinds() []Kind {
 		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
 		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered,
 		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn,
-		SSOSettingsChanged, Noted}
+		SSOSettingsChanged, Noted, Reassigned}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a
@@ -115,7 +119,7 @@ func (k Kind) Configures() bool {
 // kinds (a reservation, its release, presence) are no business of the bot's.
 func (k Kind) TellsBot() bool {
 	switch k {
-	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply, WarmTimeout:
+	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply, WarmTimeout, Reassigned:
 		return true
 	case ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn:
 		return true

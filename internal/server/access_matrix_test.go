@@ -194,6 +194,14 @@ func accessMatrix() []accessRow {
 			want: byRole{noKey, missing, moved, moved, moved, noKey}},
 		{method: "POST", route: "/handoffs/:id/notes", form: url.Values{"text": {""}}, want: byRole{noKey, missing, invalid, invalid, invalid, noKey}},
 		{method: "GET", route: "/ws", want: byRole{login, http.StatusBadRequest, http.StatusBadRequest, http.StatusBadRequest, http.StatusBadRequest, login}},
+		// Search lists only what each may see: an agent out of the queue finds nothing, and no one
+		// is refused the page.
+		{method: "GET", route: "/packages", query: "?q=duplicate", want: byRole{login, ok, ok, ok, ok, login}},
+		{method: "GET", route: "/packages/export.csv", want: byRole{login, denied, denied, ok, ok, login}},
+		// Supervisors reassign; the form names the supervisor, which is their take-over and, for
+		// the admin, a person who does not work the queue (422).
+		{method: "POST", route: "/handoffs/:id/reassign", state: held, form: url.Values{"to": {"sup@example.com"}},
+			want: byRole{noKey, missing, denied, moved, invalid, noKey}},
 		// A ring is its agent's alone to turn down: supervisors and admins are not rung (409).
 		{method: "POST", route: "/handoffs/:id/decline", state: ringing, want: byRole{noKey, missing, moved, clash, clash, noKey}},
 		// Available: what everyone is already, so that the rows after it find the agents as they were.

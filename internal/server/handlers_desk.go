@@ -131,6 +131,10 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	if d := v.Controls.Approval.Decision; d != nil && d.State == string(approvals.Granted) {
 		v.Controls.ResolveCode = "refunded"
 	}
+	if v.Controls.Reassign, err = s.reassignControls(ctx, user, item, perms.Reassign); err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	v.Controls.HeldBy = heldBy(user, item)
 	replies, err := evals.Replies(ctx, s.db, item.ID)
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, nil, err

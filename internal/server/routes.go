@@ -46,6 +46,9 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent)
 	e.POST("/handoffs/:id/decline", s.handleDecline, agent) // a warm package's ring
 	e.POST("/me/status", s.handleSetStatus, agent)          // available, break or away
+	// Search finds what the viewer may see; a supervisor moves a held package (actions.Check).
+	e.GET("/packages", s.handleSearch, agent)
+	e.POST("/handoffs/:id/reassign", s.handleReassign, agent)
 	e.GET("/ws", s.handleSocket, agent)
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))
@@ -53,6 +56,7 @@ func (s *Server) routes() {
 	e.GET("/evals", s.handleEvals, supervisor)
 	e.GET("/evals/replies/:id", s.handleEvalDiff, supervisor)
 	e.GET("/evals/export.jsonl", s.handleEvalsExport, supervisor)
+	e.GET("/packages/export.csv", s.handleSearchCSV, supervisor)
 	e.GET("/approvals", s.handleApprovals, supervisor)
 	e.POST("/approvals/:approval_id/approve", s.handleApprove, supervisor)
 	e.POST("/approvals/:approval_id/deny", s.handleDeny, supervisor)

@@ -27,6 +27,7 @@ import (
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/search"
 	"github.com/handoffdesk/desk/internal/sso"
 	"github.com/handoffdesk/desk/internal/tracing"
 )
@@ -75,6 +76,7 @@ type Server struct {
 	intake   *intake.Intake
 	actions  *actions.Service
 	board    *board.Board
+	search   *search.Searcher
 	hub      *live.Hub
 	presence *live.Presence
 	metrics  *metrics.Metrics
@@ -136,6 +138,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		intake:   intake,
 		actions:  actions,
 		board:    board,
+		search:   search.New(db),
 		hub:      hub,
 		presence: presence,
 		metrics:  counts,

@@ -1,0 +1,634 @@
+// Package search finds packages for the desk's /packages page and its CSV export: by filters
+// (queue, status, trigger, bot, outcome, repeat contact, SLA, time of arrival) and by a search box
+// that matches a package's id, its contact's id, name, email or phone, and the words of its
+// problem statement, next step, entities and notes.
+//
+// What it reads is package_search (migrations/00030), one row per package kept by a trigger at
+// intake, and the notes' word index (00031); it writes nothing.
+//
+// Search must not become an oracle: a viewer finds a package only by what they may see of it. An
+// agent searches only the queues they work. The contact's name, email and phone are matched only
+// for viewers whose role sees the package's queue's PII; for the others, a package found by its
+// words is kept only if the words are still there once the package and its notes are masked for
+// them (handoff.MaskFor), since free text and PII entities can name the customer.
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// Filter is what a search asks for. The zero Filter is every package the viewer may see.
+type Filter struct {
+	Q           string // the search box
+	Queue       string
+	Status      handoff.Status
+	Trigger     handoff.Trigger
+	SourceAgent string
+	// Outcome is a resolution code or a return-to-bot reason (the packages' one outcome column).
+	Outcome     string
+	Repeat      *bool // a repeat contact as the dashboard counts one
+	SLABreached *bool // waited past its queue's SLA before an agent accepted it (SLABreachedSQL)
+	Since       time.Time
+	Until       time.Time
+}
+
+// Params are the query parameters ParseFilter reads.
+func Params() []string {
+	return []string{"q", "queue", "status", "trigger", "source_agent", "outcome", "repeat", "sla_breached", "since", "until"}
+}
+
+// MaxQuery bounds the search box: a longer text is no search a person types.
+const MaxQuery = 200
+
+// ParseFilter reads a Filter from query parameters. A parameter it does not know (besides those in
+// also, which the caller reads), one given twice or one it cannot read is a BadRequest naming it:
+// a misspelt filter must never list or export more than was asked.
+func ParseFilter(q url.Values, also ...string) (Filter, error) {
+	for name, values := range q {
+		if slices.Contains(also, name) {
+			continue
+		}
+		if !slices.Contains(Params(), name) {
+			return Filter{}, desk.BadParam(name, "unknown parameter %q; search reads %s", name, strings.Join(Params(), ", "))
+		}
+		if len(values) > 1 {
+			return Filter{}, desk.BadParam(name, "parameter %s is given %d times; give it once", name, len(values))
+		}
+	}
+	f := Filter{Q: strings.TrimSpace(q.Get("q")), Queue: q.Get("queue"), Status: handoff.Status(q.Get("status")),
+		Trigger: handoff.Trigger(q.Get("trigger")), SourceAgent: q.Get("source_agent"), Outcome: q.Get("outcome")}
+	if n := utf8.RuneCountInString(f.Q); n > MaxQuery {
+		return Filter{}, desk.BadParam("q", "the search is %d characters; at most %d are read", n, MaxQuery)
+	}
+	if f.Status != "" && !slices.Contains(handoff.Statuses(), f.Status) {
+		return Filter{}, desk.BadParam("status", "status %q is not one of %s", f.Status, joined(handoff.Statuses()))
+	}
+	if f.Trigger != "" && !slices.Contains(handoff.Triggers(), f.Trigger) {
+		return Filter{}, desk.BadParam("trigger", "trigger %q is not one of %s", f.Trigger, joined(handoff.Triggers()))
+	}
+	if outcomes := Outcomes(); f.Outcome != "" && !slices.Contains(outcomes, f.Outcome) {
+		return Filter{}, desk.BadParam("outcome", "outcome %q is not one of %s", f.Outcome, strings.Join(outcomes, ", "))
+	}
+	for _, p := range []struct {
+		name string
+		to   **bool
+	}{{"repeat", &f.Repeat}, {"sla_breached", &f.SLABreached}} {
+		if v := q.Get(p.name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return Filter{}, desk.BadParam(p.name, "%s %q is neither true nor false", p.name, v)
+			}
+			*p.to = &b
+		}
+	}
+	var err error
+	if f.Since, f.Until, err = desk.ParseSpan(q); err != nil {
+		return Filter{}, err
+	}
+	return f, nil
+}
+
+// Outcomes are the values of the outcome filter: every resolution code and return reason, and
+// the outcomes the desk itself gives (expired, canceled).
+func Outcomes() []string {
+	return slices.Concat(handoff.ResolutionCodes(), handoff.ReturnReasons(), []string{"expired", "canceled"})
+}
+
+func joined[T ~string](values []T) string {
+	s := make([]string, len(values))
+	for i, v := range values {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Query is f as query parameters, for the next page's link and the export's.
+func (f Filter) Query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"q": f.Q, "queue": f.Queue, "status": string(f.Status), "trigger": string(f.Trigger),
+		"source_agent": f.SourceAgent, "outcome": f.Outcome} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	for k, v := range map[string]*bool{"repeat": f.Repeat, "sla_breached": f.SLABreached} {
+		if v != nil {
+			q.Set(k, strconv.FormatBool(*v))
+		}
+	}
+	for k, t := range map[string]time.Time{"since": f.Since, "until": f.Until} {
+		if !t.IsZero() {
+			q.Set(k, t.Format(time.RFC3339Nano))
+		}
+	}
+	return q
+}
+
+// ParseCursor reads the "after" parameter: the row id of the last package of the page before.
+// Keyset paging, newest first: no OFFSET, the same cost for page 1 and page 500.
+func ParseCursor(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, desk.BadParam("after", "after %q is not a cursor this desk made", s)
+	}
+	return id, nil
+}
+
+// Result is one package found, as its viewer may see it: the contact and the problem statement
+// are masked by its queue's rule for the viewer's role.
+type Result struct {
+	ID               int64
+	PublicID         string
+	Queue            string
+	Status           handoff.Status
+	Trigger          string
+	SourceAgent      string
+	Outcome          string
+	Repeat           bool
+	SLABreached      bool
+	CreatedAt        time.Time
+	Assignee         string
+	Contact          string // the display name, masked for the viewer
+	ProblemStatement string
+	// Unmasked are the personal fields the result shows the viewer unmasked, for the record of
+	// PII reads.
+	Unmasked []string
+}
+
+// Searcher runs searches over a pool.
+type Searcher struct {
+	db *pgxpool.Pool
+	// trigram says whether migration 00030 could build the trigram indexes (pg_trgm was there):
+	// without them a substring match would read every package, so it is not tried. Read once.
+	mu      sync.Mutex
+	checked bool
+	trigram bool
+}
+
+// New returns a Searcher over db.
+func New(db *pgxpool.Pool) *Searcher { return &Searcher{db: db} }
+
+// Substrings reports whether search matches any part of an id, a name, an email or a phone (with
+// pg_trgm), or only whole words and their beginnings (without).
+func (s *Searcher) Substrings(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.checked {
+		if err := s.db.QueryRow(ctx, `SELECT to_regclass('package_search_contact_trgm_idx') IS NOT NULL`).Scan(&s.trigram); err != nil {
+			return false, err
+		}
+		s.checked = true
+	}
+	return s.trigram, nil
+}
+
+// PageSize is how many packages a page lists.
+const PageSize = 50
+
+// SLABreachedSQL is the SLA filter's rule, over handoffs h and queues q at time $now: the package
+// waited longer than its queue's SLA from arrival to its accept, or, never accepted, to its close
+// or until now. The dashboard's queue table shows the same SLA against the oldest wait.
+const slaBreachedSQL = `(coalesce(h.accepted_at, h.closed_at, @now) - h.created_at > q.sla)`
+
+// Page returns up to limit packages the filter selects that user may find, newest first, after
+// the row id after (0: from the newest), and the cursor of the next page (0 at the end).
+//
+// A search box holding exactly the id of a package, or of a contact, the viewer may find is a
+// look-up: it lists those packages alone, not the others whose words begin the same way.
+func (s *Searcher) Page(ctx context.Context, user auth.User, f Filter, after int64, limit int) ([]Result, int64, error) {
+	st, err := s.prepare(ctx, user, f, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	if f.Q != "" {
+		exact, err := st.rows(ctx, s.db, 0, 1)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(exact) == 0 {
+			if st, err = s.prepare(ctx, user, f, false); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	// The statement reads the rows' light columns once; the packages are then read a few dozen at
+	// a time, as long as the page needs more. When rows can fail the masked check, up to scanLimit
+	// rows are read; past it the page ends short and its cursor goes on from the last row read, so
+	// that one search never reads without bound however few of its matches the viewer may see.
+	const scanLimit = 2000
+	read := limit + 1
+	if st.masksSome {
+		read = scanLimit
+	}
+	// The walk's rows make the page when they are more than a page's worth: a page they leave
+	// short after the masked check ends at their last row, like one that reached scanLimit.
+	var rows []found
+	walked := false
+	if st.walkSQL != "" {
+		if rows, err = st.read(ctx, s.db, st.walkSQL, after, read); err != nil {
+			return nil, 0, err
+		}
+		walked = len(rows) > limit
+	}
+	if !walked {
+		if rows, err = st.rows(ctx, s.db, after, read); err != nil {
+			return nil, 0, err
+		}
+	}
+	var out []Result
+	for start := 0; start < len(rows) && len(out) <= limit; start += limit + 1 {
+		kept, err := st.check(ctx, s.db, rows[start:min(start+limit+1, len(rows))])
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, kept...)
+	}
+	switch {
+	case len(out) > limit:
+		return out[:limit], out[limit-1].ID, nil
+	case walked || len(rows) == read && read == scanLimit:
+		return out, rows[len(rows)-1].ID, nil
+	}
+	return out, 0, nil
+}
+
+// EachAfter calls fn with every package the filter selects that user may find after the row id
+// after (0: from the newest), newest first, reading page by page so that memory stays flat however
+// many match.
+func (s *Searcher) EachAfter(ctx context.Context, user auth.User, f Filter, after int64, fn func(Result) error) error {
+	const exportPage = 500
+	for {
+		rows, next, err := s.Page(ctx, user, f, after, exportPage)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		after = next
+	}
+}
+
+// statement is one search, built once and read in batches.
+type statement struct {
+	sql   string
+	args  pgx.NamedArgs
+	words []string // the search box split by search_words' rule, lower-case
+	q     string   // the search box, lower-case
+	role  auth.Role
+	// walkSQL reads the newest walkBudget packages after the cursor and matches each in turn;
+	// "" when the search box is empty or an exact id.
+	walkSQL string
+	// seesContacts: some queue in the search's scope shows the viewer its contacts; masksSome:
+	// some queue masks them for the viewer, whose matches are then checked again.
+	seesContacts, masksSome bool
+}
+
+// prepare builds the statement for user's search, refusing a queue filter naming a queue they
+// may not search.
+// With exact, the search box matches ids only, whole.
+func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact bool) (*statement, error) {
+	supervisor := user.Role.AtLeast(auth.RoleSupervisor)
+	var seeing []string // the queues' PII roles at or below the user's: those queues' contacts they see
+	for _, r := range []auth.Role{auth.RoleAgent, auth.RoleSupervisor, auth.RoleAdmin} {
+		if user.Role.AtLeast(r) {
+			seeing = append(seeing, string(r))
+		}
+	}
+	st := &statement{role: user.Role, args: pgx.NamedArgs{"user": user.ID, "supervisor": supervisor, "seeing": seeing, "now": time.Now()}}
+	where := []string{`(@supervisor OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = @user))`}
+	if f.Queue != "" {
+		var queueID int64
+		err := s.db.QueryRow(ctx, `
+			SELECT q.id FROM queues q WHERE q.name = $1
+				AND ($2 OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = q.id AND m.user_id = $3))`,
+			f.Queue, supervisor, user.ID).Scan(&queueID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, desk.BadParam("queue", "no queue you may search is named %q", f.Queue)
+		}
+		if err != nil {
+			return nil, err
+		}
+		st.args["queue"] = queueID
+		where = append(where, `h.queue_id = @queue`)
+	}
+	for name, v := range map[string]string{"status": string(f.Status), "trigger": string(f.Trigger), "source_agent": f.SourceAgent,
+		"outcome": f.Outcome} {
+		if v != "" {
+			st.args[name] = v
+			where = append(where, fmt.Sprintf("h.%s = @%s", name, name))
+		}
+	}
+	if f.Repeat != nil {
+		st.args["repeat"] = *f.Repeat
+		where = append(where, `h.repeat_contact = @repeat`)
+	}
+	if f.SLABreached != nil {
+		st.args["breached"] = *f.SLABreached
+		where = append(where, slaBreachedSQL+` = @breached`)
+	}
+	if !f.Since.IsZero() {
+		st.args["since"] = f.Since
+		where = append(where, `h.created_at >= @since`)
+	}
+	if !f.Until.IsZero() {
+		st.args["until"] = f.Until
+		where = append(where, `h.created_at < @until`)
+	}
+	const columns = `
+		SELECT h.id, h.handoff_id, q.name, h.status, coalesce(h.trigger, ''), h.source_agent, coalesce(h.outcome, ''),
+			h.repeat_contact, ` + slaBreachedSQL + `, h.created_at, coalesce(u.display_name, ''),
+			q.pii_min_role, q.pii_entity_keys, q.withhold_transcript`
+	const joins = ` JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
+	hits := ""
+	if f.Q != "" {
+		if err := s.db.QueryRow(ctx, `
+			SELECT coalesce(bool_or(q.pii_min_role = ANY ($1)), false), coalesce(bool_or(NOT q.pii_min_role = ANY ($1)), false)
+			FROM queues q WHERE ($2 OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = q.id AND m.user_id = $3))
+				AND ($4::bigint IS NULL OR q.id = $4)`, seeing, supervisor, user.ID, st.args["queue"]).Scan(&st.seesContacts, &st.masksSome); err != nil {
+			return nil, err
+		}
+		trigram, err := s.Substrings(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var each string
+		hits, each = st.match(f.Q, trigram, exact)
+		if !exact {
+			st.walkSQL = columns + ` FROM (SELECT * FROM handoffs WHERE id < @after ORDER BY id DESC LIMIT ` + strconv.Itoa(walkBudget) + `) h` +
+				joins + ` JOIN package_search ps ON ps.handoff_id = h.id
+				WHERE ` + strings.Join(append(slices.Clone(where), each), " AND ") + ` ORDER BY h.id DESC LIMIT @limit`
+		}
+		// The matches drive the statement: left to weigh a semi-join, the planner walks every
+		// package by id in the hope of a match early on, which the walk above already did.
+		st.sql = hits + `, found AS (SELECT id, bool_or(open) AS open FROM hits GROUP BY id)` + columns +
+			` FROM found JOIN handoffs h ON h.id = found.id` + joins + `
+			WHERE h.id < @after AND (found.open OR q.pii_min_role = ANY (@seeing)) AND ` + strings.Join(where, " AND ") + `
+			ORDER BY h.id DESC LIMIT @limit`
+		return st, nil
+	}
+	st.sql = columns + ` FROM handoffs h` + joins + `
+		WHERE h.id < @after AND ` + strings.Join(where, " AND ") + `
+		ORDER BY h.id DESC LIMIT @limit`
+	return st, nil
+}
+
+// walkBudget is how many of the newest packages a search reads one by one before it asks the
+// indexes instead. A word found in one package in a hundred fills a page within it, where the
+// indexes would gather every match (tens of thousands at a million packages) to sort them; a rare
+// word costs this walk and then the indexes, which find its few matches at once.
+const walkBudget = 5000
+
+// match sets the search box's arguments and returns the CTE of the packages it matches, each
+// marked open (matched by what every viewer of the package may see, before masking) or not (by
+// the contact's name, email or phone), each part reading its own index; and the same match as a
+// predicate over one package h, its package_search row ps and its queue q, for the walk. The
+// contact is matched only when some queue of the search shows it to the viewer.
+func (st *statement) match(q string, trigram, exact bool) (hits, each string) {
+	st.q = strings.ToLower(q)
+	st.words = queryWords(q)
+	st.args["q"] = q
+	parts := []string{`SELECT id, true AS open FROM handoffs WHERE handoff_id = @q OR contact_id = @q`}
+	ors := []string{`h.handoff_id = @q`, `h.contact_id = @q`}
+	if exact {
+		return "WITH hits AS MATERIALIZED (" + parts[0] + ")", ""
+	}
+	var contact []string
+	if len(st.words) > 0 {
+		terms := make([]string, len(st.words))
+		for i, w := range st.words {
+			terms[i] = "'" + w + "':*" // a word of letters and digits needs no quoting beyond this
+		}
+		st.args["terms"] = strings.Join(terms, " & ")
+		const notes = `to_tsvector('simple', search_words(body)) @@ to_tsquery('simple', @terms)`
+		parts = append(parts,
+			`SELECT handoff_id, true FROM package_search WHERE words @@ to_tsquery('simple', @terms)`,
+			`SELECT handoff_id, true FROM handoff_notes WHERE `+notes)
+		ors = append(ors, `ps.words @@ to_tsquery('simple', @terms)`,
+			`EXISTS (SELECT 1 FROM handoff_notes n WHERE n.handoff_id = h.id AND `+strings.Replace(notes, "body", "n.body", 1)+`)`)
+		// One token with punctuation (an email, a phone number) is found whole by the trigrams
+		// below; as words, its "com" or "555" would have the index gather most contacts first.
+		if st.seesContacts && !(trigram && oneToken(q)) {
+			parts = append(parts, `SELECT handoff_id, false FROM package_search WHERE contact_words @@ to_tsquery('simple', @terms)`)
+			contact = append(contact, `ps.contact_words @@ to_tsquery('simple', @terms)`)
+		}
+	}
+	// A trigram index narrows a substring of three characters or more; a shorter one would read it whole.
+	if trigram && utf8.RuneCountInString(q) >= 3 {
+		st.args["like"] = "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(st.q) + "%"
+		parts = append(parts, `SELECT handoff_id, true FROM package_search WHERE ids LIKE @like`)
+		ors = append(ors, `ps.ids LIKE @like`)
+		if st.seesContacts {
+			parts = append(parts, `SELECT handoff_id, false FROM package_search WHERE contact LIKE @like`)
+			contact = append(contact, `ps.contact LIKE @like`)
+		}
+	}
+	if len(contact) > 0 {
+		ors = append(ors, `(q.pii_min_role = ANY (@seeing) AND (`+strings.Join(contact, " OR ")+`))`)
+	}
+	return "WITH hits AS MATERIALIZED (" + strings.Join(parts, "\nUNION ALL ") + ")", "(" + strings.Join(ors, " OR ") + ")"
+}
+
+// oneToken reports whether q is one token of three characters or more made of several words:
+// "dana.w@example.org", "+1-415-555-0134", "acct_9912".
+func oneToken(q string) bool {
+	return !strings.ContainsFunc(q, unicode.IsSpace) && utf8.RuneCountInString(q) >= 3 && len(Words(q)) > 1
+}
+
+// queryWords are the words of the search box a package's words must begin. A one-letter word
+// begins most packages' words (the "1" of a phone number) and narrows nothing but the speed: it is
+// left out unless it is all there is.
+func queryWords(q string) []string {
+	words := Words(q)
+	long := slices.DeleteFunc(slices.Clone(words), func(w string) bool { return utf8.RuneCountInString(w) < 2 })
+	if len(long) == 0 {
+		return words
+	}
+	return long
+}
+
+// Words splits text by the rule of the database's search_words (migrations/00030): runs of
+// letters and digits, lower-cased.
+func Words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+}
+
+// searched is the part of a stored package search and its results read.
+type searched struct {
+	ProblemStatement    string                         `json:"problem_statement"`
+	RecommendedNextStep string                         `json:"recommended_next_step"`
+	Contact             handoff.Contact                `json:"contact"`
+	StructuredEntities  map[string]handoff.EntityValue `json:"structured_entities"`
+	PrivacyFlags        map[string]bool                `json:"privacy_flags"`
+}
+
+// found is a row read, before the masked check.
+type found struct {
+	Result
+	vis handoff.Visibility
+	pkg handoff.Package
+}
+
+// rows reads up to n rows after the cursor, without their packages.
+func (st *statement) rows(ctx context.Context, db *pgxpool.Pool, after int64, n int) ([]found, error) {
+	return st.read(ctx, db, st.sql, after, n)
+}
+
+// read runs sql, the statement or its walk, for up to n rows after the cursor.
+func (st *statement) read(ctx context.Context, db *pgxpool.Pool, sql string, after int64, n int) ([]found, error) {
+	if after == 0 {
+		after = 1<<63 - 1
+	}
+	st.args["after"], st.args["limit"] = after, n
+	rows, err := db.Query(ctx, sql, st.args)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (found, error) {
+		var f found
+		var rule handoff.PIIRule
+		err := row.Scan(&f.ID, &f.PublicID, &f.Queue, &f.Status, &f.Trigger, &f.SourceAgent, &f.Outcome, &f.Repeat, &f.SLABreached,
+			&f.CreatedAt, &f.Assignee, &rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript)
+		f.vis = handoff.VisibilityFor(st.role, rule)
+		return f, err
+	})
+}
+
+// check reads the rows' packages and keeps the rows the viewer may find, masked for them.
+func (st *statement) check(ctx context.Context, db *pgxpool.Pool, all []found) ([]Result, error) {
+	ids := make([]int64, len(all))
+	for i, f := range all {
+		ids[i] = f.ID
+	}
+	pkgs, err := db.Query(ctx, `SELECT id, package FROM handoffs WHERE id = ANY ($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[int64]handoff.Package{}
+	var id int64
+	var raw []byte
+	if _, err := pgx.ForEachRow(pkgs, []any{&id, &raw}, func() error {
+		var p searched
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("stored package %d: %w", id, err)
+		}
+		byID[id] = handoff.Package{ProblemStatement: p.ProblemStatement, RecommendedNextStep: p.RecommendedNextStep,
+			Contact: p.Contact, StructuredEntities: p.StructuredEntities, PrivacyFlags: p.PrivacyFlags}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for i := range all {
+		all[i].pkg = byID[all[i].ID]
+		all[i].pkg.HandoffID = all[i].PublicID
+	}
+	notes, err := st.maskedNotes(ctx, db, all)
+	if err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, f := range all {
+		masked := f.pkg.MaskFor(f.vis)
+		if !f.vis.PII && st.q != "" && !st.visible(masked, notes[f.ID]) {
+			continue
+		}
+		r := f.Result
+		r.Contact, r.ProblemStatement = masked.Contact.DisplayName, masked.ProblemStatement
+		r.Unmasked = f.vis.Unmasked(handoff.Package{Contact: handoff.Contact{DisplayName: f.pkg.Contact.DisplayName}})
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// maskedNotes reads the notes of the rows the viewer sees masked, masked for them, when the search
+// box is used: only they are checked again.
+func (st *statement) maskedNotes(ctx context.Context, db *pgxpool.Pool, all []found) (map[int64][]string, error) {
+	byID := map[int64]found{}
+	var ids []int64
+	for _, f := range all {
+		if !f.vis.PII && st.q != "" {
+			ids = append(ids, f.ID)
+			byID[f.ID] = f
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, `SELECT handoff_id, body FROM handoff_notes WHERE handoff_id = ANY ($1) ORDER BY id`, ids)
+	if err != nil {
+		return nil, err
+	}
+	notes := map[int64][]string{}
+	var id int64
+	var body string
+	_, err = pgx.ForEachRow(rows, []any{&id, &body}, func() error {
+		f := byID[id]
+		notes[id] = append(notes[id], f.pkg.NoteMaskFor(f.vis)(body))
+		return nil
+	})
+	return notes, err
+}
+
+// visible reports whether the search box matches what a viewer who sees p masked may see of it:
+// its id or its contact's id, whole or in part, or every word of the box beginning a word of its
+// masked text or of one of its masked notes. It never looks at the contact, which they see masked.
+func (st *statement) visible(p handoff.Package, notes []string) bool {
+	ids := strings.ToLower(p.HandoffID + " " + p.Contact.ID)
+	if strings.Contains(ids, st.q) {
+		return true
+	}
+	if len(st.words) == 0 {
+		return false
+	}
+	texts := []string{p.ProblemStatement, p.RecommendedNextStep}
+	for k, v := range p.StructuredEntities {
+		b, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		texts = append(texts, k, string(b))
+	}
+	if allBegin(st.words, Words(strings.Join(texts, " "))) {
+		return true
+	}
+	for _, n := range notes {
+		if allBegin(st.words, Words(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// allBegin reports whether every query word begins some word of text, as a tsquery of prefixes
+// joined by & matches.
+func allBegin(query, text []string) bool {
+	for _, q := range query {
+		if !slices.ContainsFunc(text, func(w string) bool { return strings.HasPrefix(w, q) }) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,66 @@
+package views
+
+import "strconv"
+
+// SearchView is /packages: the search box and filters as given, and the packages found.
+type SearchView struct {
+	Viewer  Viewer
+	Filter  SearchFilter
+	Options SearchOptions
+	Results []SearchResult
+	// Error is a filter the desk could not read, shown beside its field (Param) with the form kept.
+	Error SearchError
+	// More is the link to the next page; "" on the last.
+	More string
+	// CSV is the export of everything the filters select; "" for agents.
+	CSV string
+	// Substrings says whether the search box matches any part of an id, name, email or phone, or
+	// only whole words and their beginnings (the database lacks pg_trgm).
+	Substrings bool
+}
+
+// SearchFilter is the form's values, as given.
+type SearchFilter struct {
+	Q, Queue, Status, Trigger, SourceAgent, Outcome, Repeat, SLABreached, Since, Until string
+}
+
+// SearchOptions are the choices of the form's selects.
+type SearchOptions struct {
+	Statuses, Triggers, Outcomes []string
+}
+
+// SearchError names the parameter at fault and what was wrong with it.
+type SearchError struct {
+	Param, Message string
+}
+
+// SearchResult is one package found, masked for the viewer.
+type SearchResult struct {
+	ID, Created, Queue, Status, Trigger, SourceAgent, Outcome, Assignee, Contact, Problem string
+	Repeat, SLABreached                                                                   bool
+}
+
+// ReassignControls offer a supervisor to move a held package to another agent of its queue, or to
+// take it over.
+type ReassignControls struct {
+	Members []ReassignMember
+	// Self is the supervisor's own email, which the take-over posts.
+	Self string
+}
+
+// ReassignMember is an agent of the package's queue the package may go to.
+type ReassignMember struct {
+	Email, Name string
+	// Room says how many more packages they can take; 0 is full.
+	Room int
+}
+
+func roomText(room int) string {
+	switch room {
+	case 0:
+		return "full"
+	case 1:
+		return "room for 1"
+	}
+	return "room for " + strconv.Itoa(room)
+}

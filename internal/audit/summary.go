@@ -78,8 +78,8 @@ func Summary(e Entry, queues map[int64]string) string {
 		if paid := w.money(); paid != "" {
 			s += ", paying back " + paid
 		}
-		if req := w.str("requested_amount"); req != "" {
-			s += fmt.Sprintf(" of %s %s asked", req, w.str("requested_currency"))
+		if asked := strings.TrimSpace(w.str("requested_amount") + " " + w.str("requested_currency")); asked != "" && asked != w.money() {
+			s += " of " + asked + " asked"
 		}
 	case events.Expired:
 		w.use("outcome")

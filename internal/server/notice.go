@@ -11,12 +11,14 @@ import (
 // cookie carries a code from this closed set, never text, so nobody can make the desk say
 // something through it.
 const (
-	noticeCookie    = "desk_notice"
-	noticeReplySent = "reply_sent"
+	noticeCookie      = "desk_notice"
+	noticeReplySent   = "reply_sent"
+	noticeUserCreated = "user_created"
 )
 
 var notices = map[string]string{
-	noticeReplySent: "Your reply was sent to the customer. It is at the top of the replies sent.",
+	noticeReplySent:   "Your reply was sent to the customer. It is at the top of the replies sent.",
+	noticeUserCreated: "The user was created: they log in with the first password you gave them, and can change it at /password.",
 }
 
 // noticeMaxAge covers the redirect and a slow page load, not a later visit.
@@ -30,17 +32,23 @@ func (s *Server) notify(c echo.Context, code string) {
 
 // noticed takes the notice the request carries, if any, and puts it on the package's view.
 func (s *Server) noticed(c echo.Context) func(*views.HandoffView) {
+	text := s.takeNotice(c)
+	return func(v *views.HandoffView) {
+		if text != "" && v.Editor != nil {
+			v.Editor.Notice = text
+		}
+	}
+}
+
+// takeNotice takes the notice the request carries: its text, or "" when it carries none or a
+// code not in the set.
+func (s *Server) takeNotice(c echo.Context) string {
 	ck, err := c.Cookie(noticeCookie)
 	if err != nil {
-		return func(*views.HandoffView) {}
+		return ""
 	}
 	gone := s.sessionCookieFor("") //nolint:gosec // G124: clears the cookie notify set, with its flags.
 	gone.Name, gone.MaxAge = noticeCookie, -1
 	c.SetCookie(gone)
-	text, ok := notices[ck.Value]
-	return func(v *views.HandoffView) {
-		if ok && v.Editor != nil {
-			v.Editor.Notice = text
-		}
-	}
+	return notices[ck.Value]
 }

@@ -133,6 +133,10 @@ func TestBrowserAccessibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkA11y(t, sup, axe, "/audit, one package's trail")
+	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/audit?since=yesterday&kind=queued"), chromedp.WaitVisible(`[data-testid="filter-error-since"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, sup, axe, "/audit with a refused filter")
 	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/dashboard?window=24h"), chromedp.WaitVisible(`[data-testid="spark-in"]`)); err != nil {
 		t.Fatal(err)
 	}

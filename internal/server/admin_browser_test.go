@@ -72,6 +72,10 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 	); err != nil {
 		t.Fatalf("create the user: %v", err)
 	}
+	if notice := text(t, admin, `[data-testid="notice"]`); !strings.Contains(notice, "The user was created") {
+		t.Errorf("after creating a user the page says %q", notice)
+	}
+	checkA11y(t, admin, axeSource(t), "/admin/users after creating a user")
 	if err := chromedp.Do(admin,
 		chromedp.Navigate(app.URL+"/admin/keys"),
 		chromedp.WaitVisible(`[data-testid="key-form"]`),
@@ -111,6 +115,12 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 
 	if err := chromedp.Do(admin,
 		chromedp.Navigate(app.URL+"/admin/queues"),
+		chromedp.WaitVisible(`[data-testid="queue-tree"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, admin, axeSource(t), "/admin/queues")
+	if err := chromedp.Do(admin,
 		chromedp.Click(`[data-testid="queue-row"][data-queue="vip"] a`),
 		chromedp.WaitVisible(`[data-testid="queue-form"]`),
 		chromedp.SetValue(`#f-pii_min_role`, "agent"),
@@ -146,6 +156,12 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 		chromedp.WaitVisible(`[data-testid="revoke-key"]`),
 		chromedp.Click(`[data-testid="revoke-key"]`),
 		chromedp.WaitVisible(`[data-testid="confirm-revoke"]`),
+	); err != nil {
+		t.Fatalf("revoke the key: %v", err)
+	}
+	checkA11y(t, admin, axeSource(t), "the confirmation of revoking a key")
+	expect(t, "a request with the key before the revocation is confirmed", app.api(t, http.MethodGet, "/api/v1/handoffs/"+id, key, nil), http.StatusOK)
+	if err := chromedp.Do(admin,
 		chromedp.Click(`[data-testid="confirm"]`),
 		chromedp.WaitVisible(`[data-testid="key-revoked"]`),
 	); err != nil {

@@ -886,15 +886,15 @@ func (s *Server) handleAdminRevokeKey(c echo.Context) error {
 func revokeConsequences(name, prefix, webhookURL string, open int) []string {
 	lines := []string{fmt.Sprintf("The bot's requests with key %s (%s…) are refused from the next one, on every instance.", name, prefix),
 		"This cannot be undone: the bot will need a new key."}
-	packages := "Its 1 open package stays in its queue for the agents"
+	packages, their := "Its 1 open package stays in its queue for the agents", "its"
 	if open != 1 {
-		packages = fmt.Sprintf("Its %d open packages stay in their queues for the agents", open)
+		packages, their = fmt.Sprintf("Its %d open packages stay in their queues for the agents", open), "their"
 	}
 	switch {
 	case open == 0:
 		lines = append(lines, "It has no open package.")
 	case webhookURL != "":
-		lines = append(lines, packages+"; the desk goes on sending their webhooks to "+webhookURL+".")
+		lines = append(lines, packages+"; the desk goes on sending "+their+" webhooks to "+webhookURL+".")
 	default:
 		lines = append(lines, packages+".")
 	}

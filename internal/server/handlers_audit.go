@@ -135,7 +135,7 @@ func auditEntryOf(e audit.Entry, queues map[int64]string) views.AuditEntry {
 }
 
 func viewsPIIView(v audit.View) views.PIIView {
-	return views.PIIView{At: formatTime(&v.At), User: v.User, Via: string(v.Via), Fields: strings.Join(v.Fields, ", ")}
+	return views.PIIView{At: v.At.UTC().Format(audit.TimeLayout), User: v.User, Via: string(v.Via), Fields: strings.Join(v.Fields, ", ")}
 }
 
 // detailText is an event's detail as one line of JSON, its keys in order.

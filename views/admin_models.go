@@ -80,6 +80,7 @@ type AdminUsersView struct {
 	Viewer Viewer
 	Users  []AdminUserRow
 	Form   AdminForm
+	Notice string // what the action that led here did, shown once
 }
 
 // AdminUserView is one person's page.
@@ -164,4 +165,17 @@ type AdminSettingsView struct {
 	// settings apply only once it has.
 	SSOConfigured bool
 	SSO           AdminForm
+}
+
+// ConfirmView asks an admin to confirm an action that acts on others at once, saying what it
+// will do. Its form posts the action again with confirm=yes.
+type ConfirmView struct {
+	Viewer       Viewer
+	Tab          string // the console's tab it belongs to
+	Title        string
+	Consequences []string
+	Action       string
+	Submit       string
+	Cancel       string // where "cancel" goes back to
+	TestID       string
 }

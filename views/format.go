@@ -38,9 +38,12 @@ func inputType(input string) string {
 	return "text"
 }
 
-// indent places a queue under its parent in the tree.
-func indent(depth int) templ.SafeCSS {
-	return templ.SafeCSS(fmt.Sprintf("padding-left: %.1frem;", 0.75+1.25*float64(depth)))
+// invalidField marks a filter's field refused, pointing to its complaint; nothing when it is not.
+func invalidField(name, complaint string) templ.Attributes {
+	if complaint == "" {
+		return nil
+	}
+	return templ.Attributes{"aria-invalid": "true", "aria-describedby": "audit-error-" + name}
 }
 
 // FormatDue says how much of an SLA is left, or by how much it is over: "12m left", "3m over".

@@ -394,14 +394,20 @@ type AuditView struct {
 	PIIViews []PIIView
 }
 
-// AuditFilter is the filter form's values, as given.
+// AuditFilter is the filter form's values, as given, and a refused filter's complaint.
 type AuditFilter struct {
 	Package, Actor, Kind, Queue, Since, Until string
+	Presence                                  bool              // presence changes are listed too
+	Errors                                    map[string]string // field → what is wrong with it
+	Error                                     string            // a refusal that is no field's
 }
 
-// AuditEntry is one event, its detail already masked for the viewer.
+// AuditEntry is one event, its summary already masked for the viewer.
 type AuditEntry struct {
-	At, Actor, Kind, Package, Queue, Subject, Detail string
+	At                          string // to the second, with the zone
+	Datetime                    string // the same, machine-readable
+	Actor, Kind, Package, Queue string
+	Summary                     string // what happened, in words: audit.Summary
 }
 
 // PIIView is one record of personal data shown unmasked.

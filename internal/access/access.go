@@ -66,6 +66,27 @@ func (s *Service) Disable(ctx context.Context, userID, actor int64) error {
 	})
 }
 
+// DisableImpact is what disabling a user would do, for the admin to confirm first.
+type DisableImpact struct {
+	Held     []actions.Held // the packages that go back to their queues
+	Sessions int            // the sessions that end
+}
+
+// ImpactOfDisable reads what Disable would do to the user now.
+func (s *Service) ImpactOfDisable(ctx context.Context, userID int64) (DisableImpact, error) {
+	held, err := actions.HeldBy(ctx, s.db, userID)
+	if err != nil {
+		return DisableImpact{}, err
+	}
+	sessions, err := auth.OpenSessions(ctx, s.db, userID)
+	return DisableImpact{Held: held, Sessions: sessions}, err
+}
+
+// OpenFromKey counts the open packages a bot key sent, which revoking it leaves in their queues.
+func (s *Service) OpenFromKey(ctx context.Context, keyID int64) (int, error) {
+	return actions.OpenFrom(ctx, s.db, keyID)
+}
+
 // SetRole gives a user a role. A promotion also closes their sockets: what they show was
 // rendered without what the new role sees. The last admin keeps the role.
 func (s *Service) SetRole(ctx context.Context, userID int64, role auth.Role, actor int64) error {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/desk"
@@ -59,6 +60,35 @@ func ReturnHeld(ctx context.Context, tx pgx.Tx, userID int64, actor *int64, now 
 		changes = append(changes, r.Change)
 	}
 	return changes, nil
+}
+
+// Held is, in one queue, what ReturnHeld would send back: the open packages a user holds, and
+// how many of them wait on a refund approval the user asked for.
+type Held struct {
+	Queue            string
+	Packages         int
+	AwaitingApproval int
+}
+
+// HeldBy lists, by queue name, the open packages the user holds: what an admin is told before
+// disabling them.
+func HeldBy(ctx context.Context, db *pgxpool.Pool, userID int64) ([]Held, error) {
+	rows, err := db.Query(ctx, `
+		SELECT q.name, count(*), count(*) FILTER (WHERE h.status = 'awaiting_approval')
+		FROM handoffs h JOIN queues q ON q.id = h.queue_id
+		WHERE h.assignee_id = $1 AND h.closed_at IS NULL
+		GROUP BY q.name ORDER BY q.name`, userID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Held])
+}
+
+// OpenFrom counts the open packages a bot key sent: what an admin is told before revoking it.
+func OpenFrom(ctx context.Context, db *pgxpool.Pool, keyID int64) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM handoffs WHERE api_key_id = $1 AND closed_at IS NULL`, keyID).Scan(&n)
+	return n, err
 }
 
 // CountOpen counts the open packages in the queue, inside tx: a queue that holds any is not

@@ -26,10 +26,19 @@ type Filter struct {
 	Queue   string      // a queue's name
 	Since   time.Time   // at or after; zero: from the first
 	Until   time.Time   // before; zero: to the last
+	// HidePresence leaves out presence changes: a roster's every break and reconnect is a row,
+	// naming nobody, and they would bury the trail's history.
+	HidePresence bool
 }
 
 // FilterParams are the query parameters ParseFilter reads.
-func FilterParams() []string { return []string{"package", "actor", "kind", "queue", "since", "until"} }
+func FilterParams() []string {
+	return []string{"package", "actor", "kind", "queue", "since", "until", "presence"}
+}
+
+// ShowPresence is the value of the parameter presence that lists presence changes, which the
+// trail otherwise leaves out.
+const ShowPresence = "show"
 
 // ParseFilter reads a Filter from query parameters. A parameter it does not know (besides those
 // in also, which the caller reads), one given twice or one it cannot read is a BadRequest naming
@@ -47,6 +56,14 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 		}
 	}
 	f := Filter{Package: q.Get("package"), Actor: q.Get("actor"), Kind: events.Kind(q.Get("kind")), Queue: q.Get("queue")}
+	switch p := q.Get("presence"); p {
+	case "":
+		// Asking for the kind is asking for them.
+		f.HidePresence = f.Kind != events.Presence
+	case ShowPresence:
+	default:
+		return Filter{}, desk.BadParam("presence", "presence %q: give %s to list presence changes, or leave it out", p, ShowPresence)
+	}
 	if f.Kind != "" && !slices.Contains(events.Kinds(), f.Kind) {
 		names := make([]string, 0, len(events.Kinds()))
 		for _, k := range events.Kinds() {
@@ -79,6 +96,9 @@ func (f Filter) Query() url.Values {
 	}
 	if !f.Until.IsZero() {
 		q.Set("until", timeParam(f.Until))
+	}
+	if !f.HidePresence && f.Kind != events.Presence {
+		q.Set("presence", ShowPresence)
 	}
 	return q
 }
@@ -209,6 +229,9 @@ func trailQuery(f Filter, after *Cursor, limit int) (string, []any) {
 	}
 	if f.Kind != "" {
 		cond("e.kind = $%d", string(f.Kind))
+	}
+	if f.HidePresence && f.Kind == "" {
+		cond("e.kind <> $%d", string(events.Presence))
 	}
 	if f.Queue != "" {
 		cond("e.queue_id = (SELECT id FROM queues WHERE name = $%d)", f.Queue)

@@ -33,11 +33,12 @@ func TestTrailPagesFromAnIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 50,000 events over 50 days, one in ten by the user and in the queue, one in a hundred a
-	// resolution.
+	// resolution; as on a desk, most are presence changes, which name no one and no queue.
 	if _, err := db.Exec(ctx, `
 		INSERT INTO events (at, kind, queue_id, actor_user, detail)
-		SELECT now() - make_interval(secs => i * 86.4), CASE WHEN i % 100 = 0 THEN 'resolved' ELSE 'presence' END,
-			CASE WHEN i % 10 = 0 THEN $2::bigint ELSE $2::bigint + 1 END,
+		SELECT now() - make_interval(secs => i * 86.4),
+			CASE WHEN i % 100 = 0 THEN 'resolved' WHEN i % 10 = 0 THEN 'accepted' WHEN i % 4 = 0 THEN 'reply' ELSE 'presence' END,
+			CASE WHEN i % 10 = 0 THEN $2::bigint WHEN i % 4 = 0 THEN $2::bigint + 1 END,
 			CASE WHEN i % 10 = 0 THEN $1::bigint END, '{}'
 		FROM generate_series(1, 50000) i`, userID, queueID); err != nil {
 		t.Fatal(err)
@@ -53,6 +54,9 @@ func TestTrailPagesFromAnIndex(t *testing.T) {
 		index string
 	}{
 		{"all", Filter{}, "events_at_idx"},
+		{"all but presence", Filter{HidePresence: true}, "events_at_idx"},
+		{"actor but presence", Filter{Actor: "sam@example.com", HidePresence: true}, "events_actor_idx"},
+		{"queue but presence", Filter{Queue: "billing", HidePresence: true}, "events_queue_idx"},
 		{"since", Filter{Since: week}, "events_at_idx"},
 		{"actor", Filter{Actor: "sam@example.com"}, "events_actor_idx"},
 		{"actor since", Filter{Actor: "SAM@example.com", Since: week}, "events_actor_idx"},
@@ -92,6 +96,7 @@ func TestParseFilterNamesWhatIsWrong(t *testing.T) {
 		{"since=2026-06-02&until=2026-06-01", "until"},
 		{"colour=red", "colour"},
 		{"queue=a&queue=b", "queue"},
+		{"presence=yes", "presence"},
 	} {
 		q, _ := url.ParseQuery(c.query)
 		_, err := ParseFilter(q)
@@ -110,6 +115,18 @@ func TestParseFilterNamesWhatIsWrong(t *testing.T) {
 	}
 	if got := f.Query().Encode(); got != "kind=resolved&since=2026-06-01" {
 		t.Errorf("the filter back as a query: %s", got)
+	}
+	// Presence changes are left out unless asked for, by the parameter or by their kind.
+	for query, hidden := range map[string]bool{"": true, "presence=show": false, "kind=presence": false, "actor=a@example.com": true} {
+		q, _ := url.ParseQuery(query)
+		f, err := ParseFilter(q)
+		if err != nil || f.HidePresence != hidden {
+			t.Errorf("%q: hides presence %v (%v), want %v", query, f.HidePresence, err, hidden)
+		}
+		back, _ := ParseFilter(f.Query())
+		if back.HidePresence != hidden {
+			t.Errorf("%q: the filter's own query %q hides presence %v, want %v", query, f.Query().Encode(), back.HidePresence, hidden)
+		}
 	}
 	if _, err := ParseCursor("12.x"); desk.ErrorCode(err) != desk.BadRequest {
 		t.Errorf("a garbled cursor: %v", err)

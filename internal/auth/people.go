@@ -16,6 +16,13 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// OpenSessions counts the user's sessions that have not expired: what disabling them ends.
+func OpenSessions(ctx context.Context, db Querier, userID int64) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE user_id = $1 AND expires_at > now()`, userID).Scan(&n)
+	return n, err
+}
+
 // Person is a user as the admin's list shows them.
 type Person struct {
 	User

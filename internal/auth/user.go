@@ -259,10 +259,10 @@ func (s *Service) Authenticate(ctx context.Context, email, password, address str
 func (s *Service) checkPassword(ctx context.Context, email, password string) (User, error) {
 	var u User
 	var hash string
-	var passwordLogin bool
+	var passwordLogin, disabled bool
 	err := s.db.QueryRow(ctx,
-		`SELECT `+userColumns+`, password_hash, password_login FROM users WHERE email = $1 AND NOT disabled`,
-		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &u.MustChangePassword, &hash, &passwordLogin)
+		`SELECT `+userColumns+`, password_hash, password_login, disabled FROM users WHERE email = $1`,
+		email).Scan(&u.ID, &u.Email, &u.DisplayName, &u.Role, &u.Capacity, &u.MustChangePassword, &hash, &passwordLogin, &disabled)
 	unknown := errors.Is(err, pgx.ErrNoRows)
 	if err != nil && !unknown {
 		return User{}, err
@@ -284,7 +284,10 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 		return User{}, desk.Errorf(desk.Unauthorized, "email or password is wrong")
 	}
 	// Said only to whoever knows the password, so that it tells no one else the account exists.
-	// It counts as a failure towards throttling like a wrong password.
+	// They count as failures towards throttling like a wrong password.
+	if disabled {
+		return User{}, desk.Errorf(desk.Unauthorized, "your account is disabled; ask an admin to enable it again")
+	}
 	if !passwordLogin {
 		return User{}, desk.Errorf(desk.Unauthorized, "this account signs in with single sign-on only; use \"Sign in with SSO\"")
 	}

@@ -23,6 +23,16 @@ type axeViolation struct {
 	Nodes            []struct{ Target []any }
 }
 
+// axeSource reads axe-core, or fails the test saying how to get it.
+func axeSource(t *testing.T) string {
+	t.Helper()
+	source, err := os.ReadFile(axePath)
+	if err != nil {
+		t.Fatalf("axe-core is missing: run `npm install` (make generate does): %v", err)
+	}
+	return string(source)
+}
+
 // checkA11y runs axe-core on the page the browser shows and fails the test on each serious or
 // critical violation.
 func checkA11y(t *testing.T, ctx context.Context, axe, page string) {
@@ -54,11 +64,7 @@ func checkA11y(t *testing.T, ctx context.Context, axe, page string) {
 // handoffs, /evals and /dashboard.
 func TestBrowserAccessibility(t *testing.T) {
 	t.Parallel()
-	source, err := os.ReadFile(axePath)
-	if err != nil {
-		t.Fatalf("axe-core is missing: run `npm install` (make generate does): %v", err)
-	}
-	axe := string(source)
+	axe := axeSource(t)
 	app := setup(t)
 	key := app.botKey(t, "tier1", "billing_t2")
 	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
@@ -137,6 +143,10 @@ func TestBrowserAccessibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkA11y(t, sup, axe, "/audit, one package's trail")
+	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/audit?since=yesterday&kind=queued"), chromedp.WaitVisible(`[data-testid="filter-error-since"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, sup, axe, "/audit with a refused filter")
 	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/dashboard?window=24h"), chromedp.WaitVisible(`[data-testid="spark-in"]`)); err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,9 @@ func adminRows() []accessRow {
 			"password": {"a long enough one"}, "capacity": {"3"}, "queues": {"{queue_id}"}}, moved),
 		row("GET", "/admin/users/:id", userTarget, nil, ok),
 		row("POST", "/admin/users/:id", userTarget, url.Values{"name": {"Target"}, "role": {"agent"}, "capacity": {"4"}, "queues": {"{queue_id}"}}, moved),
-		row("POST", "/admin/users/:id/disable", userTarget, nil, moved),
+		// Disabling and revoking first answer with what they will do, and act once confirmed.
+		row("POST", "/admin/users/:id/disable", userTarget, nil, ok),
+		row("POST", "/admin/users/:id/disable", userTarget, url.Values{"confirm": {"yes"}}, moved),
 		row("POST", "/admin/users/:id/enable", userTarget, nil, moved),
 		// The temporary password is shown once, on the answer's page.
 		row("POST", "/admin/users/:id/reset-password", userTarget, nil, ok),
@@ -144,7 +146,8 @@ func adminRows() []accessRow {
 		// The new signing secret is shown once, on the answer's page; before the revoke, which
 		// ends the key.
 		row("POST", "/admin/keys/:id/rotate", keyTarget, url.Values{"overlap": {"1h"}}, ok),
-		row("POST", "/admin/keys/:id/revoke", keyTarget, nil, moved),
+		row("POST", "/admin/keys/:id/revoke", keyTarget, nil, ok),
+		row("POST", "/admin/keys/:id/revoke", keyTarget, url.Values{"confirm": {"yes"}}, moved),
 		// Turning password login back on: turning it off needs an identity provider (409 here).
 		row("POST", "/admin/users/:id/sso-only", userTarget, url.Values{"sso_only": {"off"}}, moved),
 		row("GET", "/admin/settings", pkgTarget, nil, ok),

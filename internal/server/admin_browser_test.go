@@ -72,6 +72,10 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 	); err != nil {
 		t.Fatalf("create the user: %v", err)
 	}
+	if notice := text(t, admin, `[data-testid="notice"]`); !strings.Contains(notice, "The user was created") {
+		t.Errorf("after creating a user the page says %q", notice)
+	}
+	checkA11y(t, admin, axeSource(t), "/admin/users after creating a user")
 	if err := chromedp.Do(admin,
 		chromedp.Navigate(app.URL+"/admin/keys"),
 		chromedp.WaitVisible(`[data-testid="key-form"]`),
@@ -111,6 +115,12 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 
 	if err := chromedp.Do(admin,
 		chromedp.Navigate(app.URL+"/admin/queues"),
+		chromedp.WaitVisible(`[data-testid="queue-tree"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, admin, axeSource(t), "/admin/queues")
+	if err := chromedp.Do(admin,
 		chromedp.Click(`[data-testid="queue-row"][data-queue="vip"] a`),
 		chromedp.WaitVisible(`[data-testid="queue-form"]`),
 		chromedp.SetValue(`#f-pii_min_role`, "agent"),
@@ -145,6 +155,14 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 		chromedp.Click(`[data-testid="key-row"][data-key="vip-bot"] a`),
 		chromedp.WaitVisible(`[data-testid="revoke-key"]`),
 		chromedp.Click(`[data-testid="revoke-key"]`),
+		chromedp.WaitVisible(`[data-testid="confirm-revoke"]`),
+	); err != nil {
+		t.Fatalf("revoke the key: %v", err)
+	}
+	checkA11y(t, admin, axeSource(t), "the confirmation of revoking a key")
+	expect(t, "a request with the key before the revocation is confirmed", app.api(t, http.MethodGet, "/api/v1/handoffs/"+id, key, nil), http.StatusOK)
+	if err := chromedp.Do(admin,
+		chromedp.Click(`[data-testid="confirm"]`),
 		chromedp.WaitVisible(`[data-testid="key-revoked"]`),
 	); err != nil {
 		t.Fatalf("revoke the key: %v", err)
@@ -165,8 +183,10 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 	}
 }
 
-// TestBrowserAdminDisablesUser disables an agent who holds a package and has a queue page open: the
-// page leaves for the login page at once, and the package is back in its queue, with an event.
+// TestBrowserAdminDisablesUser disables an agent who holds a package and has a queue page open. The
+// admin is first told what will happen, and nothing happens until they confirm; then the agent's
+// page leaves for the login page at once, the package is back in its queue, with an event, and the
+// agent's page in the console says disabled.
 func TestBrowserAdminDisablesUser(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
@@ -192,10 +212,24 @@ func TestBrowserAdminDisablesUser(t *testing.T) {
 		chromedp.Click(`[data-testid="user-row"][data-email="dana@example.com"] a`),
 		chromedp.WaitVisible(`[data-testid="disable-user"]`),
 		chromedp.Click(`[data-testid="disable-user"]`),
-		chromedp.WaitVisible(`[data-testid="enable-user"]`),
+		chromedp.WaitVisible(`[data-testid="confirm-disable"]`),
 	); err != nil {
 		t.Fatalf("disable: %v", err)
 	}
+	said := text(t, admin, `[data-testid="consequences"]`)
+	for _, want := range []string{"1 held package goes back to billing_t2", "Their open session ends"} {
+		if !strings.Contains(said, want) {
+			t.Errorf("the confirmation does not say %q:\n%s", want, said)
+		}
+	}
+	checkA11y(t, admin, axeSource(t), "the confirmation of disabling a user")
+	if live, err := chromedp.Run(agent, chromedp.Evaluate[bool](`window.sameDocument === true && !!document.querySelector('[data-testid="cards"]')`)); err != nil || !live {
+		t.Fatalf("before the admin confirms, the agent's queue page is gone (%v)", err)
+	}
+	if err := chromedp.Do(admin, chromedp.Click(`[data-testid="confirm"]`), chromedp.WaitVisible(`[data-testid="user-disabled"]`)); err != nil {
+		t.Fatalf("confirm: %v", err)
+	}
+	checkA11y(t, admin, axeSource(t), "a disabled user's page")
 	wait, stop := context.WithTimeout(agent, waitDeadline)
 	defer stop()
 	if err := chromedp.Do(wait, chromedp.WaitVisible(`[data-testid="login-form"]`)); err != nil {

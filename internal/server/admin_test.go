@@ -36,7 +36,7 @@ func TestRevokedKeyIsRefusedOnEveryInstance(t *testing.T) {
 	if err := app.DB.QueryRow(context.Background(), `SELECT id::text FROM api_keys WHERE name = 'tier1'`).Scan(&keyID); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := admin.PostForm(app.URL+"/admin/keys/"+keyID+"/revoke", nil)
+	resp, err := admin.PostForm(app.URL+"/admin/keys/"+keyID+"/revoke", url.Values{"confirm": {"yes"}})
 	if err != nil {
 		t.Fatal(err)
 	}

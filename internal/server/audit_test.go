@@ -55,8 +55,12 @@ func TestAuditTrail(t *testing.T) {
 	if status, _, body := postForm(t, agent, app.URL+"/handoffs/"+id+"/resolve", url.Values{"code": {"refunded"}, "note": {note}}); status != http.StatusSeeOther {
 		t.Fatalf("resolve: %d %s", status, body)
 	}
+	// A roster's presence changes, which the trail leaves out unless asked for.
+	if _, err := app.DB.Exec(t.Context(), `INSERT INTO events (at, kind, detail) SELECT now(), 'presence', '{}' FROM generate_series(1, 7)`); err != nil {
+		t.Fatal(err)
+	}
 	var total int
-	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&total); err != nil {
+	if err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM events WHERE kind <> 'presence'`).Scan(&total); err != nil {
 		t.Fatal(err)
 	}
 
@@ -90,10 +94,18 @@ func TestAuditTrail(t *testing.T) {
 		"since=2999-01-01":               0,
 		"until=2000-01-01":               0,
 		"since=2000-01-01&kind=accepted": 1,
+		"kind=presence":                  7,
 	} {
 		if got := count(sup, query); got != want {
 			t.Errorf("/audit?%s: %d rows, want %d", query, got, want)
 		}
+	}
+	presence := regexp.MustCompile(`data-testid="audit-row" data-kind="presence"`)
+	if n := len(presence.FindAllString(mustGet(t, sup, app.URL+"/audit"), -1)); n != 0 {
+		t.Errorf("the trail lists %d presence changes unasked, want none", n)
+	}
+	if n := len(presence.FindAllString(mustGet(t, sup, app.URL+"/audit?presence=show"), -1)); n != 7 {
+		t.Errorf("the trail with presence=show lists %d presence changes, want 7", n)
 	}
 	for query, param := range map[string]string{
 		"kind=bogus": "kind", "since=yesterday": "since", "colour=red": "colour", "package=ho_none": "package",
@@ -124,17 +136,18 @@ func TestAuditTrail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != 4 || strings.Join(records[0], ",") != "seq,at,actor,kind,package,queue,subject,detail" ||
-		records[1][3] != "resolved" || records[1][2] != "agent@example.com" || !strings.Contains(records[1][7], note) {
+	if len(records) != 4 || strings.Join(records[0], ",") != "seq,at,actor,kind,package,queue,subject,detail,summary" ||
+		records[1][3] != "resolved" || records[1][2] != "agent@example.com" || !strings.Contains(records[1][7], note) ||
+		records[1][8] != "agent@example.com resolved the package as refunded, paying back 49.99 USD. Note: “"+note+"”" {
 		t.Errorf("the admin's CSV export:\n%s", csvBody)
 	}
 	lines := strings.Split(strings.TrimSpace(mustGet(t, adm, app.URL+"/audit/export.jsonl?kind=resolved")), "\n")
 	var line struct {
-		Kind, Actor, Package, Queue string
-		Detail                      map[string]any
+		Kind, Actor, Package, Queue, Summary string
+		Detail                               map[string]any
 	}
 	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &line) != nil || line.Package != id || line.Queue != q ||
-		line.Detail["note"] != note || line.Detail["outcome"] != "refunded" {
+		line.Detail["note"] != note || line.Detail["outcome"] != "refunded" || !strings.HasPrefix(line.Summary, "agent@example.com resolved") {
 		t.Errorf("the admin's JSONL export: %q", lines)
 	}
 	var exports int
@@ -148,5 +161,57 @@ func TestAuditTrail(t *testing.T) {
 	page := mustGet(t, adm, app.URL+"/audit?package="+id)
 	if !strings.Contains(page, `data-testid="pii-view"`) || !strings.Contains(page, "adm@example.com · export") {
 		t.Errorf("the package's trail does not list who read its PII:\n%s", page)
+	}
+}
+
+// A filter the trail cannot read answers 400 with the page itself: the complaint beside the field
+// it is about, the other fields as they were filled in, and no trail. Times read to the second
+// with their zone, and each event as a sentence.
+func TestAuditRefusedFilterKeepsTheForm(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	app.user(t, "sup@example.com", auth.RoleSupervisor)
+	sup := app.client(t)
+	app.login(t, sup, "sup@example.com")
+	key := app.botKey(t, "aud_bot", "aud")
+	expect(t, "submit", app.submit(t, key, harborFor(t, "aud")), http.StatusCreated)
+
+	for _, c := range []struct{ query, field, message string }{
+		{"actor=sup%40example.com&kind=queued&since=yesterday", "since", "since &#34;yesterday&#34; is neither"},
+		{"actor=sup%40example.com&kind=queued&queue=nope", "queue", "queue &#34;nope&#34; does not exist"},
+		{"actor=sup%40example.com&kind=queued&presence=yes", "presence", "presence &#34;yes&#34;"},
+	} {
+		resp, body := get(t, sup, app.URL+"/audit?"+c.query)
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("%s: %d %s, want the page with 400", c.query, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		complaint := regexp.MustCompile(`id="audit-error-` + c.field + `"[^>]*>([^<]*)<`).FindStringSubmatch(body)
+		if complaint == nil || !strings.Contains(complaint[1], c.message) {
+			t.Errorf("%s: the complaint beside %s is %q, want %q:\n%s", c.query, c.field, complaint, c.message, body)
+		}
+		if !strings.Contains(body, `aria-describedby="audit-error-`+c.field+`"`) {
+			t.Errorf("%s: the field %s does not point to its complaint", c.query, c.field)
+		}
+		if !strings.Contains(body, `name="actor" value="sup@example.com"`) || !strings.Contains(body, `<option value="queued" selected>`) {
+			t.Errorf("%s: the rest of the form is lost:\n%s", c.query, body)
+		}
+		if strings.Contains(body, `data-testid="audit-row"`) || strings.Contains(body, `data-testid="export-csv"`) {
+			t.Errorf("%s: a refused filter still lists events or offers an export", c.query)
+		}
+	}
+	resp, body := get(t, sup, app.URL+"/audit?colour=red")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `data-testid="filter-error"`) || !strings.Contains(body, "colour") {
+		t.Errorf("an unknown parameter: %d, want the page with 400 naming it above the form:\n%s", resp.StatusCode, body)
+	}
+
+	page := mustGet(t, sup, app.URL+"/audit")
+	if !regexp.MustCompile(`<time datetime="[^"]+" data-testid="audit-time">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>`).MatchString(page) {
+		t.Errorf("the trail's times are not to the second with their zone:\n%s", page)
+	}
+	if !strings.Contains(page, "Bot aud_bot sent the package to aud (trigger policy_boundary)") {
+		t.Errorf("the queued event does not read as a sentence:\n%s", page)
+	}
+	if strings.Contains(page, `{&#34;`) {
+		t.Errorf("the page still shows raw JSON:\n%s", page)
 	}
 }

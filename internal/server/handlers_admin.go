@@ -426,6 +426,7 @@ func (s *Server) usersPage(c echo.Context, status int, form *views.AdminForm) er
 	if form != nil {
 		v.Form = *form
 	} else {
+		v.Notice = pageNotices[s.takeNotice(c)]
 		v.Form = userForm("/admin/users", true, url.Values{"role": {"agent"}, "capacity": {strconv.Itoa(auth.DefaultCapacity)}}, all)
 	}
 	for _, p := range people {
@@ -473,6 +474,7 @@ func (s *Server) handleAdminCreateUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.notify(c, noticeUserCreated)
 	return c.Redirect(http.StatusSeeOther, "/admin/users")
 }
 
@@ -556,8 +558,78 @@ func (s *Server) userAction(c echo.Context, act func(ctx context.Context, id, ac
 	return c.Redirect(http.StatusSeeOther, "/admin/users/"+strconv.FormatInt(id, 10))
 }
 
+// confirmed reports whether the form says confirm=yes. Disabling a person and revoking a key
+// act at once on others (a person's open pages, a bot's next request): the first POST answers
+// with what will happen, and only the confirmation's POST acts.
+func confirmed(c echo.Context) bool { return c.FormValue("confirm") == "yes" }
+
 func (s *Server) handleAdminDisableUser(c echo.Context) error {
-	return s.userAction(c, s.access.Disable)
+	if confirmed(c) {
+		return s.userAction(c, s.access.Disable)
+	}
+	ctx := c.Request().Context()
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	p, err := s.auth.PersonByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	path := "/admin/users/" + strconv.FormatInt(id, 10)
+	if p.Disabled {
+		return c.Redirect(http.StatusSeeOther, path)
+	}
+	impact, err := s.access.ImpactOfDisable(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, views.ConfirmPage(views.ConfirmView{Viewer: *viewer(c), Tab: "/admin/users",
+		Title: "Disable " + p.Email + "?", Consequences: disableConsequences(p.DisplayName, impact),
+		Action: path + "/disable", Submit: "Disable " + p.Email, Cancel: path, TestID: "confirm-disable"}))
+}
+
+// disableConsequences says what disabling the person named name does, as the admin confirms it.
+func disableConsequences(name string, impact access.DisableImpact) []string {
+	lines := []string{name + " can no longer log in, with a password or single sign-on."}
+	switch impact.Sessions {
+	case 0:
+		lines = append(lines, "They have no open session.")
+	case 1:
+		lines = append(lines, "Their open session ends: every page they have open goes to the login page.")
+	default:
+		lines = append(lines, fmt.Sprintf("Their %d open sessions end: every page they have open goes to the login page.", impact.Sessions))
+	}
+	packages, approvals := 0, 0
+	var where []string
+	for _, h := range impact.Held {
+		packages += h.Packages
+		approvals += h.AwaitingApproval
+		where = append(where, fmt.Sprintf("%d to %s", h.Packages, h.Queue))
+	}
+	switch {
+	case packages == 0:
+		lines = append(lines, "They hold no package.")
+	case len(impact.Held) == 1:
+		lines = append(lines, fmt.Sprintf("%s back to %s, for the next agent.", heldPackages(packages), impact.Held[0].Queue))
+	default:
+		lines = append(lines, fmt.Sprintf("%s back to their queues (%s), for the next agent.", heldPackages(packages), strings.Join(where, ", ")))
+	}
+	switch approvals {
+	case 0:
+	case 1:
+		lines = append(lines, "The refund approval they asked for is withdrawn, and its bot is told.")
+	default:
+		lines = append(lines, fmt.Sprintf("The %d refund approvals they asked for are withdrawn, and the bots are told.", approvals))
+	}
+	return append(lines, "You can enable them again later; the packages do not come back to them.")
+}
+
+func heldPackages(n int) string {
+	if n == 1 {
+		return "1 held package goes"
+	}
+	return fmt.Sprintf("%d held packages go", n)
 }
 
 func (s *Server) handleAdminEnableUser(c echo.Context) error { return s.userAction(c, s.access.Enable) }
@@ -779,15 +851,54 @@ func (s *Server) handleAdminSaveKey(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/admin/keys/"+strconv.FormatInt(id, 10))
 }
 
+// handleAdminRevokeKey revokes the key once confirmed (see confirmed); first it says what will
+// happen.
 func (s *Server) handleAdminRevokeKey(c echo.Context) error {
+	ctx := c.Request().Context()
 	id, err := idParam(c, "id")
 	if err != nil {
 		return err
 	}
-	if err := s.access.RevokeAPIKey(c.Request().Context(), id, currentUser(c).ID); err != nil {
+	path := "/admin/keys/" + strconv.FormatInt(id, 10)
+	if confirmed(c) {
+		if err := s.access.RevokeAPIKey(ctx, id, currentUser(c).ID); err != nil {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, path)
+	}
+	k, err := s.auth.APIKeyByID(ctx, id)
+	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/admin/keys/"+strconv.FormatInt(id, 10))
+	if k.Revoked != nil {
+		return c.Redirect(http.StatusSeeOther, path)
+	}
+	open, err := s.access.OpenFromKey(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, views.ConfirmPage(views.ConfirmView{Viewer: *viewer(c), Tab: "/admin/keys",
+		Title: "Revoke key " + k.Name + "?", Consequences: revokeConsequences(k.Name, k.Prefix, k.WebhookURL, open),
+		Action: path + "/revoke", Submit: "Revoke " + k.Name, Cancel: path, TestID: "confirm-revoke"}))
+}
+
+// revokeConsequences says what revoking a key does, as the admin confirms it.
+func revokeConsequences(name, prefix, webhookURL string, open int) []string {
+	lines := []string{fmt.Sprintf("The bot's requests with key %s (%s…) are refused from the next one, on every instance.", name, prefix),
+		"This cannot be undone: the bot will need a new key."}
+	packages, their := "Its 1 open package stays in its queue for the agents", "its"
+	if open != 1 {
+		packages, their = fmt.Sprintf("Its %d open packages stay in their queues for the agents", open), "their"
+	}
+	switch {
+	case open == 0:
+		lines = append(lines, "It has no open package.")
+	case webhookURL != "":
+		lines = append(lines, packages+"; the desk goes on sending "+their+" webhooks to "+webhookURL+".")
+	default:
+		lines = append(lines, packages+".")
+	}
+	return lines
 }
 
 // rotateForm is the form for a new signing secret; overlap is as typed, or empty for the default.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,29 +15,27 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/audit"
+	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/views"
 )
 
 // handleAudit shows a page of the audit trail, newest first, with the filters of the query and
-// the cursor "after".
+// the cursor "after". A filter it cannot read is answered with the page again, 400, the complaint
+// beside its field and the form as the person filled it in.
 func (s *Server) handleAudit(c echo.Context) error {
 	ctx := c.Request().Context()
 	user := currentUser(c)
 	q := c.QueryParams()
-	f, err := audit.ParseFilter(q, "after")
-	if err != nil {
-		return err
+	v := views.AuditView{Viewer: *viewer(c), Filter: auditFilterOf(q)}
+	for _, k := range events.Kinds() {
+		v.Kinds = append(v.Kinds, string(k))
 	}
-	var after *audit.Cursor
-	if raw := q.Get("after"); raw != "" {
-		cursor, err := audit.ParseCursor(raw)
-		if err != nil {
-			return err
-		}
-		after = &cursor
+	f, after, handoffID, err := s.auditFilter(ctx, q)
+	if desk.ErrorCode(err) == desk.BadRequest {
+		v.Filter = withFilterError(v.Filter, err)
+		return s.render(c, statusOf[desk.BadRequest], views.AuditPage(v))
 	}
-	handoffID, err := f.Check(ctx, s.db)
 	if err != nil {
 		return err
 	}
@@ -44,14 +43,15 @@ func (s *Server) handleAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.AuditView{Viewer: *viewer(c), Filter: auditFilterOf(q), Entries: make([]views.AuditEntry, 0, len(entries))}
-	for _, k := range events.Kinds() {
-		v.Kinds = append(v.Kinds, string(k))
+	queues, err := s.queueNamesByID(ctx)
+	if err != nil {
+		return err
 	}
+	v.Entries = make([]views.AuditEntry, 0, len(entries))
 	var shown audit.Shown
 	for _, e := range entries {
 		shown.Add(e.HandoffID, e.Unmasked)
-		v.Entries = append(v.Entries, auditEntryOf(e))
+		v.Entries = append(v.Entries, auditEntryOf(e, queues))
 	}
 	base := f.Query()
 	if next != nil {
@@ -75,6 +75,48 @@ func (s *Server) handleAudit(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.AuditPage(v))
 }
 
+// auditFilter reads the page's filter and cursor, and checks that what they name exists.
+func (s *Server) auditFilter(ctx context.Context, q url.Values) (f audit.Filter, after *audit.Cursor, handoffID int64, err error) {
+	if f, err = audit.ParseFilter(q, "after"); err != nil {
+		return f, nil, 0, err
+	}
+	if raw := q.Get("after"); raw != "" {
+		cursor, err := audit.ParseCursor(raw)
+		if err != nil {
+			return f, nil, 0, err
+		}
+		after = &cursor
+	}
+	handoffID, err = f.Check(ctx, s.db)
+	return f, after, handoffID, err
+}
+
+// withFilterError puts a refused filter's complaint beside the field it names, or above the form
+// when it names none of them (a parameter the form does not have).
+func withFilterError(f views.AuditFilter, err error) views.AuditFilter {
+	param, msg := desk.FieldsOf(err)["param"], desk.ErrorMessage(err)
+	switch param {
+	case "package", "actor", "kind", "queue", "since", "until", "presence":
+		f.Errors = map[string]string{param: msg}
+	default:
+		f.Error = msg
+	}
+	return f
+}
+
+// queueNamesByID names the queue ids some events' details hold.
+func (s *Server) queueNamesByID(ctx context.Context) (map[int64]string, error) {
+	all, err := s.queues.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[int64]string, len(all))
+	for _, q := range all {
+		names[q.ID] = q.Name
+	}
+	return names, nil
+}
+
 // auditFilterOf is the filter form as the person filled it in.
 func auditFilterOf(q map[string][]string) views.AuditFilter {
 	get := func(k string) string {
@@ -84,16 +126,16 @@ func auditFilterOf(q map[string][]string) views.AuditFilter {
 		return ""
 	}
 	return views.AuditFilter{Package: get("package"), Actor: get("actor"), Kind: get("kind"), Queue: get("queue"),
-		Since: get("since"), Until: get("until")}
+		Since: get("since"), Until: get("until"), Presence: get("presence") == audit.ShowPresence}
 }
 
-func auditEntryOf(e audit.Entry) views.AuditEntry {
-	return views.AuditEntry{At: formatTime(&e.At), Actor: e.Actor, Kind: string(e.Kind), Package: e.Package, Queue: e.Queue,
-		Subject: e.Subject, Detail: detailText(e.Detail)}
+func auditEntryOf(e audit.Entry, queues map[int64]string) views.AuditEntry {
+	return views.AuditEntry{At: e.At.UTC().Format(audit.TimeLayout), Datetime: e.At.UTC().Format(time.RFC3339Nano),
+		Actor: e.Actor, Kind: string(e.Kind), Package: e.Package, Queue: e.Queue, Summary: audit.Summary(e, queues)}
 }
 
 func viewsPIIView(v audit.View) views.PIIView {
-	return views.PIIView{At: formatTime(&v.At), User: v.User, Via: string(v.Via), Fields: strings.Join(v.Fields, ", ")}
+	return views.PIIView{At: v.At.UTC().Format(audit.TimeLayout), User: v.User, Via: string(v.Via), Fields: strings.Join(v.Fields, ", ")}
 }
 
 // detailText is an event's detail as one line of JSON, its keys in order.
@@ -118,12 +160,13 @@ type auditLine struct {
 	Queue   string         `json:"queue,omitempty"`
 	Subject string         `json:"subject,omitempty"`
 	Detail  map[string]any `json:"detail"`
+	Summary string         `json:"summary"`
 }
 
 func (s *Server) handleAuditCSV(c echo.Context) error {
-	return s.exportAudit(c, "text/csv; charset=utf-8", func(out io.Writer) func(audit.Entry) error {
+	return s.exportAudit(c, "text/csv; charset=utf-8", func(out io.Writer, queues map[int64]string) func(audit.Entry) error {
 		w := csv.NewWriter(out)
-		header := []string{"seq", "at", "actor", "kind", "package", "queue", "subject", "detail"}
+		header := []string{"seq", "at", "actor", "kind", "package", "queue", "subject", "detail", "summary"}
 		return func(e audit.Entry) error {
 			if header != nil {
 				if err := w.Write(header); err != nil {
@@ -132,7 +175,7 @@ func (s *Server) handleAuditCSV(c echo.Context) error {
 				header = nil
 			}
 			record := []string{strconv.FormatInt(e.Seq, 10), e.At.UTC().Format(time.RFC3339Nano), e.Actor, string(e.Kind),
-				e.Package, e.Queue, e.Subject, detailText(e.Detail)}
+				e.Package, e.Queue, e.Subject, detailText(e.Detail), audit.Summary(e, queues)}
 			for i, cell := range record {
 				record[i] = inertCell(cell)
 			}
@@ -155,12 +198,12 @@ func inertCell(cell string) string {
 }
 
 func (s *Server) handleAuditJSONL(c echo.Context) error {
-	return s.exportAudit(c, "application/x-ndjson; charset=utf-8", func(out io.Writer) func(audit.Entry) error {
+	return s.exportAudit(c, "application/x-ndjson; charset=utf-8", func(out io.Writer, queues map[int64]string) func(audit.Entry) error {
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
 		return func(e audit.Entry) error {
 			return enc.Encode(auditLine{Seq: e.Seq, At: e.At.UTC(), Actor: e.Actor, Kind: e.Kind, Package: e.Package,
-				Queue: e.Queue, Subject: e.Subject, Detail: e.Detail})
+				Queue: e.Queue, Subject: e.Subject, Detail: e.Detail, Summary: audit.Summary(e, queues)})
 		}
 	})
 }
@@ -169,7 +212,7 @@ func (s *Server) handleAuditJSONL(c echo.Context) error {
 // exporter's role, as line writes. A bad filter is answered with its 400 before anything is sent.
 // The export's one pii_views row, naming every package it showed unmasked, is written when it
 // ends, also when it is cut short: what was sent was shown.
-func (s *Server) exportAudit(c echo.Context, contentType string, writer func(io.Writer) func(audit.Entry) error) error {
+func (s *Server) exportAudit(c echo.Context, contentType string, writer func(io.Writer, map[int64]string) func(audit.Entry) error) error {
 	ctx := c.Request().Context()
 	user := currentUser(c)
 	f, err := audit.ParseFilter(c.QueryParams())
@@ -179,12 +222,16 @@ func (s *Server) exportAudit(c echo.Context, contentType string, writer func(io.
 	if _, err := f.Check(ctx, s.db); err != nil {
 		return err
 	}
+	queues, err := s.queueNamesByID(ctx)
+	if err != nil {
+		return err
+	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, contentType)
 	h.Set("Cache-Control", "no-store")
 	c.Response().WriteHeader(http.StatusOK)
 	var shown audit.Shown
-	write := writer(c.Response())
+	write := writer(c.Response(), queues)
 	rows := 0
 	err = audit.Each(ctx, s.db, user.Role, f, func(e audit.Entry) error {
 		shown.Add(e.HandoffID, e.Unmasked)

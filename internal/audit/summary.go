@@ -89,6 +89,10 @@ func Summary(e Entry, queues map[int64]string) string {
 		s = fmt.Sprintf("%s canceled the package: the customer left", actor)
 	case events.Presence:
 		s = "Someone's presence changed (available, break, away or offline)"
+	case events.Noted:
+		s = fmt.Sprintf("%s added an internal note", actor)
+	case events.Reassigned:
+		s = fmt.Sprintf("%s reassigned the package: %s → %s", actor, cmp.Or(w.str("from"), "nobody"), w.str("to"))
 	case events.Reply:
 		s = fmt.Sprintf("%s sent a reply to the customer", actor)
 		if tags := w.list("tags"); tags != "" {

@@ -107,6 +107,10 @@ func TestSummaryPerKind(t *testing.T) {
 			"ada@example.com rotated the webhook signing secret of bot key tier1; the old one also signs until 2026-06-02 10:00:00 UTC"},
 		{events.SSOSettingsChanged, ada, "", "", map[string]any{"unknown_emails": [2]string{"refuse", "create"}},
 			"ada@example.com changed the single sign-on settings: unknown emails refuse → create"},
+		{events.Noted, dana, "billing_t2", "", map[string]any{"status": "accepted", "note": "called back"},
+			"dana@example.com added an internal note. Note: “called back”"},
+		{events.Reassigned, ada, "billing_t2", "", map[string]any{"status": "accepted", "from": "Dana", "to": "Bea"},
+			"ada@example.com reassigned the package: Dana → Bea"},
 	}
 	covered := map[events.Kind]bool{}
 	for _, c := range cases {
@@ -131,8 +135,8 @@ func TestSummaryShowsWhatItDoesNotWord(t *testing.T) {
 	if got, want := Summary(e, nil), "dana@example.com accepted the package in billing: seconds waited 12.5"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
-	e = Entry{Kind: "reassigned", Actor: "sam@example.com", Detail: detail(t, map[string]any{"to": "Lee", "from": "Dana"})}
-	if got, want := Summary(e, nil), "sam@example.com: reassigned: from Dana; to Lee"; got != want {
+	e = Entry{Kind: "escalated", Actor: "sam@example.com", Detail: detail(t, map[string]any{"to": "Lee", "from": "Dana"})}
+	if got, want := Summary(e, nil), "sam@example.com: escalated: from Dana; to Lee"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 	e = Entry{Kind: events.UserCreated, Subject: "dana@example.com", Detail: detail(t, map[string]any{"queues": []int64{99}, "role": "agent", "name": "D", "capacity": 1})}

@@ -94,11 +94,14 @@ func TestAuditTrail(t *testing.T) {
 		"since=2999-01-01":               0,
 		"until=2000-01-01":               0,
 		"since=2000-01-01&kind=accepted": 1,
-		"kind=presence":                  7,
 	} {
 		if got := count(sup, query); got != want {
 			t.Errorf("/audit?%s: %d rows, want %d", query, got, want)
 		}
+	}
+	// The 7 presence changes above, and any the desk's own presence keeping wrote meanwhile.
+	if got := count(sup, "kind=presence"); got < 7 {
+		t.Errorf("/audit?kind=presence: %d rows, want the 7 written at least", got)
 	}
 	presence := regexp.MustCompile(`data-testid="audit-row" data-kind="presence"`)
 	if n := len(presence.FindAllString(mustGet(t, sup, app.URL+"/audit"), -1)); n != 0 {

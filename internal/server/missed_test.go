@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestMissedRingsShowAndDeclineComesBack(t *testing.T) {
 
 // In Chromium, live: a ring that runs out leaves a missed entry without a reload, and a reload
 // keeps it; the second in a row sets the agent away, which the page says at once, the header's
-// switch too; "I am back" brings them back to the page they were on; a decline by keyboard leaves
+// switch too, and axe-core finds nothing serious on it; "I am back" brings them back to the page they were on; a decline by keyboard leaves
 // the page as it was, not reloaded, with what the agent typed in it.
 func TestBrowserMissedRingThenAwayThenDeclineInPlace(t *testing.T) {
 	t.Parallel()
@@ -166,6 +167,11 @@ func TestBrowserMissedRingThenAwayThenDeclineInPlace(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(`#ring [data-testid="set-away"]`), chromedp.WaitVisible(missed(first)), chromedp.WaitVisible(missed(second))); err != nil {
 		t.Fatalf("set away and the missed rings after a reload: %v", err)
 	}
+	axe, err := os.ReadFile(axePath)
+	if err != nil {
+		t.Fatalf("axe-core is missing: run `npm install`: %v", err)
+	}
+	checkA11y(t, ctx, string(axe), "a page saying the agent was set away, with missed rings")
 	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid="set-away-back"]`)); err != nil {
 		t.Fatal(err)
 	}

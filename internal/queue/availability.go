@@ -17,7 +17,7 @@ const (
 )
 
 // ReasonMissedRings is why the desk set an agent away: they let the queue's missed rings before
-// away run out in a row (migration 00031, actions' ring).
+// away run out in a row (migration 00032, actions' ring).
 const ReasonMissedRings = "missed_rings"
 
 // Availabilities lists the choices, in the order the header offers them.

@@ -7,7 +7,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 )
 
-// Defaults of the warm settings, matching the column defaults (migrations 00019 and 00031).
+// Defaults of the warm settings, matching the column defaults (migrations 00019 and 00032).
 const (
 	DefaultAcceptWindow    = 20 * time.Second
 	DefaultWarmWait        = 60 * time.Second

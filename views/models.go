@@ -11,9 +11,9 @@ type Viewer struct {
 	Email        string
 	Role         string
 	IsSupervisor bool
-	// Ring is the warm package ringing for the viewer, shown at the top of every page; nil when
-	// none rings.
-	Ring    *RingView
+	// Ring is what the top of every page says of the viewer's rings: the one ringing now, the
+	// ones they let run out.
+	Ring    RingSlotView
 	IsAdmin bool
 	// Availability is what the viewer chose to be: available, break or away (the header's switch).
 	Availability string
@@ -29,6 +29,25 @@ type RingView struct {
 	Queue       string
 	Problem     string // masked for the viewer
 	UntilMillis int64  // the end of the accept window, for the countdown
+}
+
+// RingSlotView is the top of every desk page for its viewer: the warm package ringing for them,
+// if any, the rings they let run out lately, and whether the desk set them away for it.
+type RingSlotView struct {
+	Ring   *RingView // nil when none rings
+	Missed []MissedRingView
+	// SetAway: the desk set the viewer away after rings they let run out, until they choose again.
+	SetAway bool
+	// Path is the page's own path and query, where declining and coming back return to; "" in a
+	// socket's fragment, whose page's desk.js fills it in.
+	Path string
+}
+
+// MissedRingView is a ring the viewer let run out: the package, its queue and when it rang.
+type MissedRingView struct {
+	ID    string
+	Queue string
+	At    time.Time
 }
 
 // LoginView is the login form, possibly redisplayed after a failure.

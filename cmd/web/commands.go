@@ -81,6 +81,7 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		fs.DurationVar(&n.ApprovalTimeout, "approval-timeout", queue.DefaultApprovalTimeout, "how long a refund approval request waits for a decision")
 		fs.DurationVar(&n.AcceptWindow, "accept-window", queue.DefaultAcceptWindow, "how long a warm package rings one agent before it rings the next")
 		fs.DurationVar(&n.WarmWait, "warm-wait", queue.DefaultWarmWait, "how long a warm package goes on ringing before it waits like any other")
+		fs.IntVar(&n.MissedRingsAway, "missed-rings", queue.DefaultMissedRingsAway, "rings an agent may let run out in a row before they are set away")
 		fs.BoolVar(&n.AcceptsTopLevelTransfers, "accepts-top-level-transfers", false,
 			"a top-level queue: other top-level queues may transfer packages into it")
 	})
@@ -99,8 +100,8 @@ func queueAdd(ctx context.Context, args []string, getenv func(string) string, st
 		if q.AcceptsTopLevelTransfers {
 			topLevel = ", accepts top-level transfers"
 		}
-		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s %s, approval timeout %s, accept window %s, warm wait %s%s)\n",
-			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold, q.Currency, q.ApprovalTimeout, q.AcceptWindow, q.WarmWait, topLevel)
+		_, err = fmt.Fprintf(stdout, "queue %s added (ttl %s, reservation timeout %s, refund threshold %s %s, approval timeout %s, accept window %s, warm wait %s, away after %d missed rings%s)\n",
+			q.Name, q.TTL, q.ReservationTimeout, q.RefundThreshold, q.Currency, q.ApprovalTimeout, q.AcceptWindow, q.WarmWait, q.MissedRingsAway, topLevel)
 		return err
 	})
 }

@@ -29,6 +29,7 @@ commands:
   user role    --email E --role agent|supervisor|admin
   queue add    --name N [--parent P] [--ttl 24h] [--reservation-timeout 2m] [--refund-threshold 50.00]
                [--currency USD] [--approval-timeout 4h] [--accept-window 20s] [--warm-wait 1m]
+               [--missed-rings 2]
   queue remove-member --name N --email E
   apikey add   --name N --queues a,b [--webhook-url URL]
   apikey rotate --name N [--overlap 24h]   a new webhook signing secret; the old one signs too until the overlap ends

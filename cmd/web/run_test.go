@@ -42,10 +42,10 @@ func TestCommandsSucceed(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate"}, ""},
-		{[]string{"queue", "add", "--name", "billing_t2", "--ttl", "12h", "--reservation-timeout", "90s", "--refund-threshold", "75.50"}, "queue billing_t2 added (ttl 12h0m0s, reservation timeout 1m30s, refund threshold 75.5000 USD, approval timeout 4h0m0s, accept window 20s, warm wait 1m0s)"},
+		{[]string{"queue", "add", "--name", "billing_t2", "--ttl", "12h", "--reservation-timeout", "90s", "--refund-threshold", "75.50"}, "queue billing_t2 added (ttl 12h0m0s, reservation timeout 1m30s, refund threshold 75.5000 USD, approval timeout 4h0m0s, accept window 20s, warm wait 1m0s, away after 2 missed rings)"},
 		{[]string{"queue", "add", "--name", "billing_escalations", "--parent", "billing_t2"}, "queue billing_escalations added"},
-		{[]string{"queue", "add", "--name", "tech_t2", "--accepts-top-level-transfers"}, "queue tech_t2 added (ttl 24h0m0s, reservation timeout 2m0s, refund threshold 50.0000 USD, approval timeout 4h0m0s, accept window 20s, warm wait 1m0s, accepts top-level transfers)"},
-		{[]string{"queue", "add", "--name", "warm_t2", "--accept-window", "15s", "--warm-wait", "90s"}, "accept window 15s, warm wait 1m30s)"},
+		{[]string{"queue", "add", "--name", "tech_t2", "--accepts-top-level-transfers"}, "queue tech_t2 added (ttl 24h0m0s, reservation timeout 2m0s, refund threshold 50.0000 USD, approval timeout 4h0m0s, accept window 20s, warm wait 1m0s, away after 2 missed rings, accepts top-level transfers)"},
+		{[]string{"queue", "add", "--name", "warm_t2", "--accept-window", "15s", "--warm-wait", "90s", "--missed-rings", "3"}, "accept window 15s, warm wait 1m30s, away after 3 missed rings)"},
 		{[]string{"user", "add", "--email", "dana@example.com", "--name", "Dana", "--role", "agent", "--password", "long-enough", "--queues", "billing_t2,billing_escalations"}, "user dana@example.com (agent) added"},
 		{[]string{"apikey", "add", "--name", "tier1", "--queues", "billing_t2", "--webhook-url", "https://bot.example.com/hooks"}, "key:            hdk_"},
 		{[]string{"user", "role", "--email", "dana@example.com", "--role", "supervisor"}, "user dana@example.com is supervisor (was agent)"},
@@ -122,6 +122,7 @@ func TestCommandsRejectBadInput(t *testing.T) {
 		{[]string{"queue", "add", "--name", "x", "--refund-threshold", "-5"}, "is not a decimal amount"},
 		{[]string{"queue", "add", "--name", "x", "--accept-window", "500ms"}, "accept window 500ms is shorter than a second"},
 		{[]string{"queue", "add", "--name", "x", "--warm-wait", "-1s"}, "warm wait -1s is shorter than a second"},
+		{[]string{"queue", "add", "--name", "x", "--missed-rings", "-1"}, "missed rings -1 is not a whole number from 1 to 10000"},
 		{[]string{"queue", "add", "--name", "x", "--parent", "billing_t2", "--accepts-top-level-transfers"}, "is not top-level"},
 		{[]string{"apikey", "add", "--name", "k"}, "--queues is required"},
 		{[]string{"apikey", "add", "--name", "k", "--queues", "billing_t2", "--webhook-url", "ftp://x"}, "must be an absolute https URL"},

@@ -75,6 +75,7 @@ type warmRow struct {
 	rejectedBy            []int64
 	needsSupervisor       bool
 	acceptWindow          time.Duration
+	missedRingsAway       int
 	// The live offer, if any, and whether it is still the package's ring.
 	offerUser  *int64
 	offerName  string
@@ -94,10 +95,11 @@ func lockWarm(ctx context.Context, tx pgx.Tx, rowID int64, skip bool) (warmRow, 
 	}
 	err := tx.QueryRow(ctx, `
 		SELECT h.id, h.handoff_id, h.status, h.queue_id, q.name, h.api_key_id, h.warm_until,
-			coalesce(h.package->>'preferred_agent', ''), h.rejected_by, h.needs_supervisor, q.accept_window
+			coalesce(h.package->>'preferred_agent', ''), h.rejected_by, h.needs_supervisor, q.accept_window,
+			q.missed_rings_away
 		FROM handoffs h JOIN queues q ON q.id = h.queue_id WHERE h.id = $1 `+lockClause, rowID).Scan(
 		&w.id, &w.publicID, &w.status, &w.queueID, &w.queue, &w.apiKeyID, &w.warmUntil,
-		&w.preferred, &w.rejectedBy, &w.needsSupervisor, &w.acceptWindow)
+		&w.preferred, &w.rejectedBy, &w.needsSupervisor, &w.acceptWindow, &w.missedRingsAway)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return w, false, nil
 	}
@@ -124,12 +126,39 @@ func (w warmRow) change(c events.Change) events.Change {
 }
 
 // endOffer ends the package's live offer with outcome, frees the package for others and records
-// the end, naming the agent whose ring stops.
-func endOffer(b *pgx.Batch, w warmRow, outcome string, now time.Time) error {
+// the end, naming the agent whose ring stops. away sets that agent away, as the last of the
+// queue's missed rings in a row: the end's event says so, and it reaches every page of theirs.
+func endOffer(b *pgx.Batch, w warmRow, outcome string, away bool, now time.Time) error {
 	b.Queue(`UPDATE offers SET ended_at = $2, outcome = $3 WHERE handoff_id = $1 AND ended_at IS NULL`, w.id, now, outcome)
 	b.Queue(`UPDATE handoffs SET offered_to = NULL, offered_until = NULL WHERE id = $1 AND offered_to = $2`, w.id, *w.offerUser)
+	detail := map[string]any{"outcome": outcome, "agent": w.offerName}
+	if away {
+		// As if they had chosen it (live.Presence.Choose), with the desk's reason; the presence
+		// event refreshes the supervisors' rosters.
+		queue.QueueChoice(b, *w.offerUser, queue.Away, queue.ReasonMissedRings, now)
+		if err := events.Queue(b, events.Change{Kind: events.Presence, At: now}); err != nil {
+			return err
+		}
+		detail["away"] = true
+	}
 	return events.Queue(b, w.change(events.Change{Kind: events.OfferEnded, Status: w.status, UserID: *w.offerUser, At: now,
-		Detail: map[string]any{"outcome": outcome, "agent": w.offerName}}))
+		Detail: detail}))
+}
+
+// missedEnough reports whether the offer that timed out is the last of the queue's missed rings
+// before away in a row for its agent: their offers before it, since they last chose what to be,
+// all ran out too. Only rings they let run out count; an accept, a decline, a Next or a ring
+// withdrawn as they left breaks the row, and choosing available again starts it afresh.
+func missedEnough(ctx context.Context, tx pgx.Tx, w warmRow) (bool, error) {
+	before := w.missedRingsAway - 1
+	var missed int
+	err := tx.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE outcome = 'timed_out') FROM (
+			SELECT o.outcome FROM offers o
+			WHERE o.user_id = $1 AND o.ended_at IS NOT NULL
+				AND o.offered_at >= coalesce((SELECT a.since FROM availability a WHERE a.user_id = $1), '-infinity')
+			ORDER BY o.offered_at DESC LIMIT $2) last`, *w.offerUser, before).Scan(&missed)
+	return missed == before, err
 }
 
 // candidate is an online member of the package's queue, in the order the fair choice tries them.
@@ -280,8 +309,15 @@ func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(
 			}
 		}
 		if outcome != "" {
-			// Ended before the next offer is written: the package's live offer must be gone.
-			if err := endOffer(b, w, outcome, now); err != nil {
+			away := false
+			if outcome == offerTimedOut {
+				if away, err = missedEnough(ctx, tx, w); err != nil {
+					return err
+				}
+			}
+			// Ended before the next offer is written: the package's live offer must be gone, and
+			// an agent set away is no longer among those it may ring.
+			if err := endOffer(b, w, outcome, away, now); err != nil {
 				return err
 			}
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -461,6 +497,35 @@ func EstimatedWait(ctx context.Context, db queue.Querier, queueID int64) (time.D
 			WHERE queue_id = $1 AND accepted_at IS NOT NULL AND accepted_at > now() - interval '1 day'
 			ORDER BY accepted_at DESC LIMIT 50) recent), (SELECT sla FROM queues WHERE id = $1))`, queueID).Scan(&wait)
 	return wait, err
+}
+
+// Missed is a ring the agent let run out, as their pages list it.
+type Missed struct {
+	PublicID string
+	Queue    string
+	At       time.Time // when it rang
+}
+
+// The missed rings an agent's pages list: the newest few of about a working day.
+const (
+	missedShown = 5
+	missedFor   = 24 * time.Hour
+)
+
+// MissedRings lists the rings the agent let run out lately, newest first.
+func (a *Service) MissedRings(ctx context.Context, userID int64) ([]Missed, error) {
+	rows, err := a.db.Query(ctx, `
+		SELECT h.handoff_id, q.name, o.offered_at
+		FROM offers o JOIN handoffs h ON h.id = o.handoff_id JOIN queues q ON q.id = h.queue_id
+		WHERE o.user_id = $1 AND o.offered_at > $2 AND o.outcome = 'timed_out'
+		ORDER BY o.offered_at DESC LIMIT $3`, userID, a.now().Add(-missedFor), missedShown)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Missed, error) {
+		var m Missed
+		return m, row.Scan(&m.PublicID, &m.Queue, &m.At)
+	})
 }
 
 // LiveOffer is the ring the agent has now, if any, for their pages.

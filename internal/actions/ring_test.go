@@ -16,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
+	"github.com/handoffdesk/desk/internal/queue"
 )
 
 // online gives the users a fresh presence, as an open socket's instance writes it.
@@ -476,5 +477,132 @@ func TestSweeperWakesWhenAWarmWaitRunsOut(t *testing.T) {
 			t.Fatal("no warm_timeout 20s after a warm wait of 1s: the sweeper waits for its tick")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// choose records what the user chose to be, stamped with the desk's stepped clock, as
+// live.Presence.Choose does with its own.
+func (d *testDesk) choose(t *testing.T, u auth.User, status string) {
+	t.Helper()
+	b := &pgx.Batch{}
+	queue.QueueChoice(b, u.ID, status, "", d.clock.Now())
+	if err := d.db.SendBatch(context.Background(), b).Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ringsOut lets every live ring's window run out and sweeps.
+func (d *testDesk) ringsOut(t *testing.T, window time.Duration) {
+	t.Helper()
+	d.clock.Advance(window)
+	if _, err := d.actions.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The queue's missed rings before away (2 by default) rings let run out in a row set the agent
+// away, as if they had chosen it, with the desk's reason, and the next agent is rung at once; a
+// decline breaks the row, and choosing available again starts it afresh. Each ring that ran out
+// is in the agent's missed list, newest first.
+func TestMissedRingsInARowSetTheAgentAway(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
+	d.online(t, alex, bea)
+	const window = 5 * time.Second
+	if err := d.queues.SetWarm(ctx, "billing", window, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	availability := func(u auth.User, want queue.Availability) {
+		t.Helper()
+		got, err := queue.AvailabilityOf(ctx, d.db, u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("%s is %+v, want %+v", u.DisplayName, got, want)
+		}
+	}
+	available := queue.Availability{Status: queue.Available}
+	setAway := queue.Availability{Status: queue.Away, Reason: queue.ReasonMissedRings}
+
+	// alex lets his first ring run out: one miss is not enough.
+	first, _ := d.warm(t, "billing", nil)
+	d.ringsOut(t, window)
+	if got := d.offers(t, first); got != "alex:timed_out bea:live" {
+		t.Fatalf("first package: offers %s, want alex:timed_out bea:live", got)
+	}
+	availability(alex, available)
+	if _, err := d.actions.Decline(ctx, bea, first); err != nil {
+		t.Fatal(err)
+	}
+
+	// His second in a row sets him away, in the transaction that ends it: the package rings bea
+	// at once, not at the next sweep.
+	second, r := d.warm(t, "billing", nil)
+	if r.Agent != "alex" {
+		t.Fatalf("second package rang %q, want alex, whose last ring is older than bea's", r.Agent)
+	}
+	d.ringsOut(t, window)
+	availability(alex, setAway)
+	if got := d.offers(t, second); got != "alex:timed_out bea:live" {
+		t.Fatalf("second package: offers %s, want alex:timed_out bea:live", got)
+	}
+	var ends []string
+	rows, err := d.db.Query(ctx, `SELECT e.detail->>'agent' || ':' || coalesce(e.detail->>'away', '-') FROM events e
+		WHERE e.kind = 'offer_ended' AND e.detail->>'outcome' = 'timed_out' ORDER BY e.seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, s)
+	}
+	if got := strings.Join(ends, " "); got != "alex:- alex:true" {
+		t.Errorf("timed-out offers' ends %s, want the second of alex's to say he was set away", got)
+	}
+
+	// bea declined her last ring: the one she lets run out now is her first in a row.
+	d.ringsOut(t, window)
+	availability(bea, available)
+	if got := strings.Join(d.hooks(t, second), " "); got != "queued warm_timeout:all_declined" {
+		t.Errorf("second package's webhooks %s, want queued warm_timeout:all_declined", got)
+	}
+
+	// Back and available, alex's misses before count no more.
+	d.clock.Advance(time.Second)
+	d.choose(t, alex, queue.Available)
+	third, r := d.warm(t, "billing", nil)
+	if r.Agent != "alex" {
+		t.Fatalf("third package rang %q, want alex", r.Agent)
+	}
+	d.ringsOut(t, window)
+	availability(alex, available)
+
+	// A queue that allows one miss sets away at the first, and the desk's reason goes when one
+	// chooses oneself.
+	if _, err := d.db.Exec(ctx, `UPDATE queues SET missed_rings_away = 1 WHERE name = 'billing'`); err != nil {
+		t.Fatal(err)
+	}
+	d.ringsOut(t, window) // bea's ring of the third package
+	availability(bea, setAway)
+	d.choose(t, bea, queue.Away)
+	availability(bea, queue.Availability{Status: queue.Away})
+
+	missed, err := d.actions.MissedRings(ctx, alex.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range missed {
+		got = append(got, m.PublicID+"@"+m.Queue)
+	}
+	if want := third + "@billing " + second + "@billing " + first + "@billing"; strings.Join(got, " ") != want {
+		t.Errorf("alex's missed rings %v, want %s", got, want)
 	}
 }

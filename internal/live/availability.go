@@ -24,10 +24,7 @@ func (p *Presence) Choose(ctx context.Context, userID int64, status string) erro
 	}
 	now := time.Now()
 	b := &pgx.Batch{}
-	// Choosing what one is already keeps since: how long counts from the change.
-	b.Queue(`INSERT INTO availability (user_id, status, since) VALUES ($1, $2, $3)
-		ON CONFLICT (user_id) DO UPDATE SET status = excluded.status, since = excluded.since
-		WHERE availability.status <> excluded.status`, userID, status, now)
+	queue.QueueChoice(b, userID, status, "", now)
 	if err := events.Queue(b, events.Change{Kind: events.Presence, At: now}); err != nil {
 		return err
 	}

@@ -51,6 +51,9 @@ type Queue struct {
 	// goes on ringing agents before it waits like any other.
 	AcceptWindow time.Duration
 	WarmWait     time.Duration
+	// MissedRingsAway is how many of this queue's rings an agent may let run out in a row before
+	// the desk sets them away.
+	MissedRingsAway int
 	// WithholdTranscript drops the transcript for roles below PIIMinRole instead of masking it.
 	WithholdTranscript bool
 }
@@ -75,6 +78,7 @@ type New struct {
 	ApprovalTimeout    time.Duration // default DefaultApprovalTimeout
 	AcceptWindow       time.Duration // a warm package's ring; default DefaultAcceptWindow
 	WarmWait           time.Duration // how long a warm package rings; default DefaultWarmWait
+	MissedRingsAway    int           // rings run out in a row before the agent is set away; default DefaultMissedRingsAway
 
 	AcceptsTopLevelTransfers bool // as Queue.AcceptsTopLevelTransfers
 }
@@ -119,6 +123,9 @@ func (n *New) validate() error {
 	if n.WarmWait == 0 {
 		n.WarmWait = DefaultWarmWait
 	}
+	if n.MissedRingsAway == 0 {
+		n.MissedRingsAway = DefaultMissedRingsAway
+	}
 	// The admin form's bounds (settings.go), so that a queue the command line made opens in the
 	// form as it was saved.
 	if n.AcceptWindow < time.Second {
@@ -126,6 +133,9 @@ func (n *New) validate() error {
 	}
 	if n.WarmWait < time.Second {
 		return desk.Errorf(desk.Invalid, "warm wait %s is shorter than a second", n.WarmWait)
+	}
+	if n.MissedRingsAway < 1 || n.MissedRingsAway > maxCount {
+		return desk.Errorf(desk.Invalid, "missed rings %d is not a whole number from 1 to %d", n.MissedRingsAway, maxCount)
 	}
 	if !currencyPattern.MatchString(n.Currency) {
 		return desk.Errorf(desk.Invalid, "currency %q is not an ISO 4217 code like USD", n.Currency)
@@ -171,10 +181,10 @@ func (s *Service) Create(ctx context.Context, n New) (Queue, error) {
 	}
 	row := s.db.QueryRow(ctx, `
 		INSERT INTO queues (name, parent_id, ttl, reservation_timeout, refund_threshold, accepts_top_level_transfers,
-			currency, approval_timeout, accept_window, warm_wait)
-		VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10) RETURNING `+columns,
+			currency, approval_timeout, accept_window, warm_wait, missed_rings_away)
+		VALUES ($1, $2, $3, $4, $5::numeric, $6, $7, $8, $9, $10, $11) RETURNING `+columns,
 		n.Name, parentID, n.TTL, n.ReservationTimeout, n.RefundThreshold, n.AcceptsTopLevelTransfers, n.Currency, n.ApprovalTimeout,
-		n.AcceptWindow, n.WarmWait)
+		n.AcceptWindow, n.WarmWait, n.MissedRingsAway)
 	q, err := scanQueue(row)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -188,14 +198,14 @@ const columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_
 	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
 	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers,
-	accept_window, warm_wait, withhold_transcript, currency, approval_timeout`
+	accept_window, warm_wait, withhold_transcript, currency, approval_timeout, missed_rings_away`
 
 func (q *Queue) scanTargets() []any {
 	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
 		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
 		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
 		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID, &q.AcceptsTopLevelTransfers,
-		&q.AcceptWindow, &q.WarmWait, &q.WithholdTranscript, &q.Currency, &q.ApprovalTimeout}
+		&q.AcceptWindow, &q.WarmWait, &q.WithholdTranscript, &q.Currency, &q.ApprovalTimeout, &q.MissedRingsAway}
 }
 
 func scanQueue(row pgx.Row) (Queue, error) {

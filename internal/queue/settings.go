@@ -118,6 +118,14 @@ func Settings() []Setting {
 				q.WarmWait, err = parseDuration(v, "warm wait", time.Second)
 				return
 			}},
+		{Field: "missed_rings_away", Label: "Missed rings before away", Input: InputNumber,
+			Help:   "An agent who lets this many rings in a row run out is set to away and told why.",
+			Get:    func(q Queue) []string { return one(strconv.Itoa(q.MissedRingsAway)) },
+			Column: "missed_rings_away", Value: func(q Queue) any { return q.MissedRingsAway },
+			Set: func(q *Queue, v []string) (err error) {
+				q.MissedRingsAway, err = parseCount(v, "missed rings before away")
+				return
+			}},
 		{Field: "required_entity_keys", Label: "Required entity keys", Input: InputList, Help: "structured_entities keys every package to this queue must carry.",
 			Get:    func(q Queue) []string { return one(strings.Join(q.RequiredEntityKeys, ", ")) },
 			Column: "required_entity_keys", Value: func(q Queue) any { return q.RequiredEntityKeys },
@@ -254,7 +262,7 @@ func Defaults() Queue {
 		DefaultPriority: "normal", SLA: 15 * time.Minute, Skills: []string{}, RequiredEntityKeys: []string{}, PIIEntityKeys: []string{},
 		PIIMinRole: "supervisor", TransferPolicy: []string{"children", "parent", "peers"}, MaxRejections: 3,
 		Guards:         Guards{ContactHourly: 3, ContactDaily: 10, PairCooldown: 30 * time.Minute, ChainLimit: 3, OneOpen: true},
-		OverflowPolicy: "accept", AcceptWindow: DefaultAcceptWindow, WarmWait: DefaultWarmWait,
+		OverflowPolicy: "accept", AcceptWindow: DefaultAcceptWindow, WarmWait: DefaultWarmWait, MissedRingsAway: DefaultMissedRingsAway,
 		Currency: DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
 }
 

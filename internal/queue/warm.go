@@ -7,10 +7,11 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 )
 
-// Defaults of the warm settings, matching the column defaults (migration 00019).
+// Defaults of the warm settings, matching the column defaults (migrations 00019 and 00032).
 const (
-	DefaultAcceptWindow = 20 * time.Second
-	DefaultWarmWait     = 60 * time.Second
+	DefaultAcceptWindow    = 20 * time.Second
+	DefaultWarmWait        = 60 * time.Second
+	DefaultMissedRingsAway = 2
 )
 
 // SetWarm changes a queue's accept window (how long a ring waits for its agent) and warm wait

@@ -141,6 +141,10 @@ func TestBrowserAvailabilitySwitch(t *testing.T) {
 	}
 
 	choose(kb.ArrowUp, "available")
+	// The choice reloaded the page: its new socket's presence is written a moment after it opens
+	// (live.Presence coalesces writes), and a page that took longer to load than that moment
+	// left the agent offline in between.
+	app.waitOnline(t, dana)
 	back := warmPackage(t)
 	back["contact"].(map[string]any)["id"] = "cust_back"
 	if ans := app.submit(t, key, back); ans.Body["offered_to"] != "dana" {

@@ -240,11 +240,11 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		f.Fragments = append(f.Fragments, roster)
 	}
 	if w.rings(b) {
-		ring, rings, err := s.ringFragment(ctx, w.user)
+		ring, rings, err := s.ringFragments(ctx, w.user)
 		if err != nil {
 			return frame{}, err
 		}
-		f.Fragments = append(f.Fragments, ring)
+		f.Fragments = append(f.Fragments, ring...)
 		f.Ring = rings
 	}
 	if w.approvals && slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.IsApproval() }) {

@@ -302,7 +302,7 @@ func viewer(c echo.Context) *views.Viewer {
 	if !ok {
 		return nil
 	}
-	ring, _ := c.Get(ringKey).(*views.RingView)
+	ring, _ := c.Get(ringKey).(views.RingSlotView)
 	availability, _ := c.Get(availabilityKey).(string)
 	holding, _ := c.Get(holdingKey).(int)
 	return &views.Viewer{

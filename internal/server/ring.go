@@ -14,14 +14,14 @@ import (
 	"github.com/handoffdesk/desk/views"
 )
 
-// ringKey and availabilityKey are where loadRing leaves the viewer's ring and availability for
-// the page's layout.
+// ringKey and availabilityKey are where loadRing leaves the viewer's ring slot and availability
+// for the page's layout.
 const (
 	ringKey         = "ring"
 	availabilityKey = "availability"
 )
 
-// loadRing reads the ring of the agent a page is rendered for, and what they chose to be, so that
+// loadRing reads the ring slot of the agent a page is rendered for, and what they are, so that
 // the layout shows them at the top of every desk page. Only page loads ask: not the socket, the
 // API or static files.
 func (s *Server) loadRing(next echo.HandlerFunc) echo.HandlerFunc {
@@ -30,42 +30,58 @@ func (s *Server) loadRing(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return next(c)
 		}
-		ring, err := s.ringView(c.Request().Context(), user)
+		slot, availability, err := s.ringSlot(c.Request().Context(), user)
 		if err != nil {
 			return err
 		}
-		availability, err := queue.AvailabilityOf(c.Request().Context(), s.db, user.ID)
-		if err != nil {
-			return err
-		}
-		c.Set(ringKey, ring)
-		c.Set(availabilityKey, availability)
+		slot.Path = c.Request().URL.RequestURI()
+		c.Set(ringKey, slot)
+		c.Set(availabilityKey, availability.Status)
 		return next(c)
 	}
 }
 
-// ringView is the agent's live ring, masked for them, or nil.
-func (s *Server) ringView(ctx context.Context, user auth.User) (*views.RingView, error) {
+// ringSlot is the top of the agent's pages: their live ring, masked for them, the rings they let
+// run out lately (from the offers, so that a reload keeps them), and whether the desk set them
+// away for it; and what they are, for the header's switch.
+func (s *Server) ringSlot(ctx context.Context, user auth.User) (views.RingSlotView, queue.Availability, error) {
+	var slot views.RingSlotView
 	o, err := s.actions.LiveOffer(ctx, user.ID)
-	if err != nil || o == nil {
-		return nil, err
+	if err != nil {
+		return slot, queue.Availability{}, err
 	}
-	p := o.Package.MaskFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: o.PIIMinRole, EntityKeys: o.PIIEntityKeys}))
-	return &views.RingView{ID: o.PublicID, Queue: o.Queue, Problem: p.ProblemStatement,
-		UntilMillis: o.Until.UnixMilli()}, nil
+	if o != nil {
+		p := o.Package.MaskFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: o.PIIMinRole, EntityKeys: o.PIIEntityKeys}))
+		slot.Ring = &views.RingView{ID: o.PublicID, Queue: o.Queue, Problem: p.ProblemStatement, UntilMillis: o.Until.UnixMilli()}
+	}
+	missed, err := s.actions.MissedRings(ctx, user.ID)
+	if err != nil {
+		return slot, queue.Availability{}, err
+	}
+	for _, m := range missed {
+		slot.Missed = append(slot.Missed, views.MissedRingView{ID: m.PublicID, Queue: m.Queue, At: m.At})
+	}
+	availability, err := queue.AvailabilityOf(ctx, s.db, user.ID)
+	slot.SetAway = availability.Reason == queue.ReasonMissedRings
+	return slot, availability, err
 }
 
-// ringFragment is the ring slot as it is now for user: the same component as the page's; rings
-// says whether a package rings for them in it.
-func (s *Server) ringFragment(ctx context.Context, user auth.User) (f fragment, rings bool, err error) {
+// ringFragments are the ring slot and the header's availability switch as they are now for user:
+// the same components as the page's, sent when a ring of theirs starts or ends, as its end may
+// have set them away; rings says whether a package rings for them in it.
+func (s *Server) ringFragments(ctx context.Context, user auth.User) (f []fragment, rings bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
-	ring, err := s.ringView(ctx, user)
+	slot, availability, err := s.ringSlot(ctx, user)
 	if err != nil {
-		return fragment{}, false, err
+		return nil, false, err
 	}
-	f, err = rendered(ctx, fragment{Target: "ring", Op: "replace"}, views.RingSlot(ring))
-	return f, ring != nil, err
+	ring, err := rendered(ctx, fragment{Target: "ring", Op: "replace"}, views.RingSlot(slot))
+	if err != nil {
+		return nil, false, err
+	}
+	toggle, err := rendered(ctx, fragment{Target: "availability-switch", Op: "replace"}, views.AvailabilitySwitch(views.Viewer{Availability: availability.Status}))
+	return []fragment{ring, toggle}, slot.Ring != nil, err
 }
 
 // handleSetStatus records what the user chose to be: available, break or away (form field
@@ -78,12 +94,17 @@ func (s *Server) handleSetStatus(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, safeNext(c.FormValue("next")))
 }
 
-// handleDecline turns down the agent's ring; the package rings the next agent.
+// handleDecline turns down the agent's ring; the package rings the next agent. The agent stays
+// where they were (next, the page the ring showed on), not sent to the package's queue; a form
+// that names no page goes to that queue.
 func (s *Server) handleDecline(c echo.Context) error {
 	id := c.Param("id")
 	from, err := s.actions.Decline(c.Request().Context(), currentUser(c), id)
 	if err != nil {
 		return s.actionFailed(c, id, err)
+	}
+	if next := c.FormValue("next"); next != "" {
+		return c.Redirect(http.StatusSeeOther, safeNext(next))
 	}
 	return c.Redirect(http.StatusSeeOther, "/queues/"+from)
 }

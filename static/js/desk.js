@@ -141,6 +141,8 @@
     const cards = document.getElementById("cards");
     if (empty && cards) empty.classList.toggle("hidden", cards.children.length > 0);
     tick();
+    liveSwitch();
+    localTimes();
     if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
     if (frame.ring) announceRing();
   }
@@ -167,10 +169,55 @@
   }
 
   // The availability switch in the header takes effect as soon as it is changed: no Set to press.
-  const availability = document.querySelector("[data-availability]");
-  if (availability) {
-    availability.form.querySelector("[data-availability-set]").hidden = true;
-    availability.addEventListener("change", () => availability.form.requestSubmit());
+  // The socket replaces the switch when the desk sets the agent away, so the listener is the
+  // document's and Set is hidden again after each frame.
+  function liveSwitch() {
+    for (const set of document.querySelectorAll("[data-availability-set]")) set.hidden = true;
+  }
+  document.addEventListener("change", (ev) => {
+    if (ev.target.matches("[data-availability]")) ev.target.form.requestSubmit();
+  });
+
+  // Forms that come back to this page name it in a data-here field: a fragment the socket sent
+  // was rendered without knowing the page. A decline is sent without leaving the page at all, so
+  // that nothing the agent was doing here (a reply being typed, a scrolled list) is lost.
+  document.addEventListener("submit", (ev) => {
+    const form = ev.target;
+    for (const here of form.querySelectorAll("[data-here]")) here.value = location.pathname + location.search;
+    if (form.matches("[data-ring-decline-form]")) {
+      ev.preventDefault();
+      decline(form);
+    }
+  });
+  async function decline(form) {
+    const card = form.closest("[data-handoff]");
+    const say = (text) => {
+      const error = card && card.querySelector("[data-ring-error]");
+      if (!error) return;
+      error.textContent = text;
+      error.hidden = false;
+    };
+    try {
+      const r = await fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)), redirect: "manual", cache: "no-store" });
+      // The desk answers a decline with a redirect: the ring is gone, and the socket's frame
+      // brings the slot as it is now.
+      if (r.type === "opaqueredirect") {
+        if (card) card.remove();
+        return;
+      }
+      const page = new DOMParser().parseFromString(await r.text(), "text/html");
+      const flash = page.querySelector("[data-testid=flash]");
+      say(flash ? flash.textContent : "The decline failed (" + r.status + ").");
+    } catch {
+      say("The decline did not reach the desk: check the connection and try again.");
+    }
+  }
+
+  // Times of day are rendered in UTC; the agent reads them in their own.
+  function localTimes() {
+    for (const el of document.querySelectorAll("time[data-local-time]")) {
+      el.textContent = new Date(el.dateTime).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    }
   }
 
   function formatAge(ms) {
@@ -287,6 +334,8 @@
   // Focus starts on the first card, so J/K/A work without a click.
   if (document.activeElement === document.body) cards()[0]?.focus();
   tick();
+  liveSwitch();
+  localTimes();
   announceRing();
   connect();
 })();

@@ -14,8 +14,8 @@ import (
 )
 
 // AddNote keeps an internal note on a package, at any time and in any status, for everyone who may
-// see the package: the log's noted change, which the package's timeline reads, holds it, and the
-// bot never hears of it. Anyone who works the
+// see the package: the log's noted change, which the package's timeline reads, holds it, as does
+// the notes table, whose words search finds; the bot never hears of it. Anyone who works the
 // package's queue may write one, and supervisors (Check's Note). The text is refused, naming the
 // form field text, when it is blank, longer than MaxNoteChars or holds a pasted mask.
 func (a *Service) AddNote(ctx context.Context, user auth.User, handoffID, text string) (err error) {
@@ -33,6 +33,8 @@ func (a *Service) AddNote(ctx context.Context, user auth.User, handoffID, text s
 			return err
 		}
 		b := &pgx.Batch{}
+		// The notes table is what search reads for a note's words (internal/search).
+		b.Queue(`INSERT INTO handoff_notes (handoff_id, author_id, body, created_at) VALUES ($1, $2, $3, $4)`, h.ID, user.ID, text, now)
 		if err := record(ctx, b, events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name,
 			APIKeyID: h.APIKeyID, Kind: events.Noted, Status: h.Status, ActorUser: &user.ID, Note: text, At: now,
 			PackageTrace: h.Trace}, nil); err != nil {

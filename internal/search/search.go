@@ -431,7 +431,7 @@ func (st *statement) match(q string, trigram, exact bool) (hits, each string) {
 			`EXISTS (SELECT 1 FROM handoff_notes n WHERE n.handoff_id = h.id AND `+strings.Replace(notes, "body", "n.body", 1)+`)`)
 		// One token with punctuation (an email, a phone number) is found whole by the trigrams
 		// below; as words, its "com" or "555" would have the index gather most contacts first.
-		if st.seesContacts && !(trigram && oneToken(q)) {
+		if st.seesContacts && (!trigram || !oneToken(q)) {
 			parts = append(parts, `SELECT handoff_id, false FROM package_search WHERE contact_words @@ to_tsquery('simple', @terms)`)
 			contact = append(contact, `ps.contact_words @@ to_tsquery('simple', @terms)`)
 		}

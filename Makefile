@@ -32,12 +32,12 @@ test: check-dashboard
 
 ## test-stress: make test while stress-ng (Debian's, installed when missing) keeps every CPU
 ## STRESS_LOAD percent busy (default 70), stopped with the run and after 45 minutes at most: the
-## suite must hold on a busy machine, as CI's shared one is.
+## suite must hold on a busy machine, as CI's shared one is. -count=1: every run runs every test.
 test-stress:
 	@command -v stress-ng >/dev/null || { echo "test-stress: installing Debian's stress-ng" >&2; \
 		apt-get install -y -qq stress-ng >/dev/null || { apt-get update -qq && apt-get install -y -qq stress-ng >/dev/null; }; }
 	@stress-ng --cpu "$$(nproc)" --cpu-load "$${STRESS_LOAD:-70}" --timeout 45m --quiet & load=$$!; \
-		trap 'kill $$load 2>/dev/null' EXIT; $(MAKE) --no-print-directory test
+		trap 'kill $$load 2>/dev/null' EXIT; $(MAKE) --no-print-directory test TEST_FLAGS="$(TEST_FLAGS) -count=1"
 
 ## check-dashboard: docs/grafana-dashboard.json's queries parse with Prometheus's PromQL parser,
 ## read only series the registry has, and are charted in fitting units. tools/promqlcheck is a

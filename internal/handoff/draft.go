@@ -168,14 +168,7 @@ func labelledMentionsOf(p Package, keys []string) (mentions, []token) {
 		tokens = append(tokens, token{label(labelPhone), c.Phone})
 		m.phone, m.phoneMasked = digits, tokens[len(tokens)-1].label
 	}
-	entityKeys := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if _, ok := p.StructuredEntities[k]; ok && !slices.Contains(entityKeys, k) {
-			entityKeys = append(entityKeys, k)
-		}
-	}
-	slices.Sort(entityKeys)
-	for _, k := range entityKeys {
+	for _, k := range presentKeys(p, keys) {
 		for _, text := range entityTexts(p.StructuredEntities[k]) {
 			add(k, text)
 		}

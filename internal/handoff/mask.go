@@ -67,14 +67,7 @@ func (v Visibility) Unmasked(p Package) []string {
 	if len(p.Transcript) > 0 {
 		fields = append(fields, FieldTranscript)
 	}
-	var keys []string
-	for _, k := range v.PIIEntityKeys {
-		if _, ok := p.StructuredEntities[k]; ok && !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range presentKeys(p, v.PIIEntityKeys) {
 		fields = append(fields, "entity:"+k)
 	}
 	return fields
@@ -139,21 +132,10 @@ func piiMentionsOf(p Package, keys []string) mentions {
 		}
 	}
 	for _, k := range keys {
-		val, ok := p.StructuredEntities[k]
-		if !ok {
-			continue
-		}
-		switch val.Kind() {
-		case EntityList:
-			for _, item := range val.List() {
-				add(item)
+		if val, ok := p.StructuredEntities[k]; ok {
+			for _, text := range entityTexts(val) {
+				add(text)
 			}
-		case EntityString:
-			add(val.Text())
-		case EntityNumber:
-			add(string(val.Number()))
-		case EntityBool:
-			// true or false names nobody.
 		}
 	}
 	slices.SortStableFunc(m.words, func(a, b mention) int { return len(b.text) - len(a.text) })

@@ -77,27 +77,10 @@ func placeholdersOf(p Package, piiKeys []string) mentions {
 	for _, word := range nameWords(c.DisplayName) {
 		add("NAME", word)
 	}
-	keys := make([]string, 0, len(piiKeys))
-	for _, k := range piiKeys {
-		if _, ok := p.StructuredEntities[k]; ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		val := p.StructuredEntities[k]
+	for _, k := range presentKeys(p, piiKeys) {
 		kind := placeholderKind(k)
-		switch val.Kind() {
-		case EntityList:
-			for _, item := range val.List() {
-				add(kind, item)
-			}
-		case EntityString:
-			add(kind, val.Text())
-		case EntityNumber:
-			add(kind, string(val.Number()))
-		case EntityBool:
-			// true or false names nobody.
+		for _, text := range entityTexts(p.StructuredEntities[k]) {
+			add(kind, text)
 		}
 	}
 	slices.SortStableFunc(m.words, func(a, b mention) int { return len(b.text) - len(a.text) })
@@ -105,6 +88,19 @@ func placeholdersOf(p Package, piiKeys []string) mentions {
 		m.phone, m.phoneMasked = digits, "<PHONE_1>"
 	}
 	return m
+}
+
+// presentKeys are those of keys p has an entity for, once each, in order: what numbers
+// placeholders and tokens alike.
+func presentKeys(p Package, keys []string) []string {
+	var present []string
+	for _, k := range keys {
+		if _, ok := p.StructuredEntities[k]; ok && !slices.Contains(present, k) {
+			present = append(present, k)
+		}
+	}
+	slices.Sort(present)
+	return present
 }
 
 // placeholderKind turns an entity key into a placeholder's kind: "account_id" → "ACCOUNT_ID".

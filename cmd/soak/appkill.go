@@ -153,20 +153,30 @@ func (s *soak) appKill(ctx context.Context) (*section, error) {
 	return sec, nil
 }
 
-// addAgents creates n agents of the claims queue through the CLI, four at a time (each hashes a
-// password), and returns their emails.
+// addAgents creates n agents of the claims queue through the CLI and returns their emails.
 func (s *soak) addAgents(dbURL string, n int) ([]string, error) {
+	return s.addUsers(dbURL, "agent", claimsQueue, n, 0)
+}
+
+// addUsers creates n users of role working queue through the CLI, four at a time (each hashes a
+// password), with capacity (0: the desk's default), and returns their emails: role001@soak.example
+// and on.
+func (s *soak) addUsers(dbURL, role, queue string, n, capacity int) ([]string, error) {
 	emails := make([]string, n)
 	errs := make([]error, n)
 	limit := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for i := range n {
-		emails[i] = fmt.Sprintf("agent%03d@soak.example", i)
+		emails[i] = fmt.Sprintf("%s%03d@soak.example", role, i)
 		wg.Go(func() {
 			limit <- struct{}{}
 			defer func() { <-limit }()
-			_, errs[i] = s.cli(dbURL, "user", "add", "--email", emails[i], "--name", fmt.Sprintf("Agent %03d", i),
-				"--role", "agent", "--password", password, "--queues", claimsQueue)
+			args := []string{"user", "add", "--email", emails[i], "--name", fmt.Sprintf("%s %03d", strings.ToUpper(role[:1])+role[1:], i),
+				"--role", role, "--password", password, "--queues", queue}
+			if capacity > 0 {
+				args = append(args, "--capacity", fmt.Sprint(capacity))
+			}
+			_, errs[i] = s.cli(dbURL, args...)
 		})
 	}
 	wg.Wait()

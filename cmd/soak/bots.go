@@ -29,8 +29,13 @@ const (
 // package under its own handoff_id, the API's idempotency key, and sends the same body again
 // after a 5xx or a lost answer until it is answered 2xx or the bot gives up.
 type intake struct {
-	s      *soak
-	base   string
+	s    *soak
+	base string
+	// bases, when set, replace base: packages go to them in turn, and a retry goes to the next
+	// one, as through a load balancer in front of several instances.
+	bases []string
+	// mode, when set, is the transfer_mode of the packages ("warm" or "cold").
+	mode   string
 	key    string
 	queue  string
 	prefix string
@@ -85,14 +90,19 @@ func (in *intake) stop() { in.stopped.CompareAndSwap(0, time.Now().UnixNano()) }
 
 // send posts a new package until it is answered 2xx, refused, or given up on, and returns its id.
 func (in *intake) send(ctx context.Context) (string, error) {
-	id := fmt.Sprintf("%s_%07d", in.prefix, in.seq.Add(1))
-	body, err := in.s.body(id, in.queue)
+	n := in.seq.Add(1)
+	id := fmt.Sprintf("%s_%07d", in.prefix, n)
+	body, err := in.s.bodyAs(id, in.queue, in.mode)
 	if err != nil {
 		return "", err
 	}
 	backoff := firstBackoff
-	for {
-		a := in.s.submit(ctx, in.base, in.key, body, patience)
+	for attempt := 0; ; attempt++ {
+		base := in.base
+		if len(in.bases) > 0 {
+			base = in.bases[(int(n)+attempt)%len(in.bases)]
+		}
+		a := in.s.submit(ctx, base, in.key, body, patience)
 		now := time.Now()
 		phase := in.phases.at(now)
 		in.tally.add(phase, a.kind())

@@ -13,12 +13,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
 // maxAnswerRead bounds how much of an answer is read: an error body is short, and a page's
 // content is no business of the tool's.
 const maxAnswerRead = 64 << 10
+
+// A page the tool reads (a package's approval, a ring after a reload) is read whole, within
+// pageTimeout; so is a socket's upgrade.
+const (
+	maxPageRead = 4 << 20
+	pageTimeout = 30 * time.Second
+)
 
 // answer is what one request got: a status, or a transport error.
 type answer struct {
@@ -103,11 +112,17 @@ func (s *soak) get(ctx context.Context, u string) (int, string, error) {
 
 // body is the example package as a bot sends it, with its own id and contact, so that no
 // per-contact guard refuses it, and addressed to queue.
-func (s *soak) body(id, queue string) ([]byte, error) {
+func (s *soak) body(id, queue string) ([]byte, error) { return s.bodyAs(id, queue, "") }
+
+// bodyAs is body sent warm or cold (mode), or as the example is ("").
+func (s *soak) bodyAs(id, queue, mode string) ([]byte, error) {
 	p := maps.Clone(s.example)
 	contact := maps.Clone(s.example["contact"].(map[string]any))
 	contact["id"] = "cust_" + id
 	p["contact"], p["handoff_id"], p["target_profile"] = contact, id, queue
+	if mode != "" {
+		p["transfer_mode"] = mode
+	}
 	return json.Marshal(p)
 }
 
@@ -147,6 +162,57 @@ func (s *soak) form(ctx context.Context, base, path, token string, values url.Va
 		req.Header.Set("Cookie", loadtest.SessionCookie+"="+token)
 	}
 	return s.do(ctx, req, 0)
+}
+
+// page GETs a desk page as a logged-in browser does and returns its status and HTML.
+func (s *soak) page(ctx context.Context, base, path, token string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Cookie", loadtest.SessionCookie+"="+token)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }() // the body has been read; a close error cannot change the answer
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPageRead))
+	return resp.StatusCode, string(body), err
+}
+
+// dialSocket opens a desk page's websocket on base, watching what query asks, as the page's
+// script does: the session cookie, the page's own origin. It reads the hello.
+func (s *soak) dialSocket(ctx context.Context, base, token, query string) (*websocket.Conn, error) {
+	d := websocket.Dialer{HandshakeTimeout: pageTimeout}
+	header := http.Header{"Origin": {base}, "Cookie": {loadtest.SessionCookie + "=" + token}}
+	conn, resp, err := d.DialContext(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws?"+query, header)
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close() // a refusal's body says nothing the status does not
+	}
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("dial %s: %d", base, resp.StatusCode)
+		}
+		return nil, err
+	}
+	var hello socketFrame
+	_ = conn.SetReadDeadline(time.Now().Add(pageTimeout))
+	if err := conn.ReadJSON(&hello); err != nil || hello.Type != "hello" {
+		_ = conn.Close()
+		return nil, fmt.Errorf("the socket's first frame: %q, %v; want hello", hello.Type, err)
+	}
+	return conn, nil
+}
+
+// socketFrame is what a desk page's websocket sends, as far as the soak reads it.
+type socketFrame struct {
+	Type      string `json:"type"`
+	Fragments []struct {
+		Target string `json:"target"`
+		HTML   string `json:"html"`
+	} `json:"fragments"`
 }
 
 // login logs in through the login form as a browser does (GET the form, POST it) and returns the

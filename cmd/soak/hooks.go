@@ -36,6 +36,8 @@ type receiver struct {
 
 type arrival struct {
 	handoffID, event, eventID string
+	reason                    string // a warm_timeout's
+	approvalID                int64  // an approval step's
 	at                        time.Time
 }
 
@@ -57,13 +59,21 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		EventID   string `json:"event_id"`
 		Event     string `json:"event"`
 		HandoffID string `json:"handoff_id"`
+		Reason    string `json:"reason"`
+		Approval  *struct {
+			ID int64 `json:"id"`
+		} `json:"approval"`
 	}
 	if err != nil || json.Unmarshal(body, &event) != nil {
 		http.Error(w, "want the desk's JSON event", http.StatusBadRequest)
 		return
 	}
 	r.mu.Lock()
-	r.arrivals = append(r.arrivals, arrival{handoffID: event.HandoffID, event: event.Event, eventID: event.EventID, at: at})
+	a := arrival{handoffID: event.HandoffID, event: event.Event, eventID: event.EventID, reason: event.Reason, at: at}
+	if event.Approval != nil {
+		a.approvalID = event.Approval.ID
+	}
+	r.arrivals = append(r.arrivals, a)
 	r.inFlight++
 	r.maxInFlight = max(r.maxInFlight, r.inFlight)
 	r.mu.Unlock()

@@ -3,7 +3,9 @@
 //  1. kill -9 of PostgreSQL while bots post packages, each retried under its own id until answered;
 //  2. kill -9 of one of two app instances while agents take, accept and resolve packages on both;
 //  3. a webhook receiver that hangs beside one that answers at once;
-//  4. an exhausted database pool: a lock held on the packages table while bots keep asking.
+//  4. an exhausted database pool: a lock held on the packages table while bots keep asking;
+//  5. warm transfers and refund approvals on three instances, agents on websockets, while one
+//     instance and then PostgreSQL are killed with kill -9.
 //
 // Everything runs on loopback: `web serve` instances (the built binary, as operators run it) and a
 // PostgreSQL cluster of the tool's own in a temporary directory, on a free port, so that it may kill
@@ -12,7 +14,10 @@
 // directory; should the tool itself be killed, the kernel kills them (parent-death signal).
 //
 // Figures are informational. The exit status is 1 when an invariant fails: a package that was
-// acknowledged is missing or stored twice, or a package was claimed twice.
+// acknowledged is missing or stored twice, or a package was claimed twice; and in the fifth run,
+// two live rings of one package or one agent at once, a ring to an agent of a dead instance past
+// five seconds, a warm package whose bot heard no end or two ends of its warm phase, or a refund
+// approval that ended other than once.
 package main
 
 import (
@@ -41,10 +46,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	loadtest.PrintHeader(stdout, command, "the app instances, the tool and PostgreSQL")
 	start := time.Now()
-	failures, err := soakAll(ctx, cfg, stdout)
+	sections, err := soakAll(ctx, cfg, stdout)
 	fmt.Fprintf(stdout, "\ntotal %s\n", time.Since(start).Round(time.Second))
 	if err != nil {
 		return err
+	}
+	var failures []string
+	for _, sec := range sections {
+		failures = append(failures, sec.failed...)
 	}
 	if len(failures) > 0 {
 		return fmt.Errorf("%d invariant(s) failed: %s", len(failures), strings.Join(failures, "; "))
@@ -84,6 +93,20 @@ type config struct {
 	poolAcquireTimeout time.Duration
 	poolRequestTimeout time.Duration
 	poolClientTimeout  time.Duration // impatient bots leave after this
+
+	warmAgents      int
+	warmSupervisors int
+	warmCapacity    int           // packages each agent holds at once
+	warmBots        int           // half post warm packages, half cold
+	warmPace        time.Duration // each bot sends a package this often
+	warmRun         time.Duration // the bots' run; the instance is killed after a fifth of it
+	warmMove        time.Duration // half the killed instance's agents reconnect elsewhere this long after the kill
+	warmRevive      time.Duration // the killed instance is started again this long after the kill
+	warmOutage      time.Duration // PostgreSQL stays down this long
+	warmWindow      time.Duration // the queue's accept window: how long a ring lasts
+	warmWait        time.Duration // the queue's warm wait
+	warmApproval    time.Duration // the queue's approval timeout
+	warmDrain       time.Duration // the longest each step of the end waits (warm phases, approvals, webhooks)
 }
 
 func (c config) runs(n int) bool { return slices.Contains(c.scenarios, n) }
@@ -95,6 +118,8 @@ func quickSizes() map[string]string {
 		"appkill-packages": "3000", "appkill-agents": "8", "appkill-run": "12s", "appkill-revive": "2s",
 		"hook-bots": "6", "hook-intake": "9s", "hook-drain": "10s",
 		"pool-bots": "16", "pool-before": "2s", "pool-hold": "6s", "pool-after": "3s",
+		"warm-agents": "8", "warm-bots": "4", "warm-pace": "1s", "warm-run": "28s", "warm-move": "6s", "warm-revive": "7s",
+		"warm-pg-outage": "2s", "warm-accept-window": "2s", "warm-wait": "8s", "warm-approval-timeout": "4s", "warm-drain": "45s",
 	}
 }
 
@@ -102,7 +127,7 @@ func parseConfig(args []string) (cfg config, command string, err error) {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.StringVar(&cfg.web, "web", "", "the built web binary (make build: bin/web); empty builds ./cmd/web into the run's directory")
 	fs.StringVar(&cfg.examplePath, "example", "internal/handoff/testdata/harbor-v1.json", "the package the bodies are built from")
-	scenarios := fs.String("scenarios", "1,2,3,4", "scenarios to run, comma-separated: 1 kill PostgreSQL, 2 kill an instance, 3 slow webhook, 4 pool exhaustion")
+	scenarios := fs.String("scenarios", "1,2,3,4,5", "scenarios to run, comma-separated: 1 kill PostgreSQL, 2 kill an instance, 3 slow webhook, 4 pool exhaustion, 5 warm transfers and approvals under both kills")
 	fs.IntVar(&cfg.poolConns, "pool", 8, "pool_max_conns of every instance's database pool")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (cluster, logs) at exit, for inspection")
 
@@ -132,11 +157,25 @@ func parseConfig(args []string) (cfg config, command string, err error) {
 	fs.DurationVar(&cfg.poolRequestTimeout, "pool-request-timeout", 5*time.Second, "4: the instance's REQUEST_TIMEOUT")
 	fs.DurationVar(&cfg.poolClientTimeout, "pool-client-timeout", time.Second, "4: how long an impatient bot waits for an answer")
 
+	fs.IntVar(&cfg.warmAgents, "warm-agents", 20, "5: agents on websockets, a third on each instance")
+	fs.IntVar(&cfg.warmSupervisors, "warm-supervisors", 2, "5: supervisors deciding refund approvals, on the instances that are not killed")
+	fs.IntVar(&cfg.warmCapacity, "warm-capacity", 3, "5: packages each agent holds at once")
+	fs.IntVar(&cfg.warmBots, "warm-bots", 8, "5: bots, half posting warm packages and half cold")
+	fs.DurationVar(&cfg.warmPace, "warm-pace", 1500*time.Millisecond, "5: each bot sends a package this often")
+	fs.DurationVar(&cfg.warmRun, "warm-run", 90*time.Second, "5: how long the bots post; an instance is killed after a fifth of it, PostgreSQL later")
+	fs.DurationVar(&cfg.warmMove, "warm-move", 7*time.Second, "5: half the killed instance's agents reconnect to another instance this long after the kill")
+	fs.DurationVar(&cfg.warmRevive, "warm-revive", 10*time.Second, "5: the killed instance is started again this long after the kill; the rest of its agents come back to it")
+	fs.DurationVar(&cfg.warmOutage, "warm-pg-outage", 4*time.Second, "5: how long PostgreSQL stays down")
+	fs.DurationVar(&cfg.warmWindow, "warm-accept-window", 3*time.Second, "5: the queue's accept window (how long one ring lasts)")
+	fs.DurationVar(&cfg.warmWait, "warm-wait", 15*time.Second, "5: the queue's warm wait (how long a warm package goes on ringing)")
+	fs.DurationVar(&cfg.warmApproval, "warm-approval-timeout", 8*time.Second, "5: the queue's approval timeout, set in the run's own database below the desk's floor of a minute")
+	fs.DurationVar(&cfg.warmDrain, "warm-drain", 60*time.Second, "5: the longest the end waits for each of: warm phases to end, approvals to end, webhooks to be delivered")
+
 	quick := loadtest.AddQuick(fs, "shrink every scenario for a run of about a minute (explicit flags still win)", quickSizes())
 	if err := quick.Parse(args); err != nil {
 		return config{}, "", err
 	}
-	if cfg.scenarios, err = loadtest.ParseScenarios(*scenarios, 4); err != nil {
+	if cfg.scenarios, err = loadtest.ParseScenarios(*scenarios, 5); err != nil {
 		return config{}, "", err
 	}
 	for name, v := range map[string]int{"pool": cfg.poolConns, "pgkill-bots": cfg.pgkillBots, "appkill-packages": cfg.appkillPkgs,
@@ -170,5 +209,41 @@ func parseConfig(args []string) (cfg config, command string, err error) {
 	if cfg.hookSlowRate <= 0 {
 		return config{}, "", errors.New("-hook-slow-rate must be positive")
 	}
+	if err := cfg.checkWarm(); err != nil {
+		return config{}, "", err
+	}
 	return cfg, quick.CommandLine(), nil
+}
+
+// checkWarm refuses settings under which the fifth run could not check what it promises to.
+func (c config) checkWarm() error {
+	for name, v := range map[string]int{"warm-agents": c.warmAgents, "warm-supervisors": c.warmSupervisors, "warm-capacity": c.warmCapacity} {
+		if v <= 0 {
+			return fmt.Errorf("-%s must be positive", name)
+		}
+	}
+	if c.warmAgents < warmInstances {
+		return fmt.Errorf("-warm-agents must be at least %d: agents work on each instance", warmInstances)
+	}
+	if c.warmBots < 2 {
+		return errors.New("-warm-bots must be at least 2: half post warm packages, half cold")
+	}
+	for name, d := range map[string]time.Duration{"warm-pace": c.warmPace, "warm-run": c.warmRun, "warm-pg-outage": c.warmOutage,
+		"warm-approval-timeout": c.warmApproval, "warm-drain": c.warmDrain} {
+		if d <= 0 {
+			return fmt.Errorf("-%s must be positive", name)
+		}
+	}
+	if c.warmWindow < time.Second || c.warmWait < time.Second {
+		return errors.New("-warm-accept-window and -warm-wait: the desk refuses either under a second")
+	}
+	// The killed instance's agents must stay away past the bound, or its check sees nothing.
+	if c.warmMove <= deadInstanceBound || c.warmRevive < c.warmMove {
+		return fmt.Errorf("-warm-move must exceed %s and -warm-revive must not come before it", deadInstanceBound)
+	}
+	if _, pgKill := c.warmTimeline(); pgKill+c.warmOutage+2*time.Second > c.warmRun {
+		return fmt.Errorf("-warm-run %s is too short: PostgreSQL is killed at +%s (the instance's restart plus %s) and stays down %s",
+			c.warmRun, pgKill, settle, c.warmOutage)
+	}
+	return nil
 }

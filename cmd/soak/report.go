@@ -24,6 +24,8 @@ type section struct {
 	notes  []string
 	failed []string
 	missed []string
+	// counts are figures a test reads: how often each path of the run was taken.
+	counts map[string]int
 }
 
 func (s *section) info(figure, value string) {

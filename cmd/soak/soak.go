@@ -28,6 +28,8 @@ const (
 	appStopGrace = 30 * time.Second
 	// password is every agent's; the agents exist only in the run's own cluster.
 	password = "soak-password"
+	// webPackage is the desk's binary, built when -web names none.
+	webPackage = "github.com/handoffdesk/desk/cmd/web"
 )
 
 // soak is one run: its directory, its cluster, the web binary and what was started, to undo.
@@ -54,11 +56,13 @@ var scenarios = []scenario{
 	{2, "kill -9 an app instance under claims", (*soak).appKill},
 	{3, "a slow webhook receiver beside a fast one", (*soak).slowHook},
 	{4, "pool exhaustion", (*soak).poolExhaustion},
+	{5, "warm transfers and approvals under kill -9", (*soak).warm},
 }
 
 // soakAll sets the run up, runs the scenarios asked for, and tears everything down, also when
-// it fails or is interrupted. It returns the invariants that failed.
-func soakAll(ctx context.Context, cfg config, out io.Writer) (failures []string, err error) {
+// it fails or is interrupted. It returns each scenario's report; their failed invariants decide
+// the exit status.
+func soakAll(ctx context.Context, cfg config, out io.Writer) (sections []*section, err error) {
 	s := &soak{cfg: cfg, out: out, client: newClient()}
 	defer func() {
 		err = errors.Join(err, s.cleanup.Run())
@@ -100,7 +104,6 @@ func soakAll(ctx context.Context, cfg config, out io.Writer) (failures []string,
 		version, s.pg.Port, s.dir, time.Since(t).Round(time.Millisecond))
 	fmt.Fprintf(out, "web:        %s serve, pool_max_conns=%d, DRAIN_PERIOD=0s, WEBHOOK_ALLOW_PRIVATE=1\n", s.web, cfg.poolConns)
 
-	var sections []*section
 	for _, sc := range scenarios {
 		if !cfg.runs(sc.n) {
 			continue
@@ -117,9 +120,9 @@ func soakAll(ctx context.Context, cfg config, out io.Writer) (failures []string,
 	}
 	fmt.Fprintf(out, "\nsummary (the exit status is 1 if an invariant FAILs; \"MISS\" marks an expectation not met, informational)\n")
 	for _, sec := range sections {
-		failures = append(failures, sec.summary(out)...)
+		sec.summary(out)
 	}
-	return failures, nil
+	return sections, nil
 }
 
 // buildWeb returns the web binary to run: the one given, or a fresh build of ./cmd/web.
@@ -131,7 +134,8 @@ func (s *soak) buildWeb(given string) (string, error) {
 		return filepath.Abs(given)
 	}
 	path := filepath.Join(s.dir, "web")
-	if _, err := runCommand("go build", "go", []string{"build", "-o", path, "./cmd/web"}, os.Environ(), nil); err != nil {
+	// By its import path, which builds from any directory of the module (a test runs in cmd/soak).
+	if _, err := runCommand("go build", "go", []string{"build", "-o", path, webPackage}, os.Environ(), nil); err != nil {
 		return "", err
 	}
 	return path, nil

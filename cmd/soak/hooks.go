@@ -39,6 +39,7 @@ type arrival struct {
 	reason                    string // a warm_timeout's
 	approvalID                int64  // an approval step's
 	at                        time.Time
+	occurred                  time.Time // when the change happened, as the desk says
 }
 
 func startReceiver(delay time.Duration) (*receiver, error) {
@@ -56,11 +57,12 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	at := time.Now()
 	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	var event struct {
-		EventID   string `json:"event_id"`
-		Event     string `json:"event"`
-		HandoffID string `json:"handoff_id"`
-		Reason    string `json:"reason"`
-		Approval  *struct {
+		EventID    string    `json:"event_id"`
+		Event      string    `json:"event"`
+		HandoffID  string    `json:"handoff_id"`
+		Reason     string    `json:"reason"`
+		OccurredAt time.Time `json:"occurred_at"`
+		Approval   *struct {
 			ID int64 `json:"id"`
 		} `json:"approval"`
 	}
@@ -69,7 +71,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.mu.Lock()
-	a := arrival{handoffID: event.HandoffID, event: event.Event, eventID: event.EventID, reason: event.Reason, at: at}
+	a := arrival{handoffID: event.HandoffID, event: event.Event, eventID: event.EventID, reason: event.Reason, at: at, occurred: event.OccurredAt}
 	if event.Approval != nil {
 		a.approvalID = event.Approval.ID
 	}

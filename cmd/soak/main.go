@@ -118,7 +118,7 @@ func quickSizes() map[string]string {
 		"appkill-packages": "3000", "appkill-agents": "8", "appkill-run": "12s", "appkill-revive": "2s",
 		"hook-bots": "6", "hook-intake": "9s", "hook-drain": "10s",
 		"pool-bots": "16", "pool-before": "2s", "pool-hold": "6s", "pool-after": "3s",
-		"warm-agents": "8", "warm-bots": "4", "warm-pace": "1s", "warm-run": "28s", "warm-move": "6s", "warm-revive": "7s",
+		"warm-agents": "8", "warm-bots": "4", "warm-pace": "700ms", "warm-run": "24s", "warm-move": "6s", "warm-revive": "7s",
 		"warm-pg-outage": "2s", "warm-accept-window": "2s", "warm-wait": "8s", "warm-approval-timeout": "4s", "warm-drain": "45s",
 	}
 }
@@ -161,7 +161,7 @@ func parseConfig(args []string) (cfg config, command string, err error) {
 	fs.IntVar(&cfg.warmSupervisors, "warm-supervisors", 2, "5: supervisors deciding refund approvals, on the instances that are not killed")
 	fs.IntVar(&cfg.warmCapacity, "warm-capacity", 3, "5: packages each agent holds at once")
 	fs.IntVar(&cfg.warmBots, "warm-bots", 8, "5: bots, half posting warm packages and half cold")
-	fs.DurationVar(&cfg.warmPace, "warm-pace", 1500*time.Millisecond, "5: each bot sends a package this often")
+	fs.DurationVar(&cfg.warmPace, "warm-pace", 800*time.Millisecond, "5: each bot sends a package this often")
 	fs.DurationVar(&cfg.warmRun, "warm-run", 90*time.Second, "5: how long the bots post; an instance is killed after a fifth of it, PostgreSQL later")
 	fs.DurationVar(&cfg.warmMove, "warm-move", 7*time.Second, "5: half the killed instance's agents reconnect to another instance this long after the kill")
 	fs.DurationVar(&cfg.warmRevive, "warm-revive", 10*time.Second, "5: the killed instance is started again this long after the kill; the rest of its agents come back to it")

@@ -91,8 +91,8 @@ func TestQuickKeepsExplicitFlags(t *testing.T) {
 	if cfg.pgkillBots != 3 || cfg.appkillRun != 12*time.Second || !strings.HasSuffix(command, "(-quick)") {
 		t.Errorf("pgkill-bots %d, appkill-run %s, command %q", cfg.pgkillBots, cfg.appkillRun, command)
 	}
-	if _, _, err := parseConfig([]string{"-scenarios", "5"}); err == nil {
-		t.Error("-scenarios 5 accepted")
+	if _, _, err := parseConfig([]string{"-scenarios", "6"}); err == nil {
+		t.Error("-scenarios 6 accepted")
 	}
 }
 
@@ -132,5 +132,139 @@ func TestRefusalsWantA503WithRetryAfter(t *testing.T) {
 	sec.refusals("refusals", refused, []*tally{newTally("down")}, "down")
 	if got := sec.rows[2]; got[1] != "0 of 0" || got[3] != "MISS" {
 		t.Errorf("no refusals at all: %q, want a MISS", got)
+	}
+}
+
+// The fifth run at its -quick size (about 40 seconds of load on three instances, and a
+// PostgreSQL cluster of its own): an instance and then PostgreSQL are killed under warm and cold
+// packages, rings and refund approvals, and every invariant holds. The paths the run is there
+// for were taken: rings accepted, declined and let run out, approvals granted, denied and left
+// to expire, agents on the killed instance.
+func TestWarmTransfersAndApprovalsHoldUnderKills(t *testing.T) {
+	cfg, _, err := parseConfig([]string{"-quick", "-scenarios", "5", "-example", "../../internal/handoff/testdata/harbor-v1.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sections, err := soakAll(t.Context(), cfg, &out)
+	if err != nil {
+		t.Fatalf("soak: %v\n%s", err, out.String())
+	}
+	sec := sections[0]
+	if len(sec.failed) > 0 {
+		t.Fatalf("invariants failed: %q\n%s", sec.failed, out.String())
+	}
+	for _, path := range []string{"ring accepted", "ring declined", "ring let run out", "granted", "denied", "expired", "accepted", "dead agents"} {
+		if sec.counts[path] == 0 {
+			t.Errorf("the run never took %q\n%s", path, out.String())
+		}
+	}
+}
+
+func offered(seq int64, at time.Time, pkg string, agent int64) offerEvent {
+	return offerEvent{seq: seq, at: at, started: true, pkg: pkg, agent: agent}
+}
+
+func ended(seq int64, at time.Time, pkg string, agent int64) offerEvent {
+	return offerEvent{seq: seq, at: at, pkg: pkg, agent: agent}
+}
+
+// A package ringing two agents at once, an agent rung for two packages at once, and an end of an
+// offer nobody had each break the one-live-offer rule; offers one after the other do not.
+func TestOfferOverlapsFindTwoLiveOffers(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	fine := []offerEvent{offered(1, at(0), "p1", 1), ended(2, at(10), "p1", 1), offered(3, at(10), "p1", 2),
+		offered(4, at(20), "p2", 1), ended(5, at(30), "p2", 1), ended(6, at(40), "p1", 2)}
+	if offers, v, samples := offerOverlaps(fine); offers != 3 || v != 0 {
+		t.Errorf("offers one after the other: %d offers, %d violations %q; want 3, 0", offers, v, samples)
+	}
+	for name, evs := range map[string][]offerEvent{
+		"a package ringing two agents": {offered(1, at(0), "p1", 1), offered(2, at(5), "p1", 2)},
+		"an agent rung twice":          {offered(1, at(0), "p1", 1), offered(2, at(5), "p2", 1)},
+		"an end without its offer":     {offered(1, at(0), "p1", 1), ended(2, at(5), "p1", 2)},
+	} {
+		if _, v, samples := offerOverlaps(evs); v != 1 || len(samples) != 1 {
+			t.Errorf("%s: %d violations %q, want 1", name, v, samples)
+		}
+	}
+}
+
+// The agents of the killed instance are those whose last socket before the kill was there; a
+// ring of theirs that lasts past the bound, or starts after it before they are back, is a
+// violation; one withdrawn within the bound, or made after they came back, is not.
+func TestDeadRingsLookPastTheBoundUntilTheAgentIsBack(t *testing.T) {
+	kill := time.Now()
+	after := func(s float64) time.Time { return kill.Add(time.Duration(s * float64(time.Second))) }
+	conns := []connection{
+		{agent: 0, instance: killedInstance, began: after(-60)},
+		{agent: 1, instance: killedInstance, began: after(-60)},
+		{agent: 1, instance: 0, began: after(-10)}, // moved before the kill: not the dead instance's
+		{agent: 0, instance: 0, began: after(7)},   // back, elsewhere
+		{agent: 2, instance: killedInstance, began: after(-60)},
+	}
+	dead, back := killedAgents(conns, kill)
+	if !dead[0] || dead[1] || !dead[2] || !back[0].Equal(after(7)) || !back[2].IsZero() {
+		t.Fatalf("dead %v, back %v; want agents 0 and 2, 0 back at +7s, 2 never", dead, back)
+	}
+	byUser := map[int64]time.Time{10: back[0], 12: back[2]}
+	spans := []offerSpan{
+		{agent: 10, pkg: "p1", from: after(-1), to: after(3)},  // withdrawn within the bound
+		{agent: 10, pkg: "p2", from: after(8), to: after(9)},   // after the agent came back
+		{agent: 11, pkg: "p3", from: after(-1), to: after(30)}, // not a dead instance's agent
+	}
+	if d := deadRings(spans, kill, byUser); d.violations != 0 || d.rings != 1 || d.atKill != 1 || d.lastEnd != 3*time.Second {
+		t.Errorf("within the bound: %+v; want no violation, 1 ring live at the kill, ended at +3s", d)
+	}
+	spans = append(spans,
+		offerSpan{agent: 10, pkg: "p4", from: after(5.5), to: after(6)}, // after the bound, before the agent came back
+		offerSpan{agent: 12, pkg: "p5", from: after(1)})                // never ended, and the agent never came back
+	if d := deadRings(spans, kill, byUser); d.violations != 2 || len(d.samples) != 2 {
+		t.Errorf("past the bound: %+v; want both agents found", d)
+	}
+}
+
+// A warm phase ends once: one accepted, one warm_timeout, or a warm_timeout followed by the
+// accepted of the package taken cold; anything else is a violation, whatever order the webhooks
+// arrived in and however often one was delivered.
+func TestAWarmPhaseEndsOnce(t *testing.T) {
+	t0 := time.Now()
+	hook := func(id, event, eventID, reason string, occurred int) arrival {
+		return arrival{handoffID: id, event: event, eventID: eventID, reason: reason, occurred: t0.Add(time.Duration(occurred) * time.Second)}
+	}
+	heard := warmEndsHeard([]arrival{
+		hook("ok1", "accepted", "e1", "", 1), hook("ok1", "accepted", "e1", "", 1), // redelivered
+		hook("ok2", "accepted", "e2", "", 5), hook("ok2", "warm_timeout", "e3", "all_declined", 2), // arrived out of order
+		hook("ok2", "queued", "e4", "", 0),
+		hook("bad1", "accepted", "e5", "", 1), hook("bad1", "warm_timeout", "e6", "waited_too_long", 2),
+		hook("bad2", "warm_timeout", "e7", "all_declined", 1), hook("bad2", "warm_timeout", "e8", "agent_gone", 2),
+		hook("bad3", "accepted", "e9", "", 1), hook("bad3", "accepted", "e10", "", 2),
+	})
+	want := map[string]string{"ok1": "accepted", "ok2": "warm_timeout:all_declined"}
+	for _, id := range []string{"ok1", "ok2", "bad1", "bad2", "bad3", "never"} {
+		end, ok := warmPhaseEnd(heard[id])
+		if ok != (want[id] != "") || end != want[id] {
+			t.Errorf("%s heard %v: %q, %t; want %q", id, heard[id], end, ok, want[id])
+		}
+	}
+}
+
+// Supervisors approve, deny or leave requests by their id, and spread their decisions over the
+// approval timeout so that some come once the request expired.
+func TestApprovalPlanDecidesTwoInThreeSomeLate(t *testing.T) {
+	verdicts := map[string]int{}
+	late := 0
+	for id := int64(1); id <= 300; id++ {
+		v, after := approvalPlan(id, 10*time.Second)
+		verdicts[v]++
+		if after < 3*time.Second || after > 12*time.Second {
+			t.Fatalf("request %d decided after %s, outside 0.3–1.2 of the timeout", id, after)
+		}
+		if v != "" && after > 10*time.Second {
+			late++
+		}
+	}
+	if verdicts["approve"] != 100 || verdicts["deny"] != 100 || verdicts[""] != 100 || late < 20 {
+		t.Errorf("verdicts %v, %d late; want a third each and some after the timeout", verdicts, late)
 	}
 }

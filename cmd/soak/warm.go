@@ -390,7 +390,7 @@ func (r *warmRun) report(tl timeline, drained drain, ds []durability, a warmAudi
 	sec.invariant(fmt.Sprintf("no ring to an agent of the killed instance from %s after its death until they are back", deadInstanceBound),
 		fmt.Sprintf("%d of %d agents (%d rings live at or after the kill)", a.deadViolations, a.deadAgents, a.deadRings),
 		"0 of > 0", a.deadViolations == 0 && a.deadAgents > 0)
-	sec.invariant("every warm package: exactly one accepted or warm_timeout webhook",
+	sec.invariant("every warm package: exactly one end of its warm phase heard, accepted or warm_timeout (an accepted after a warm_timeout is the package taken cold)",
 		fmt.Sprintf("%d of %d warm packages (%d still warm at the end)", a.warmViolations, a.warmPackages, a.stillWarm),
 		"0 of > 0", a.warmViolations == 0 && a.warmPackages > 0)
 	sec.invariant("every approval expires or is decided exactly once (the log; the bot's webhooks; the deciders told)",
@@ -403,9 +403,9 @@ func (r *warmRun) report(tl timeline, drained drain, ds []durability, a warmAudi
 	sec.info("rings the agents' pages showed: accepted / declined / let run out; accepts refused (the ring had ended)",
 		fmt.Sprintf("%d: %d / %d / %d; %d", r.counted("rings shown"), r.counted("ring accepted"), r.counted("ring declined"),
 			r.counted("ring let run out"), r.counted("ring accept refused")))
-	sec.info("cold pulls (next → accept); agents set away by missed rings, who chose available again",
-		fmt.Sprintf("%d; %d", r.counted("next accepted"), r.counted("set away, back")))
-	sec.info("how warm phases ended, as the bot heard", a.endsLine())
+	sec.info("packages pulled with next; agents set away by missed rings, who chose available again; breaks",
+		fmt.Sprintf("%d; %d; %d", r.counted("next accepted"), r.counted("set away, back"), r.counted("breaks")))
+	sec.info("how warm phases ended, as the bot heard (and the warm_timeouts accepted later, cold)", a.endsLine())
 	sec.info("approvals: requested / granted / denied / expired; decisions refused (409: the other supervisor's, or expired)",
 		fmt.Sprintf("%d / %d / %d / %d; %d", a.approvals, a.states["granted"], a.states["denied"], a.states["expired"], r.counted("decision refused")))
 	sec.info("resolved as refunded / otherwise; accepts whose lost answer resolving found committed",
@@ -422,6 +422,7 @@ func (r *warmRun) report(tl timeline, drained drain, ds []durability, a warmAudi
 			break
 		}
 	}
+	sec.info("load average (1, 5, 15 min) at the end", loadtest.LoadAverage())
 	sec.unexpected("actions with unexpected answers", &r.errs)
 	sec.unexpected("bots: answers neither 2xx nor retryable", &warmIn.unexpected)
 	sec.answers("people", r.tally)
@@ -429,7 +430,7 @@ func (r *warmRun) report(tl timeline, drained drain, ds []durability, a warmAudi
 	for k, v := range map[string]int{"rings": r.counted("rings shown"), "ring accepted": r.counted("ring accepted"),
 		"ring declined": r.counted("ring declined"), "ring let run out": r.counted("ring let run out"),
 		"granted": a.states["granted"], "denied": a.states["denied"], "expired": a.states["expired"],
-		"accepted": a.ends["accepted"], "warm_timeout": a.warmTimeouts(), "dead agents": a.deadAgents, "dead withdrawn": a.deadWithdrawn} {
+		"accepted": a.ends["accepted"], "warm_timeout": a.warmTimeouts(), "accepted cold": a.ends["accepted later, cold"], "dead agents": a.deadAgents, "dead withdrawn": a.deadWithdrawn} {
 		sec.counts[k] = v
 	}
 	return sec

@@ -32,8 +32,8 @@ type warmAudit struct {
 	ends                                    map[string]int // accepted, or warm_timeout:reason, as the bot heard them
 
 	approvals, approvalLog, approvalHooks, approvalTold int
-	approvalBad                                        map[int64]bool
-	states                                             map[string]int
+	approvalBad                                         map[int64]bool
+	states                                              map[string]int
 
 	samples []string
 }
@@ -339,8 +339,12 @@ func endAfter(t, killAt time.Time) string {
 	return "+" + seconds(t.Sub(killAt))
 }
 
-// auditWarmEnds: every warm package's bot heard exactly one accepted or warm_timeout (distinct
-// event ids: a redelivery is the same event), and no package is still warm.
+// auditWarmEnds: every warm package's bot heard exactly one end of its warm phase, and no package
+// is still warm. The end is a warm_timeout, or, when there is none, an accepted: an accepted after
+// a warm_timeout is the package taken later, as a cold one (the spec: "the package waits as a
+// cold one"), and tells every bot, warm or cold, of the accept. So the bot hears at most one
+// warm_timeout, at most one accepted, and never an accepted before a warm_timeout (by the
+// events' occurred_at; each event once however often it was delivered).
 func auditWarmEnds(ctx context.Context, db *pgxpool.Pool, a *warmAudit, arrivals []arrival) error {
 	rows, err := db.Query(ctx, `
 		SELECT h.handoff_id, h.warm_until IS NOT NULL OR EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL)
@@ -360,31 +364,39 @@ func auditWarmEnds(ctx context.Context, db *pgxpool.Pool, a *warmAudit, arrivals
 	heard := warmEndsHeard(arrivals)
 	a.warmPackages = len(warm)
 	for id, still := range warm {
-		ends := heard[id]
-		for _, e := range ends {
-			a.ends[e]++
+		end, ok := warmPhaseEnd(heard[id])
+		if ok {
+			a.ends[end]++
+		}
+		if len(heard[id]) == 2 && ok {
+			a.ends["accepted later, cold"]++
 		}
 		if still {
 			a.stillWarm++
 		}
-		if len(ends) != 1 || still {
+		if !ok || still {
 			a.warmViolations++
-			a.sample("warm package %s: its bot heard %v; still warm at the end: %t", id, ends, still)
+			a.sample("warm package %s: its bot heard %v; still warm at the end: %t", id, heard[id], still)
 		}
 	}
 	return nil
 }
 
-// warmEndsHeard is, per package, the ends of its warm phase its bot heard: accepted, or
-// warm_timeout:reason, each event once however often it was delivered.
+// warmEndsHeard is, per package, the accepted and warm_timeout events its bot heard, in the
+// order they happened, each once however often it was delivered: accepted, or
+// warm_timeout:reason.
 func warmEndsHeard(arrivals []arrival) map[string][]string {
 	seen := map[string]bool{}
-	heard := map[string][]string{}
+	var kept []arrival
 	for _, h := range arrivals {
-		if seen[h.eventID] || (h.event != "accepted" && h.event != "warm_timeout") {
-			continue
+		if !seen[h.eventID] && (h.event == "accepted" || h.event == "warm_timeout") {
+			seen[h.eventID] = true
+			kept = append(kept, h)
 		}
-		seen[h.eventID] = true
+	}
+	slices.SortStableFunc(kept, func(x, y arrival) int { return x.occurred.Compare(y.occurred) })
+	heard := map[string][]string{}
+	for _, h := range kept {
 		end := h.event
 		if h.event == "warm_timeout" {
 			end += ":" + h.reason
@@ -392,6 +404,19 @@ func warmEndsHeard(arrivals []arrival) map[string][]string {
 		heard[h.handoffID] = append(heard[h.handoffID], end)
 	}
 	return heard
+}
+
+// warmPhaseEnd is how a warm package's warm phase ended, from what its bot heard of it in order,
+// and whether that is exactly one end: one warm_timeout, or one accepted, or a warm_timeout then
+// the accepted of the package taken cold.
+func warmPhaseEnd(heard []string) (string, bool) {
+	switch {
+	case len(heard) == 1:
+		return heard[0], true
+	case len(heard) == 2 && strings.HasPrefix(heard[0], "warm_timeout") && heard[1] == "accepted":
+		return heard[0], true
+	}
+	return "", false
 }
 
 // approvalEnds are the events that end a request.

@@ -21,11 +21,15 @@ import (
 
 // What agents do with a ring, and with what they hold. The rest of the rings they let run out.
 const (
-	acceptShare  = 0.55
-	declineShare = 0.25
+	acceptShare  = 0.45
+	declineShare = 0.3
 	refundShare  = 0.4 // of the packages an agent holds, those whose refund they ask a supervisor for
+	// breakShare of the packages an agent resolves are followed by a break of about breakFor: the
+	// desk withdraws a ring they have, and rings them no more until they are available again.
+	breakShare = 0.1
+	breakFor   = 3 * time.Second
 	// workFor is how long an agent works a package before its next step.
-	workFor = time.Second
+	workFor = 2 * time.Second
 	// pollEvery is how often an agent waiting for a supervisor looks at the package's page, and how
 	// often an idle agent looks again for a cold package.
 	pollEvery = 500 * time.Millisecond
@@ -399,6 +403,20 @@ func (a *deskAgent) resolve(ctx context.Context, h *heldPackage, refunded bool) 
 		a.r.errs.Add(fmt.Errorf("resolve %s as %s: %s", h.id, code, ans.kind()))
 	}
 	a.drop(h)
+	if a.rng.Float64() < breakShare {
+		a.takeBreak(ctx)
+	}
+}
+
+// takeBreak is a short break: the agent says so, and says they are available again after it.
+func (a *deskAgent) takeBreak(ctx context.Context) {
+	if ans, _ := a.post(ctx, "status", "/me/status", url.Values{"status": {"break"}, "next": {a.path}}); ans.status != http.StatusSeeOther {
+		return
+	}
+	a.r.count("breaks", 1)
+	_ = loadtest.Sleep(ctx, jitter(breakFor)) // a cancelled sleep ends the loop
+	a.post(ctx, "status", "/me/status", url.Values{"status": {"available"}, "next": {a.path}})
+	a.reload(ctx)
 }
 
 // deskSupervisor is a supervisor's /approvals page, live, on an instance the run does not kill.

@@ -218,7 +218,7 @@ func TestDeadRingsLookPastTheBoundUntilTheAgentIsBack(t *testing.T) {
 	}
 	spans = append(spans,
 		offerSpan{agent: 10, pkg: "p4", from: after(5.5), to: after(6)}, // after the bound, before the agent came back
-		offerSpan{agent: 12, pkg: "p5", from: after(1)})                // never ended, and the agent never came back
+		offerSpan{agent: 12, pkg: "p5", from: after(1)})                 // never ended, and the agent never came back
 	if d := deadRings(spans, kill, byUser); d.violations != 2 || len(d.samples) != 2 {
 		t.Errorf("past the bound: %+v; want both agents found", d)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/postgres"
 )
 
 // Websocket timing, as in gorilla's chat example: the writer pings well inside the reader's
@@ -227,13 +228,19 @@ func (k *socket) sendFigures(batches []live.Batch) bool {
 }
 
 // failed answers a frame that could not be built: the browser is told, to show itself offline
-// and reconnect, rather than left showing a page that silently stopped following the desk.
+// and reconnect, rather than left showing a page that silently stopped following the desk. A
+// database out of reach (killed, restarting) is a warning, as for the rest of the work that rides
+// out an outage: the page reconnects once it is back.
 func (k *socket) failed(err error) {
 	if errors.Is(err, errAccessChanged) {
 		k.goodbye(closeAccessChanged, "access changed")
 		return
 	}
-	k.s.logger.Error("websocket frame", "err", err)
+	if postgres.OutOfReach(err) {
+		k.s.logger.Warn("websocket frame: the database cannot answer now; the page reconnects", "err", err)
+	} else {
+		k.s.logger.Error("websocket frame", "err", err)
+	}
 	_ = k.conn.SetWriteDeadline(time.Now().Add(turnWriteWait))
 	_ = k.conn.WriteJSON(couldNotUpdate)
 	k.goodbye(websocket.CloseInternalServerErr, "")

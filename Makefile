@@ -117,7 +117,10 @@ bench-migrate: build
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchmigrate -web bin/web -packages $${BENCH_PACKAGES:-1000000} $(BENCH_FLAGS)
 
-## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion) on a private loopback cluster, about 4 minutes (SOAK_FLAGS=-quick: about 1).
+## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion, and 5: warm
+## transfers and refund approvals on three instances while one instance and then PostgreSQL are killed) on a private loopback
+## cluster, about 6 minutes (SOAK_FLAGS=-quick: about 2; SOAK_FLAGS="-scenarios 5": the warm run alone, about 2). make test
+## runs the fifth at its -quick size (TestWarmTransfersAndApprovalsHoldUnderKills).
 soak: build
 	$(GO) run ./cmd/soak -web bin/web $(SOAK_FLAGS)
 

@@ -98,3 +98,14 @@ func (sum logSummary) requestErrors() int {
 	}
 	return n
 }
+
+// errorLines counts every ERROR line, and every line that is not a log line (a panic's trace).
+func (sum logSummary) errorLines() int {
+	n := 0
+	for k, c := range sum.warnings {
+		if strings.HasPrefix(k, "ERROR") {
+			n += c
+		}
+	}
+	return n
+}

@@ -77,6 +77,9 @@ panic: boom
 	if got := sum.requestErrors(); got != 1 {
 		t.Errorf("request errors: %d, want 1 (a worker's ERROR and a stray line are not about requests)", got)
 	}
+	if got := sum.errorLines(); got != 3 {
+		t.Errorf("ERROR lines: %d, want 3 (a worker's, a package's and a stray line)", got)
+	}
 	if got := sum.warningLine(); !strings.Contains(got, `"ERROR (not a log line)" ×1`) || !strings.Contains(got, `"WARN unavailable" ×1`) {
 		t.Errorf("warning line %q", got)
 	}

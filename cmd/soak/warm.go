@@ -55,7 +55,7 @@ type warmRun struct {
 
 	killAt, revivedAt atomic.Int64 // UnixNano; 0 before
 	draining          atomic.Bool  // the bots stopped: agents pull no more packages
-	rng               *rand.Rand   // seeds each person's own, so that a run's choices can be repeated
+	rng               *rand.Rand   // seeds each person's own
 
 	mu          sync.Mutex
 	acceptedBy  map[string]int // package → the agent told its accept (303), or who found it theirs by resolving
@@ -274,6 +274,8 @@ func (s *soak) warm(ctx context.Context) (*section, error) {
 		return nil, err
 	}
 	sec := r.report(tl, drained, ds, audit, warmIn, coldIn)
+	// An outage the desk rides out is a warning; an ERROR says something really failed.
+	sec.expect("ERROR lines the instances logged", fmt.Sprint(logs.errorLines()), "0", logs.errorLines() == 0)
 	sec.note("the instances logged: %s", logs.warningLine())
 	return sec, nil
 }

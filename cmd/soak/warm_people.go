@@ -41,6 +41,8 @@ const (
 	maxPageBackoff   = 2 * time.Second
 	// socketIdle is how long a socket may stay silent: the desk pings every 54 s.
 	socketIdle = 2 * time.Minute
+	// decideSpread is how far apart the supervisors decide the same request.
+	decideSpread = 100 * time.Millisecond
 )
 
 var (
@@ -468,8 +470,10 @@ func (sv *deskSupervisor) show(html string) {
 			continue
 		}
 		ctx := sv.ctx
+		// Within a tenth of a second of each other: the supervisors' decisions race for the row.
+		after += time.Duration(rand.Int64N(int64(decideSpread))) //nolint:gosec // G404: the soak's choices need no secure randomness.
 		sv.wg.Go(func() {
-			if loadtest.Sleep(ctx, jitter(after)) == nil {
+			if loadtest.Sleep(ctx, after) == nil {
 				sv.decide(ctx, id, verdict)
 			}
 		})

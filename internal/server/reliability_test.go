@@ -485,12 +485,16 @@ func TestSocketWarnsWhenItsFrameFindsTheDatabaseGone(t *testing.T) {
 			t.Fatal("the instance read the event before the lock five times in a row")
 		}
 	}
-	got := false
-	for f := range frames {
-		got = got || f.Type == "error"
-	}
-	if !got {
-		t.Error("the page was not told that it could not be brought up to date")
+	for told := false; !told; {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				t.Fatal("the socket closed without telling the page it could not be brought up to date")
+			}
+			told = f.Type == "error"
+		case <-time.After(waitDeadline):
+			t.Fatal("the page was not told that it could not be brought up to date")
+		}
 	}
 	rec := log.Wait(t, "the frame that failed", func(r slog.Record) bool { return strings.HasPrefix(r.Message, "websocket frame") })
 	if rec.Level != slog.LevelWarn {
@@ -498,9 +502,10 @@ func TestSocketWarnsWhenItsFrameFindsTheDatabaseGone(t *testing.T) {
 	}
 }
 
-// waitingOnUsers waits until a backend of the app's database waits for a lock on users, and
-// returns it; or, raced, until a frame showing the card arrives first: the instance built it
-// before the lock was taken.
+// waitingOnUsers waits until the frame's read of the package (board's item query, which joins
+// users) waits for the lock on users, and returns its backend; or, raced, until a frame showing
+// the card arrives first: the instance built it before the lock was taken. Other work waits on
+// the lock too (presence rows refer to users), and is left alone.
 func waitingOnUsers(t *testing.T, app *testApp, frames <-chan wsFrame, card func(wsFrame) bool) (pid int, raced bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitDeadline)
@@ -516,8 +521,9 @@ func waitingOnUsers(t *testing.T, app *testApp, frames <-chan wsFrame, card func
 		default:
 		}
 		err := app.DB.QueryRow(context.Background(), `
-			SELECT pid FROM pg_locks WHERE NOT granted AND relation = 'users'::regclass
-				AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1`).Scan(&pid)
+			SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE NOT l.granted AND l.relation = 'users'::regclass AND a.datname = current_database()
+				AND a.query LIKE '%JOIN users u ON u.id = h.assignee_id%' LIMIT 1`).Scan(&pid)
 		if err == nil {
 			return pid, false
 		}

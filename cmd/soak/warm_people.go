@@ -64,7 +64,7 @@ type page struct {
 	on     atomic.Int32
 	mover  bool // when its instance dies: to another instance after -warm-move, rather than waiting for it
 	agent  int  // the agent whose page it is, -1 for a supervisor's
-	show   func(html string)
+	show   func(ctx context.Context, html string)
 	connMu sync.Mutex
 	conn   *websocket.Conn
 }
@@ -109,7 +109,7 @@ func (p *page) keepOpen(ctx context.Context) {
 			p.r.connected(p.agent, on, began)
 		}
 		p.reload(ctx)
-		p.read(conn)
+		p.read(ctx, conn)
 	}
 }
 
@@ -117,12 +117,12 @@ func (p *page) keepOpen(ctx context.Context) {
 func (p *page) reload(ctx context.Context) {
 	status, html, err := p.r.s.page(ctx, p.base(), p.path, p.token)
 	if err == nil && status == http.StatusOK {
-		p.show(html)
+		p.show(ctx, html)
 	}
 }
 
 // read applies the socket's frames until it ends, or says the page must be loaded afresh.
-func (p *page) read(conn *websocket.Conn) {
+func (p *page) read(ctx context.Context, conn *websocket.Conn) {
 	defer func() { _ = conn.Close() }() // the socket is done with either way
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(socketIdle))
@@ -132,7 +132,7 @@ func (p *page) read(conn *websocket.Conn) {
 		}
 		for _, fr := range f.Fragments {
 			if fr.Target == "ring" || fr.Target == "approvals" {
-				p.show(fr.HTML)
+				p.show(ctx, fr.HTML)
 			}
 		}
 	}
@@ -213,7 +213,7 @@ func (r *warmRun) newAgent(ctx context.Context, i int, email string) (*deskAgent
 }
 
 // show takes what the page shows of the ring slot.
-func (a *deskAgent) show(html string) {
+func (a *deskAgent) show(_ context.Context, html string) {
 	ringing := ""
 	if m := ringCard.FindStringSubmatch(html); m != nil {
 		ringing = m[1]
@@ -432,7 +432,6 @@ type deskSupervisor struct {
 	seen map[int64]bool
 	mu   sync.Mutex
 	wg   sync.WaitGroup
-	ctx  context.Context //nolint:containedctx // the page's show, which schedules decisions, is called from its reader
 }
 
 func (r *warmRun) newSupervisor(ctx context.Context, i int, email string) (*deskSupervisor, error) {
@@ -448,15 +447,12 @@ func (r *warmRun) newSupervisor(ctx context.Context, i int, email string) (*desk
 }
 
 func (sv *deskSupervisor) run(ctx context.Context) {
-	sv.mu.Lock()
-	sv.ctx = ctx
-	sv.mu.Unlock()
 	sv.keepOpen(ctx)
 	sv.wg.Wait()
 }
 
-// show schedules a decision for each request the page shows for the first time.
-func (sv *deskSupervisor) show(html string) {
+// show schedules a decision for each request the page shows for the first time, until ctx ends.
+func (sv *deskSupervisor) show(ctx context.Context, html string) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	for _, m := range approvalRow.FindAllStringSubmatch(html, -1) {
@@ -469,7 +465,6 @@ func (sv *deskSupervisor) show(html string) {
 		if verdict == "" {
 			continue
 		}
-		ctx := sv.ctx
 		// Within a tenth of a second of each other: the supervisors' decisions race for the row.
 		after += time.Duration(rand.Int64N(int64(decideSpread))) //nolint:gosec // G404: the soak's choices need no secure randomness.
 		sv.wg.Go(func() {

@@ -119,7 +119,7 @@ bench-migrate: build
 
 ## soak: the fault runs (kill -9 of PostgreSQL and of an instance under load, a slow webhook receiver, pool exhaustion, and 5: warm
 ## transfers and refund approvals on three instances while one instance and then PostgreSQL are killed) on a private loopback
-## cluster, about 6 minutes (SOAK_FLAGS=-quick: about 2; SOAK_FLAGS="-scenarios 5": the warm run alone, about 2). make test
+## cluster, about 4–6 minutes (SOAK_FLAGS=-quick: about 2½; SOAK_FLAGS="-scenarios 5": the warm run alone, about 2). make test
 ## runs the fifth at its -quick size (TestWarmTransfersAndApprovalsHoldUnderKills).
 soak: build
 	$(GO) run ./cmd/soak -web bin/web $(SOAK_FLAGS)

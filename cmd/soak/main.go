@@ -111,7 +111,7 @@ type config struct {
 
 func (c config) runs(n int) bool { return slices.Contains(c.scenarios, n) }
 
-// quickSizes shrink every scenario to about a minute in all; flags given explicitly still win.
+// quickSizes shrink every scenario, to about two and a half minutes in all; flags given explicitly still win.
 func quickSizes() map[string]string {
 	return map[string]string{
 		"pgkill-bots": "8", "pgkill-before": "3s", "pgkill-outage": "2s", "pgkill-after": "4s",
@@ -171,7 +171,7 @@ func parseConfig(args []string) (cfg config, command string, err error) {
 	fs.DurationVar(&cfg.warmApproval, "warm-approval-timeout", 8*time.Second, "5: the queue's approval timeout, set in the run's own database below the desk's floor of a minute")
 	fs.DurationVar(&cfg.warmDrain, "warm-drain", 60*time.Second, "5: the longest the end waits for each of: warm phases to end, approvals to end, webhooks to be delivered")
 
-	quick := loadtest.AddQuick(fs, "shrink every scenario for a run of about a minute (explicit flags still win)", quickSizes())
+	quick := loadtest.AddQuick(fs, "shrink every scenario, for a run of about two and a half minutes in all (explicit flags still win)", quickSizes())
 	if err := quick.Parse(args); err != nil {
 		return config{}, "", err
 	}

@@ -32,6 +32,17 @@ func (s *Server) handleMine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if framed(c) {
+		// The way back inside a CRM's frame: each package opens as the sidebar.
+		if err := audit.Record(ctx, s.db, user.ID, audit.ViaSidebar, shown); err != nil {
+			return err
+		}
+		for i := range rows {
+			rows[i].Href = "/sidebar/" + rows[i].Card.ID
+		}
+		s.allowFraming(c)
+		return s.render(c, http.StatusOK, views.MineFramedPage(views.MineView{Viewer: *viewer(c), Rows: rows}))
+	}
 	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
 		return err
 	}
@@ -63,7 +74,7 @@ func (s *Server) mineRows(ctx context.Context, user auth.User, held []board.Item
 }
 
 func mineRowOf(item board.Item, vis handoff.Visibility, last timeline.Entry, hasLast bool) views.MineRow {
-	r := views.MineRow{Card: cardOf(item, vis, cardEntities), Status: timeline.Spoken(string(item.Status)), Due: item.EnqueuedAt.Add(item.SLA)}
+	r := views.MineRow{Card: cardOf(item, vis, cardEntities), Href: "/handoffs/" + item.PublicID, Status: timeline.Spoken(string(item.Status)), Due: item.EnqueuedAt.Add(item.SLA)}
 	if hasLast {
 		l := timeline.Words(last)
 		r.Last, r.LastAt = l.Text, l.At

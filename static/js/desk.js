@@ -210,9 +210,11 @@
     try {
       const r = await fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)), redirect: "manual", cache: "no-store" });
       // The desk answers a decline with a redirect: the ring is gone, and the socket's frame
-      // brings the slot as it is now.
+      // brings the slot as it is now. The page stays, so it says what happened itself.
       if (r.type === "opaqueredirect") {
         if (card) card.remove();
+        const announcer = document.getElementById("announcer");
+        if (announcer) announcer.textContent = form.dataset.done;
         return;
       }
       const page = new DOMParser().parseFromString(await r.text(), "text/html");

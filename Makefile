@@ -133,8 +133,10 @@ db-stop:
 clean:
 	rm -rf bin
 
-## screenshots: remake docs/screenshot.png, docs/dashboard.png and docs/package.png from a demo
-## desk of their own (seeded as make run seeds, served on loopback, photographed in Chromium).
+## screenshots: remake docs/screenshot.png, docs/dashboard.png, docs/package.png and the pictures of
+## an agent's day (docs/day-*.png, taken at the steps of the walk TestBrowserAgentsDay walks) from a
+## demo desk of their own (seeded as make run seeds, served on loopback with its demo CRM,
+## photographed in Chromium).
 screenshots: build
 	@scripts/chromium
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && $(GO) run ./cmd/screenshots -web bin/web -out docs -db "$$url"

@@ -7,17 +7,24 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"time"
 )
+
+// handoffID is what a handoff_id may be (the package schema's rule).
+var handoffID = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 
 // The demo CRM: `make run` shows the sidebar where it is meant to be, framed beside a ticket in
 // a CRM's page, served on a second loopback origin (serve -demo-crm) that FRAME_ANCESTORS names.
 // It is a page of a few lines, not a CRM: tickets whose packages seed-demo made, and the desk's
 // sidebar of the one chosen, in an iframe as a CRM embeds it.
 
+// demoTicket is a ticket of the CRM: a customer, what they wrote about, and the desk's package of it.
+type demoTicket struct{ Handoff, Customer, Subject string }
+
 // demoTickets are the CRM's tickets, each the package of one of seed-demo's customers.
-var demoTickets = []struct{ Handoff, Customer, Subject string }{
+var demoTickets = []demoTicket{
 	{"ho_demo_refund_queued", "Maya Ortiz", "Billed for a year's plan after cancelling in the trial"},
 	{"ho_demo_refund_pending", "Noor Haddad", "Order 7730 arrived broken twice"},
 	{"ho_demo_reply_edited", "Sam Patel", "Charged twice for the June plan"},
@@ -57,17 +64,21 @@ user (password handoff-demo); the sign-in opens in a small window.</p>
 `))
 
 // demoCRM is the CRM's page: its tickets, the one chosen (?ticket=, the first by default) and the
-// desk at deskURL's sidebar of that ticket's package.
+// desk at deskURL's sidebar of that ticket's package. A package the list does not have, a bot's
+// under development or make screenshots', is framed as a ticket of its own.
 func demoCRM(deskURL string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		i := slices.IndexFunc(demoTickets, func(t struct{ Handoff, Customer, Subject string }) bool {
-			return t.Handoff == r.URL.Query().Get("ticket")
-		})
-		ticket := demoTickets[max(i, 0)]
+		asked := r.URL.Query().Get("ticket")
+		ticket := demoTickets[0]
+		if i := slices.IndexFunc(demoTickets, func(t demoTicket) bool { return t.Handoff == asked }); i >= 0 {
+			ticket = demoTickets[i]
+		} else if handoffID.MatchString(asked) {
+			ticket = demoTicket{Handoff: asked, Customer: "Ticket " + asked, Subject: "A customer's ticket, escalated by a bot."}
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = demoCRMPage.Execute(w, map[string]any{"Tickets": demoTickets, "Ticket": ticket, "Sidebar": deskURL + "/sidebar/" + ticket.Handoff})
 	})

@@ -41,6 +41,19 @@ func TestServeFramesTheSidebarInTheDemoCRM(t *testing.T) {
 		t.Fatalf("the demo CRM = %d, want the sidebar framed (%s):\n%s", resp.StatusCode, want, page)
 	}
 
+	// A package the list does not have is framed as a ticket of its own; what is no handoff id, not.
+	for ticket, want := range map[string]string{"ho_day_1": "/sidebar/ho_day_1\"", "..%2Fadmin": "/sidebar/ho_demo_refund_queued\""} {
+		resp, err := http.Get("http://" + crmAddr + "/?ticket=" + ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the demo CRM's ticket %s frames not %s:\n%s", ticket, want, page)
+		}
+	}
+
 	// The frame's first page, the sign-in, may be framed by the CRM's origin.
 	req, err := http.NewRequest(http.MethodGet, base+"/login?next=%2Fsidebar%2Fho_demo_refund_pending", nil)
 	if err != nil {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestBrowserAgentsDay(t *testing.T) {
 			})
 			id := pkg["handoff_id"].(string)
 			desk := workday.Desk{URL: app.URL, BotKey: key, Queue: "billing_t2", Password: testPassword,
-				Agent: agents[surface], Super: "sam@example.com", Package: pkg, Wait: waitDeadline,
+				Agent: agents[surface], AgentName: strings.Split(agents[surface], "@")[0], Super: "sam@example.com", Package: pkg, Wait: waitDeadline,
 				CRM: func(id string) string {
 					mu.Lock()
 					defer mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -34,6 +35,8 @@ type Desk struct {
 	Password string // the agent's and the supervisor's
 	Agent    string // emails
 	Super    string
+	// AgentName is the agent's display name, whom the warm package must ring.
+	AgentName string
 	// CRM is the address of a CRM's page that frames the desk's sidebar of a package at 380 px
 	// (Frame); Surface "frame" needs it.
 	CRM func(handoffID string) string
@@ -94,7 +97,7 @@ func Walk(ctx context.Context, d Desk, surface Surface, b Browsers, at func(Step
 	if err := chromedp.Do(mine, chromedp.EmulateViewport(1440, 900), chromedp.Navigate(d.URL+"/mine")); err != nil {
 		return err
 	}
-	if err := w.until(mine, "My work, live and empty", `document.body.dataset.live === "online" && !!document.querySelector('[data-testid="mine-empty"]:not(.hidden)')`); err != nil {
+	if err := w.until(mine, "My work, live", `document.body.dataset.live === "online" && !document.querySelector('#mine-`+id+`')`); err != nil {
 		return err
 	}
 	if err := chromedp.Do(work, chromedp.Navigate(d.URL+"/queues/"+d.Queue)); err != nil {
@@ -264,7 +267,7 @@ func Walk(ctx context.Context, d Desk, surface Surface, b Browsers, at func(Step
 	if err := w.said(doc, "You resolved the package", resolvedAt); err != nil {
 		return err
 	}
-	if err := w.until(mine, "My work empty again, live", `!document.querySelector('#mine-`+id+`') && !!document.querySelector('[data-testid="mine-empty"]:not(.hidden)')`); err != nil {
+	if err := w.until(mine, "the package gone from My work, live", `!document.querySelector('#mine-`+id+`')`); err != nil {
 		return err
 	}
 	if err := w.step("resolved", tab, doc); err != nil {
@@ -434,9 +437,13 @@ func (w *walk) signInFrame(crm, frame context.Context) error {
 	return w.said(frame, "You are logged in", "/sidebar/"+w.id)
 }
 
-// submit sends the package as the bot.
+// submit sends the package as the bot, for the walk's agent first (preferred_agent), as a bot
+// that knows who took the customer before: whoever else of the queue is online, a supervisor
+// watching approvals among them, is not rung before them.
 func (w *walk) submit(ctx context.Context) error {
-	body, err := json.Marshal(w.d.Package)
+	pkg := maps.Clone(w.d.Package)
+	pkg["preferred_agent"] = w.d.Agent
+	body, err := json.Marshal(pkg)
 	if err != nil {
 		return err
 	}
@@ -458,8 +465,8 @@ func (w *walk) submit(ctx context.Context) error {
 	var got struct {
 		OfferedTo string `json:"offered_to"`
 	}
-	if err := json.Unmarshal(answer, &got); err != nil || got.OfferedTo == "" {
-		return fmt.Errorf("the warm package rings nobody: %s", answer)
+	if err := json.Unmarshal(answer, &got); err != nil || got.OfferedTo != w.d.AgentName {
+		return fmt.Errorf("the warm package does not ring %s: %s", w.d.AgentName, answer)
 	}
 	return nil
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // handleLoginForm is the login page. Inside a CRM's frame it offers a popup instead of the form
-// (popupSignIn), and in that popup (popup=1) the form signs in for the frame. A person already
-// logged in goes on to next; in the popup, their sign-in is handed to the frame at once.
+// (views.PopupSignInPage), and in that popup (popup=1) the form signs in for the frame. A person
+// already logged in goes on to next; in the popup, their sign-in is handed to the frame at once.
 func (s *Server) handleLoginForm(c echo.Context) error {
 	next, popup := c.QueryParam("next"), c.QueryParam("popup") == "1"
 	if framed(c) {
@@ -28,7 +28,7 @@ func (s *Server) handleLoginForm(c echo.Context) error {
 	if popup {
 		keepOpener(c)
 	}
-	if v := viewer(c); v != nil {
+	if viewer(c) != nil {
 		if popup && !currentUser(c).MustChangePassword {
 			return s.handToFrame(c, currentUser(c), next)
 		}

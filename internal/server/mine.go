@@ -32,19 +32,20 @@ func (s *Server) handleMine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	via := audit.ViaPage
+	if framed(c) {
+		via = audit.ViaSidebar
+	}
+	if err := audit.Record(ctx, s.db, user.ID, via, shown); err != nil {
+		return err
+	}
 	if framed(c) {
 		// The way back inside a CRM's frame: each package opens as the sidebar.
-		if err := audit.Record(ctx, s.db, user.ID, audit.ViaSidebar, shown); err != nil {
-			return err
-		}
 		for i := range rows {
 			rows[i].Href = "/sidebar/" + rows[i].Card.ID
 		}
 		s.allowFraming(c)
 		return s.render(c, http.StatusOK, views.MineFramedPage(views.MineView{Viewer: *viewer(c), Rows: rows}))
-	}
-	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
-		return err
 	}
 	return s.render(c, http.StatusOK, views.MinePage(views.MineView{Viewer: *viewer(c), Rows: rows,
 		Live: views.LiveConfig{Mine: true, Mark: string(s.hub.Mark())}}))

@@ -11,13 +11,17 @@ build:
 
 ## run: build, find or start a local PostgreSQL, migrate (the deploy step), seed the demo, and serve on :8080. The demo desk
 ## lets webhooks go to private addresses (WEBHOOK_ALLOW_PRIVATE=1), where a bot under development
-## listens; set WEBHOOK_ALLOW_PRIVATE=0 to try the refusal.
+## listens; set WEBHOOK_ALLOW_PRIVATE=0 to try the refusal. A demo CRM page on a second loopback
+## origin (DEMO_CRM, default 127.0.0.1:8081) frames the sidebar of a seeded package, as a CRM embeds
+## it; FRAME_ANCESTORS names that origin.
 run: build
-	@url="$${DATABASE_URL:-$$(scripts/localdb handoffdesk)}" && \
+	@url="$${DATABASE_URL:-$$(scripts/localdb handoffdesk)}" && crm="$${DEMO_CRM:-127.0.0.1:8081}" && \
 		DATABASE_URL="$$url" bin/web migrate && \
 		DATABASE_URL="$$url" bin/web seed-demo && \
 		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
-		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" exec bin/web serve
+		echo "The sidebar in a demo CRM: http://$$crm" && \
+		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" \
+			FRAME_ANCESTORS="$${FRAME_ANCESTORS:-http://$$crm}" exec bin/web serve -demo-crm "$$crm"
 
 ## test: every test, against real PostgreSQL and headless Chromium; npm installs axe-core, which
 ## the accessibility test injects into the pages; scripts/promtool finds or unpacks the promtool
@@ -132,8 +136,10 @@ db-stop:
 clean:
 	rm -rf bin
 
-## screenshots: remake docs/screenshot.png, docs/dashboard.png and docs/package.png from a demo
-## desk of their own (seeded as make run seeds, served on loopback, photographed in Chromium).
+## screenshots: remake docs/screenshot.png, docs/dashboard.png, docs/package.png and the pictures of
+## an agent's day (docs/day-*.png, taken at the steps of the walk TestBrowserAgentsDay walks) from a
+## demo desk of their own (seeded as make run seeds, served on loopback with its demo CRM,
+## photographed in Chromium).
 screenshots: build
 	@scripts/chromium
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && $(GO) run ./cmd/screenshots -web bin/web -out docs -db "$$url"

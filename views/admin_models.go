@@ -80,7 +80,6 @@ type AdminUsersView struct {
 	Viewer Viewer
 	Users  []AdminUserRow
 	Form   AdminForm
-	Notice string // what the action that led here did, shown once
 }
 
 // AdminUserView is one person's page.

@@ -12,6 +12,8 @@ type MineView struct {
 // MineRow is one package the viewer holds, masked for them.
 type MineRow struct {
 	Card Card
+	// Href opens it: the package page, or the sidebar inside a CRM's frame.
+	Href string
 	// Status is the package's status in words ("awaiting approval").
 	Status string
 	// Due is when the queue's SLA runs out, counted from the package's arrival.

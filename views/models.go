@@ -21,6 +21,9 @@ type Viewer struct {
 	Path string
 	// Holding is how many open packages the viewer holds, "My work" in the top bar.
 	Holding int
+	// Notice says what the viewer's last action did ("You accepted the package"), shown once on
+	// the page the action led to, in a polite live region.
+	Notice string
 }
 
 // RingView is a warm package ringing for the viewer: accept it within the window, or decline.
@@ -57,11 +60,23 @@ type LoginView struct {
 	Next  string
 	// SSO shows "Sign in with SSO" (the desk has an identity provider).
 	SSO bool
+	// Popup: the form signs in for the sidebar that opened this window; it ends as a ticket the
+	// sidebar trades for a session of its own, not as a session here.
+	Popup bool
+	// Notice says what led here ("You logged out"), once.
+	Notice string
 }
 
-// SSOPopupView is the end of a sign-in in a popup: the ticket the sidebar that opened it trades
-// for a session (the ticket knows where the sidebar goes next).
-type SSOPopupView struct {
+// PopupSignInView is the login page inside a CRM's frame: no password form, which a frame is
+// the wrong place to type into, but a button that signs in through a popup.
+type PopupSignInView struct {
+	Next string
+	SSO  bool
+}
+
+// SignedInPopupView is the end of a sign-in in a popup: the ticket the sidebar that opened it
+// trades for a session (the ticket knows where the sidebar goes next).
+type SignedInPopupView struct {
 	Ticket string
 }
 
@@ -200,6 +215,44 @@ type Controls struct {
 	// HeldBy names who holds the package when it is not the viewer: a holder whose package a
 	// supervisor moved sees it here, live.
 	HeldBy string
+	// CanReply: the viewer may reply (they accepted it); Replied: a reply was sent on it. With
+	// the permissions they decide the one next step the panel offers first (Primary).
+	CanReply bool
+	Replied  bool
+}
+
+// The next steps of a package's working day, in order; Primary says which one the action panel
+// offers first, the others wait in its menu.
+const (
+	PrimaryAccept   = "accept"   // queued or reserved for the viewer
+	PrimaryReply    = "reply"    // accepted, nothing sent to the customer yet: the composer's Send
+	PrimaryApproval = "approval" // replied, and the refund needs a supervisor's approval first
+	PrimaryResolve  = "resolve"  // replied: close it
+)
+
+// Primary is the one next step of the package for the viewer, or "" when none is theirs (a
+// supervisor looking at an agent's package, a refund waiting for approval).
+func (c Controls) Primary() string {
+	switch {
+	case c.CanAccept:
+		return PrimaryAccept
+	case c.CanReply && !c.Replied:
+		return PrimaryReply
+	case c.Approval.CanRequest && c.Replied:
+		return PrimaryApproval
+	case c.CanResolve && c.Replied:
+		return PrimaryResolve
+	}
+	return ""
+}
+
+// InMenu reports whether an action other than the primary one is open to the viewer: the menu
+// shows then.
+func (c Controls) InMenu() bool {
+	p := c.Primary()
+	return c.CanReject || c.CanReturn || (c.CanTransfer && len(c.TransferTargets) > 0) ||
+		(c.CanResolve && p != PrimaryResolve) || (c.Approval.CanRequest && p != PrimaryApproval) ||
+		c.Approval.CanWithdraw || c.Reassign != nil
 }
 
 // ApprovalControls are the package's refund and its approvals, on the action panel, which
@@ -216,6 +269,14 @@ type ApprovalControls struct {
 	// Decide is the pending request's id when the viewer may decide it, on /approvals.
 	Decide  string
 	History []ApprovalLine
+}
+
+// Pending is the request waiting for a supervisor, if one does: always the latest.
+func (a ApprovalControls) Pending() *ApprovalLine {
+	if n := len(a.History); n > 0 && a.History[n-1].State == "pending" {
+		return &a.History[n-1]
+	}
+	return nil
 }
 
 // ApprovalLine is one request for approval and how it ended, its notes masked for the viewer.
@@ -276,7 +337,9 @@ type Editor struct {
 	Error  string
 	// Notice is what the page announces happened, such as a reply sent.
 	Notice string
-	Tags   []string
+	// Replied: a reply was sent on the package already; sending another is no longer its next step.
+	Replied bool
+	Tags    []string
 	// Limit is the most characters a reply may have; the server refuses more.
 	Limit int
 }

@@ -1,6 +1,8 @@
 // Command screenshots remakes the pictures in the README and docs from the demo desk, so that
 // they show the desk as it is: it migrates and seeds a database of its own as `make run` does, serves it on
-// loopback with the built binary, and photographs pages in headless Chromium at 1440×900.
+// loopback with the built binary and its demo CRM, and photographs pages in headless Chromium at
+// 1440×900. The pictures of an agent's day are taken at the steps of the walk the Chromium test
+// walks (internal/workday): on the package page, and in the sidebar framed by the demo CRM.
 //
 //	make screenshots   (go run ./cmd/screenshots -web bin/web -out docs)
 package main
@@ -22,6 +24,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/workday"
 )
 
 // shot is one picture: who is signed in, which page, what to click first (if anything), what to
@@ -77,15 +81,32 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	serve := exec.CommandContext(ctx, *web, "serve") //nolint:gosec // G204: the desk binary this command was told to photograph.
-	serve.Env, serve.Stderr = append(env, "ADDR="+addr, "BASE_URL=http://"+addr), io.Discard
+	crmAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	// The desk as localhost, the CRM as 127.0.0.1: two sites, as a CRM and the desk are.
+	_, port, _ := net.SplitHostPort(addr)
+	base := "http://localhost:" + port
+	serve := exec.CommandContext(ctx, *web, "serve", "-demo-crm", crmAddr) //nolint:gosec // G204: the desk binary this command was told to photograph.
+	serve.Env, serve.Stderr = append(env, "ADDR="+addr, "BASE_URL="+base, "FRAME_ANCESTORS=http://"+crmAddr), io.Discard
 	if err := serve.Start(); err != nil {
 		return err
 	}
 	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
-	base := "http://" + addr
 	if err := waitReady(ctx, base); err != nil {
 		return err
+	}
+	for _, day := range days {
+		taken, err := walkTheDay(ctx, base, "http://"+crmAddr, dbURL, day, *out)
+		if err != nil {
+			return fmt.Errorf("the day on the %s: %w", day.surface, err)
+		}
+		for _, line := range taken {
+			if _, err := fmt.Fprintln(stdout, line); err != nil {
+				return err
+			}
+		}
 	}
 	if err := submitHarbor(ctx, base); err != nil {
 		return err
@@ -103,6 +124,98 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// day is one walk of an agent's day (internal/workday) and the pictures taken at its steps.
+type day struct {
+	surface workday.Surface
+	agent   string // the demo agent who works it, and their name
+	name    string
+	pkg     string            // the package's id
+	shots   map[string]string // the step's name → the picture's file
+}
+
+// days are the two walks: each demo agent works one, so that the second ring is not for the
+// first, whose desk just closed.
+var days = []day{
+	{workday.Page, "agent@example.com", "Alex Agent", "ho_day_page", map[string]string{
+		"ring": "day-ring.png", "replied": "day-package.png", "approvals": "day-approvals.png"}},
+	{workday.Frame, "agent2@example.com", "Bea Agent", "ho_day_frame", map[string]string{
+		"frame sign-in": "day-sidebar-signin.png", "approved": "day-sidebar.png"}},
+}
+
+// walkTheDay walks d on the desk at base and photographs its steps' tabs into out.
+func walkTheDay(ctx context.Context, base, crm, dbURL string, d day, out string) ([]string, error) {
+	pkg, err := harborPackage()
+	if err != nil {
+		return nil, err
+	}
+	pkg["handoff_id"], pkg["transfer_mode"] = d.pkg, "warm"
+	pkg["refund"] = map[string]any{"amount": "150.00", "currency": "USD"}
+	pkg["contact"].(map[string]any)["id"] = "cust_" + d.pkg
+	agent, closeAgent := newBrowser(ctx)
+	defer closeAgent()
+	super, closeSuper := newBrowser(ctx)
+	defer closeSuper()
+	desk := workday.Desk{URL: base, BotKey: demoBotKey, Queue: "billing_t2", Password: demoPassword,
+		Agent: d.agent, AgentName: d.name, Super: "supervisor@example.com", Package: pkg,
+		CRM: func(id string) string { return crm + "/?ticket=" + id }}
+	var taken []string
+	err = workday.Walk(ctx, desk, d.surface, workday.Browsers{Agent: agent, Super: super}, func(s workday.Step) error {
+		file, ok := d.shots[s.Name]
+		if !ok {
+			return nil
+		}
+		// A moment for the page to settle: the notice's announcer, a frame's fonts.
+		if err := chromedp.Do(s.Tab, chromedp.Sleep(300*time.Millisecond)); err != nil {
+			return err
+		}
+		png, err := chromedp.Run(s.Tab, chromedp.CaptureScreenshot())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(out, file), png, 0o644); err != nil { //nolint:gosec // G306: a picture for the docs, readable by all.
+			return err
+		}
+		taken = append(taken, fmt.Sprintf("%s: %s, %s, %d bytes", filepath.Join(out, file), d.surface, s.Name, len(png)))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	closeAgent()
+	return taken, offline(ctx, dbURL, d.agent)
+}
+
+// offline waits until the agent's desk, closed, no longer counts them online.
+func offline(ctx context.Context, dbURL, email string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var online bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM presence p JOIN users u ON u.id = p.user_id WHERE u.email = $1)`, email).Scan(&online); err != nil {
+			return err
+		}
+		if !online {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s still online a minute after their desk closed", email)
+}
+
+// newBrowser starts headless Chromium for one person; the func stops it.
+func newBrowser(ctx context.Context) (context.Context, func()) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath("/usr/bin/chromium"), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1440, 900))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	b, cancel := chromedp.NewContext(alloc)
+	b, stop := context.WithTimeout(b, 5*time.Minute)
+	return b, func() { stop(); cancel(); cancelAlloc() }
 }
 
 // demoDatabase makes an empty database for the demo on the server at admin, and a func that
@@ -125,15 +238,21 @@ func demoDatabase(ctx context.Context, admin string) (string, func(), error) {
 	}, nil
 }
 
+// harborPackage is the spec's example package, the Harbor billing escalation.
+func harborPackage() (map[string]any, error) {
+	raw, err := os.ReadFile(harborFile)
+	if err != nil {
+		return nil, err
+	}
+	var pkg map[string]any
+	return pkg, json.Unmarshal(raw, &pkg)
+}
+
 // submitHarbor sends the Harbor billing escalation as the demo bot, cold, so that it waits in
 // billing_t2 for an agent.
 func submitHarbor(ctx context.Context, base string) error {
-	raw, err := os.ReadFile(harborFile)
+	pkg, err := harborPackage()
 	if err != nil {
-		return err
-	}
-	var pkg map[string]any
-	if err := json.Unmarshal(raw, &pkg); err != nil {
 		return err
 	}
 	pkg["handoff_id"], pkg["transfer_mode"] = harborID, "cold"
@@ -184,15 +303,7 @@ func waitReady(ctx context.Context, base string) error {
 
 // take signs in as s.email in a fresh browser and photographs s.path once s.ready shows.
 func take(ctx context.Context, base string, s shot) ([]byte, error) {
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath("/usr/bin/chromium"), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1440, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	bctx, stop := context.WithTimeout(bctx, 2*time.Minute)
+	bctx, stop := newBrowser(ctx)
 	defer stop()
 	err := chromedp.Do(bctx,
 		chromedp.EmulateViewport(1440, 900),

@@ -20,7 +20,8 @@ import (
 const usage = `usage: web [command] [flags]
 
 commands:
-  serve        run the desk (the default)
+  serve        run the desk (the default) [--addr A] [--demo-crm 127.0.0.1:8081: also serve a demo CRM
+               page that frames the sidebar, on an origin FRAME_ANCESTORS names]
   migrate      apply database migrations and exit: the deploy step; every other command refuses
                a database that lacks a migration this binary carries
   user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N] [--sso-only]

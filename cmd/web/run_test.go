@@ -208,14 +208,14 @@ func startServe(t *testing.T, getenv func(string) string) (string, func() error)
 	return startServeTo(t, getenv, &syncBuffer{})
 }
 
-// startServeTo is startServe that logs to out.
-func startServeTo(t *testing.T, getenv func(string) string, out *syncBuffer) (string, func() error) {
+// startServeTo is startServe that logs to out, with serve's flags.
+func startServeTo(t *testing.T, getenv func(string) string, out *syncBuffer, flags ...string) (string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var runErr error
 	go func() {
-		runErr = run(ctx, []string{"web", "serve"}, getenv, out)
+		runErr = run(ctx, append([]string{"web", "serve"}, flags...), getenv, out)
 		close(done)
 	}()
 	stop := func() error {

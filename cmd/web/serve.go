@@ -31,10 +31,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if addr == "" {
 		addr = ":8080"
 	}
+	var demoCRMAddr string
 	if err := parseFlags("serve", args, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&addr, "addr", addr, "listen address")
+		fs.StringVar(&demoCRMAddr, "demo-crm", "", "also serve a demo CRM page that frames the sidebar, on this loopback address")
 	}); err != nil {
 		return err
+	}
+	frameAncestors := strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " "))
+	var crmOrigin string
+	if demoCRMAddr != "" {
+		var err error
+		if crmOrigin, err = demoCRMOrigin(demoCRMAddr, frameAncestors); err != nil {
+			return err
+		}
 	}
 	trustedProxies, err := parseTrustedProxies(getenv("TRUSTED_PROXIES"))
 	if err != nil {
@@ -82,7 +92,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		cfg := server.Config{
 			Addr:           ln.Addr().String(),
 			BaseURL:        getenv("BASE_URL"),
-			FrameAncestors: strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " ")),
+			FrameAncestors: frameAncestors,
 			TrustedProxies: trustedProxies,
 			// A deployment without CRM links sets it to https, which is always allowed.
 			CitationSchemes: strings.Fields(strings.ReplaceAll(cmp.Or(getenv("CITATION_SCHEMES"), "crm policy"), ",", " ")),
@@ -102,6 +112,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				return fmt.Errorf("METRICS_ADDR: %w", err)
 			}
 			logger.Info("serving metrics", "addr", opts.Metrics.Addr().String(), "url", "http://"+opts.Metrics.Addr().String()+"/metrics")
+		}
+		if crmOrigin != "" {
+			crm, err := net.Listen("tcp", demoCRMAddr)
+			if err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("-demo-crm: %w", err)
+			}
+			go func() {
+				if err := serveDemoCRM(ctx, crm, cfg.BaseURL); err != nil {
+					logger.Warn("demo CRM", "err", err)
+				}
+			}()
+			logger.Info("demo CRM framing the sidebar", "url", crmOrigin)
 		}
 		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL, "login", cfg.BaseURL+"/login")
 		return instance.Run(ctx, opts, logger, db, ln)

@@ -32,7 +32,7 @@ func Summary(e Entry, queues map[int64]string) string {
 	switch e.Kind {
 	case events.Queued:
 		s = fmt.Sprintf("%s sent the package to %s", actor, w.queueOr(e.Queue))
-		if r := w.str("reason"); r != "" {
+		if r := w.code("reason"); r != "" {
 			s += " (trigger " + r + ")"
 		}
 	case events.Reserved:
@@ -71,10 +71,10 @@ func Summary(e Entry, queues map[int64]string) string {
 		}
 	case events.ReturnedToBot:
 		w.use("outcome")
-		s = fmt.Sprintf("%s returned the package to the bot: %s", actor, w.str("reason"))
+		s = fmt.Sprintf("%s returned the package to the bot: %s", actor, w.code("reason"))
 	case events.Resolved:
 		w.use("reason")
-		s = fmt.Sprintf("%s resolved the package as %s", actor, w.str("outcome"))
+		s = fmt.Sprintf("%s resolved the package as %s", actor, w.code("outcome"))
 		if paid := w.money(); paid != "" {
 			s += ", paying back " + paid
 		}
@@ -96,7 +96,7 @@ func Summary(e Entry, queues map[int64]string) string {
 	case events.Reply:
 		s = fmt.Sprintf("%s sent a reply to the customer", actor)
 		if tags := w.list("tags"); tags != "" {
-			s += " (tags " + tags + ")"
+			s += " (tags " + spoken(tags) + ")"
 		}
 	case events.Offered:
 		s = fmt.Sprintf("The desk rang %s", cmp.Or(w.str("agent"), subject))
@@ -260,6 +260,12 @@ func (w worder) str(k string) string {
 	w.use(k)
 	return words(w.d[k])
 }
+
+// code is the detail k, a code such as a trigger or a resolution (no_fault_found), as words.
+func (w worder) code(k string) string { return spoken(w.str(k)) }
+
+// spoken is a code as a person reads it: no_fault_found is "no fault found".
+func spoken(code string) string { return strings.ReplaceAll(code, "_", " ") }
 
 func (w worder) flag(k string) bool {
 	w.use(k)

@@ -35,7 +35,7 @@ func TestSummaryPerKind(t *testing.T) {
 		want                  string
 	}{
 		{events.Queued, "bot:tier1", "billing_t2", "", map[string]any{"status": "queued", "reason": "policy_boundary", "queue": "billing_t2"},
-			"Bot tier1 sent the package to billing_t2 (trigger policy_boundary)"},
+			"Bot tier1 sent the package to billing_t2 (trigger policy boundary)"},
 		{events.Reserved, dana, "billing_t2", "", map[string]any{"status": "reserved", "queue": "billing_t2", "reserved_until": "2026-06-01T10:02:03.123456+00:00"},
 			"dana@example.com reserved the package in billing_t2 until 2026-06-01 10:02:03 UTC"},
 		{events.Released, "", "billing_t2", "", map[string]any{"status": "queued", "queue": "billing_t2"},
@@ -49,7 +49,7 @@ func TestSummaryPerKind(t *testing.T) {
 		{events.Transferred, dana, "billing", "", map[string]any{"status": "queued", "from_queue": "billing_t2", "to_queue": "billing", "note": "VIP"},
 			"dana@example.com transferred the package: queue billing_t2 → billing. Note: “VIP”"},
 		{events.ReturnedToBot, dana, "billing_t2", "", map[string]any{"status": "returned_to_bot", "reason": "needs_more_info", "outcome": "needs_more_info", "note": "ask for the invoice"},
-			"dana@example.com returned the package to the bot: needs_more_info. Note: “ask for the invoice”"},
+			"dana@example.com returned the package to the bot: needs more info. Note: “ask for the invoice”"},
 		{events.Resolved, dana, "billing_t2", "", map[string]any{"status": "resolved", "outcome": "refunded", "reason": "refunded", "amount": "40.00", "currency": "EUR", "requested_amount": "50.00", "requested_currency": "EUR"},
 			"dana@example.com resolved the package as refunded, paying back 40.00 EUR of 50.00 EUR asked"},
 		{events.Expired, "", "billing_t2", "", map[string]any{"status": "expired", "outcome": "expired", "queue": "billing_t2"},

@@ -234,7 +234,10 @@ func accessMatrix() []accessRow {
 		// Single sign-on is not configured here (no OIDC issuer): its routes are not found for anyone.
 		{method: "GET", route: "/sso/start", want: byRole{missing, missing, missing, missing, missing, missing}},
 		{method: "GET", route: "/sso/callback", query: "?state=x&code=y", want: byRole{missing, missing, missing, missing, missing, missing}},
-		{method: "POST", route: "/sso/complete", form: url.Values{"ticket": {"x"}}, want: byRole{missing, missing, missing, missing, missing, missing}},
+		// A popup's ticket, from a password or single sign-on, traded for a session: an unknown one
+		// is refused to everyone; the popup's last page without a ticket starts the popup again.
+		{method: "POST", route: "/login/complete", form: url.Values{"ticket": {"x"}}, want: byRole{noKey, noKey, noKey, noKey, noKey, noKey}},
+		{method: "GET", route: "/login/popup", want: byRole{login, login, login, login, login, login}},
 
 		{method: "GET", route: "/dashboard", want: byRole{login, denied, denied, ok, ok, login}},
 		{method: "GET", route: "/evals", want: byRole{login, denied, denied, ok, ok, login}},

@@ -72,9 +72,8 @@ func TestBrowserAdminWalkthrough(t *testing.T) {
 	); err != nil {
 		t.Fatalf("create the user: %v", err)
 	}
-	if notice := text(t, admin, `[data-testid="notice"]`); !strings.Contains(notice, "The user was created") {
-		t.Errorf("after creating a user the page says %q", notice)
-	}
+	waitForJS(t, admin, "the notice that the user was created", `document.querySelector('[data-testid="notice"]').textContent.includes("The user was created")`,
+		`document.querySelector('[data-testid="notice"]')?.outerHTML`)
 	checkA11y(t, admin, axeSource(t), "/admin/users after creating a user")
 	if err := chromedp.Do(admin,
 		chromedp.Navigate(app.URL+"/admin/keys"),

@@ -216,10 +216,11 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	if err := chromedp.Do(agent,
 		chromedp.Navigate(app.URL+"/handoffs/"+id),
 		chromedp.Click(`[data-testid="accept"]`),
-		chromedp.WaitVisible(`[data-testid="request-approval-form"]`),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		inMenu("approval"),
 		chromedp.SendKeys(`[data-testid="request-approval-form"] input[name="note"]`, "double charge, long-time customer"),
 		chromedp.Click(`[data-testid="request-approval"]`),
-		chromedp.WaitVisible(`[data-testid="withdraw-approval"]`),
+		chromedp.WaitVisible(`[data-testid="approval-pending"]`),
 		chromedp.WaitReady(`body[data-live="online"]`),
 		chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`),
 	); err != nil {
@@ -262,11 +263,11 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	if same, err := chromedp.Run(agent, chromedp.Evaluate[bool](`window.sameDocument === true`)); err != nil || !same {
 		t.Fatal("the agent's page reloaded; the decision must arrive over the socket")
 	}
-	if got := text(t, agent, `[data-testid="approval-history"]`); !strings.Contains(got, "within goodwill policy") || !strings.Contains(got, "sam") {
+	if got := evalString(t, agent, `document.querySelector('[data-testid="approval-history"]').textContent`); !strings.Contains(got, "within goodwill policy") || !strings.Contains(got, "sam") {
 		t.Errorf("the agent's approval history reads %q", got)
 	}
 	if err := chromedp.Do(agent,
-		chromedp.WaitVisible(`[data-testid="resolve-form"]`),
+		inMenu("resolve"),
 		chromedp.SetValue(`[data-testid="resolve-form"] select`, "refunded"),
 		chromedp.Click(`[data-testid="resolve"]`),
 		chromedp.WaitVisible(`[data-testid="cards"]`),
@@ -494,11 +495,18 @@ func TestBrowserRefundedAmountOnlyForRefunded(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(app.URL+"/handoffs/"+id),
 		chromedp.Click(`[data-testid="accept"]`),
-		chromedp.WaitVisible(`[data-testid="resolve-form"]`),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		inMenu("resolve"),
 	); err != nil {
 		t.Fatalf("accept: %v", err)
 	}
 	visible := `getComputedStyle(document.querySelector('[data-testid="resolve-amount"]').closest("label")).display !== "none"`
+	if evalString(t, ctx, `String(`+visible+`)`) != "false" {
+		t.Error("the refunded amount shows before a code is chosen")
+	}
+	if err := chromedp.Do(ctx, chromedp.SetValue(`[data-testid="resolve-form"] select`, "solved")); err != nil {
+		t.Fatal(err)
+	}
 	if evalString(t, ctx, `String(`+visible+`)`) != "false" {
 		t.Error("the refunded amount shows while the code is solved")
 	}

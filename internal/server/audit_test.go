@@ -211,7 +211,7 @@ func TestAuditRefusedFilterKeepsTheForm(t *testing.T) {
 	if !regexp.MustCompile(`<time datetime="[^"]+" data-testid="audit-time">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>`).MatchString(page) {
 		t.Errorf("the trail's times are not to the second with their zone:\n%s", page)
 	}
-	if !strings.Contains(page, "Bot aud_bot sent the package to aud (trigger policy_boundary)") {
+	if !strings.Contains(page, "Bot aud_bot sent the package to aud (trigger policy boundary)") {
 		t.Errorf("the queued event does not read as a sentence:\n%s", page)
 	}
 	if strings.Contains(page, `{&#34;`) {

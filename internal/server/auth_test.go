@@ -221,7 +221,6 @@ func TestSidebarFramableOnlyByConfiguredOrigins(t *testing.T) {
 	}
 	for path, want := range map[string]string{
 		"/sidebar/" + pkg["handoff_id"].(string): "frame-ancestors https://crm.example.com;",
-		"/login":                                 "frame-ancestors https://crm.example.com;",
 		"/":                                      "frame-ancestors 'none'",
 		"/handoffs/" + pkg["handoff_id"].(string): "frame-ancestors 'none'",
 	} {
@@ -234,6 +233,31 @@ func TestSidebarFramableOnlyByConfiguredOrigins(t *testing.T) {
 		}
 		if strings.HasPrefix(path, "/sidebar/") && (!strings.Contains(body, `data-testid="handoff"`) || strings.Contains(body, `data-testid="viewer"`)) {
 			t.Errorf("sidebar should show the package without the desk's navigation")
+		}
+	}
+	// The login page inside the CRM's frame may be framed by it, and signs in through a popup: no
+	// password form in the frame. At the top level it may not be framed.
+	for dest, want := range map[string]string{"iframe": "frame-ancestors https://crm.example.com;", "document": "frame-ancestors 'none'"} {
+		req, err := http.NewRequest(http.MethodGet, app.URL+"/login?next=%2Fmine", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Sec-Fetch-Dest", dest)
+		resp, err := app.client(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, want) {
+			t.Errorf("/login as %s: CSP %q, want %q", dest, csp, want)
+		}
+		framed := dest == "iframe"
+		if hasPassword := strings.Contains(string(body), `type="password"`); hasPassword == framed {
+			t.Errorf("/login as %s: a password form %v, want %v", dest, hasPassword, !framed)
+		}
+		if framed && !strings.Contains(string(body), `href="/login?next=%2Fmine&amp;popup=1"`) {
+			t.Errorf("/login in a frame does not offer the popup's sign-in:\n%s", body)
 		}
 	}
 }

@@ -41,6 +41,16 @@ func openQueue(t *testing.T, ctx context.Context, base, queue string) {
 	}
 }
 
+// inMenu opens the package's menu of actions and the action name in it, as a person clicks them,
+// on a page freshly loaded (the menu starts closed).
+func inMenu(name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Click(`[data-testid="more-actions-toggle"]`),
+		chromedp.Click(`[data-testid="menu-`+name+`"] > summary`),
+		chromedp.WaitVisible(`[data-testid="menu-`+name+`"] form`),
+	)
+}
+
 // text reads an element's text in one step in the page: live fragments replace elements at any
 // moment, so a node looked up first and read afterwards may already be gone.
 func text(t *testing.T, ctx context.Context, sel string) string {
@@ -82,12 +92,16 @@ func TestBrowserSeesPackageArriveAndWorksIt(t *testing.T) {
 		t.Errorf("an agent below the queue's PII role sees contact %q, want initials", got)
 	}
 
-	// Accept from the card, then resolve from the package view.
+	// Accept from the card, then resolve from the package view: with no reply sent, the reply is
+	// the next step and resolving waits in the menu.
 	if err := chromedp.Do(ctx,
 		chromedp.Click(card+` [data-testid="accept"]`),
-		chromedp.WaitVisible(`[data-testid="resolve-form"]`),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
 	); err != nil {
 		t.Fatal(err)
+	}
+	if got := text(t, ctx, `[data-testid="actions"] [data-primary], [data-testid="send-reply"][data-primary]`); !strings.HasPrefix(got, "Send reply") {
+		t.Errorf("after accept the next step reads %q, want Send reply", got)
 	}
 	if got := text(t, ctx, `[data-testid="status"]`); got != "accepted" {
 		t.Fatalf("after accept the status reads %q", got)
@@ -98,6 +112,7 @@ func TestBrowserSeesPackageArriveAndWorksIt(t *testing.T) {
 		}
 	}
 	if err := chromedp.Do(ctx,
+		inMenu("resolve"),
 		chromedp.SetValue(`[data-testid="resolve-form"] select`, "refunded"),
 		chromedp.Click(`[data-testid="resolve"]`),
 		chromedp.WaitVisible(`[data-testid="cards"]`),
@@ -129,11 +144,12 @@ func TestBrowserSeesPackageArriveAndWorksIt(t *testing.T) {
 			t.Fatalf("%s: open package: %v", a.form, err)
 		}
 		if a.form == "reject-form" {
-			if err := chromedp.Do(ctx, chromedp.Click(`[data-testid="accept"]`), chromedp.WaitVisible(`[data-testid="reject-form"]`)); err != nil {
+			if err := chromedp.Do(ctx, chromedp.Click(`[data-testid="accept"]`), chromedp.WaitVisible(`[data-testid="reply-editor"]`)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if err := chromedp.Do(ctx,
+			inMenu(strings.TrimSuffix(a.form, "-form")),
 			chromedp.SendKeys(a.fill, a.value),
 			chromedp.Submit(`[data-testid="`+a.form+`"]`),
 			chromedp.WaitVisible(`[data-testid="cards"]`),

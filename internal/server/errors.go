@@ -156,9 +156,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case status >= 500 && status != http.StatusServiceUnavailable:
 		s.logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
-	if wantsJSON(c) {
+	switch {
+	case wantsJSON(c):
 		err = c.JSON(status, body)
-	} else {
+	case framed(c):
+		// Inside a CRM's frame: a page the frame may show, with a way back that stays in it.
+		s.allowFraming(c)
+		err = s.render(c, status, views.FramedErrorPage(views.ErrorView{Viewer: viewer(c), Status: status, Title: titleFor(status), Message: message}))
+	default:
 		err = s.render(c, status, views.ErrorPage(views.ErrorView{Viewer: viewer(c), Status: status, Title: titleFor(status), Message: message}))
 	}
 	if err != nil {
@@ -197,9 +202,26 @@ func wantsJSON(c echo.Context) bool {
 	return strings.HasPrefix(r.URL.Path, "/api/") || strings.Contains(r.Header.Get("Accept"), "application/json")
 }
 
-// render is the one place where echo meets templ.
+// render is the one place where echo meets templ. A page rendered in answer to a form's POST
+// names the page it shows (answersAt), which takes the form's place in the address bar.
 func (s *Server) render(c echo.Context, status int, component templ.Component) error {
+	ctx := c.Request().Context()
+	if method := c.Request().Method; method != http.MethodGet && method != http.MethodHead {
+		if address, ok := c.Get(addressKey).(string); ok {
+			ctx = views.WithAddress(ctx, address)
+		}
+	}
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(status)
-	return component.Render(c.Request().Context(), c.Response())
+	return component.Render(ctx, c.Response())
 }
+
+// addressKey is where answersAt leaves the address of the page a form's answer shows.
+const addressKey = "address"
+
+// answersAt says that the page about to be rendered stands at address, a page a GET loads: when
+// it answers a form's POST (a refusal shown with the form as it was sent, a confirmation step, a
+// secret shown once), the browser shows that address instead of the form's, and a reload loads
+// the page instead of sending the form again. Every POST from a form either redirects or renders
+// a page that says where it stands; answering a GET, the page is where it stands already.
+func answersAt(c echo.Context, address string) { c.Set(addressKey, address) }

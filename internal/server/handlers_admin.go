@@ -124,6 +124,7 @@ func (s *Server) queuesPage(c echo.Context, status int, form views.AdminForm) er
 		v.Queues = append(v.Queues, views.AdminQueueRow{ID: strconv.FormatInt(t.q.ID, 10), Name: t.q.Name, Depth: t.depth,
 			Enabled: t.q.Enabled, Members: count[t.q.ID], PIIRole: t.q.PIIMinRole})
 	}
+	answersAt(c, "/admin/queues")
 	return s.render(c, status, views.AdminQueuesPage(v))
 }
 
@@ -241,6 +242,7 @@ func (s *Server) queuePage(c echo.Context, status int, id int64, values url.Valu
 			v.AddMember = withErrors(v.AddMember, otherErr)
 		}
 	}
+	answersAt(c, path)
 	return s.render(c, status, views.AdminQueuePage(v))
 }
 
@@ -426,7 +428,6 @@ func (s *Server) usersPage(c echo.Context, status int, form *views.AdminForm) er
 	if form != nil {
 		v.Form = *form
 	} else {
-		v.Notice = pageNotices[s.takeNotice(c)]
 		v.Form = userForm("/admin/users", true, url.Values{"role": {"agent"}, "capacity": {strconv.Itoa(auth.DefaultCapacity)}}, all)
 	}
 	for _, p := range people {
@@ -446,6 +447,7 @@ func (s *Server) usersPage(c echo.Context, status int, form *views.AdminForm) er
 		}
 		v.Users = append(v.Users, row)
 	}
+	answersAt(c, "/admin/users")
 	return s.render(c, status, views.AdminUsersPage(v))
 }
 
@@ -507,6 +509,7 @@ func (s *Server) userPage(c echo.Context, status int, id int64, values url.Value
 	if actionErr != nil {
 		v.Error = desk.ErrorMessage(actionErr)
 	}
+	answersAt(c, path)
 	return s.render(c, status, views.AdminUserPage(v))
 }
 
@@ -584,6 +587,7 @@ func (s *Server) handleAdminDisableUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	answersAt(c, path)
 	return s.render(c, http.StatusOK, views.ConfirmPage(views.ConfirmView{Viewer: *viewer(c), Tab: "/admin/users",
 		Title: "Disable " + p.Email + "?", Consequences: disableConsequences(p.DisplayName, impact),
 		Action: path + "/disable", Submit: "Disable " + p.Email, Cancel: path, TestID: "confirm-disable"}))
@@ -648,6 +652,7 @@ func (s *Server) handleAdminResetPassword(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
+	answersAt(c, "/admin/users/"+strconv.FormatInt(id, 10))
 	return s.render(c, http.StatusOK, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "Temporary password for " + p.Email,
 		Note:    "Shown this once. Their sessions have ended; with this password they log in once and choose their own.",
 		Secrets: []views.Option{{Label: "password", Value: password}}, Back: "/admin/users/" + strconv.FormatInt(id, 10)}))
@@ -716,6 +721,7 @@ func (s *Server) keysPage(c echo.Context, status int, form *views.AdminForm) err
 		}
 		v.Keys = append(v.Keys, row)
 	}
+	answersAt(c, "/admin/keys")
 	return s.render(c, status, views.AdminKeysPage(v))
 }
 
@@ -755,6 +761,7 @@ func (s *Server) handleAdminCreateKey(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
+	answersAt(c, "/admin/keys/"+strconv.FormatInt(issued.ID, 10))
 	return s.render(c, http.StatusCreated, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "Key " + issued.Name + " created",
 		Note: "The key and its signing secret are shown this once: give them to the bot now. Bots send the key as " +
 			"\"Authorization: Bearer <key>\" and verify webhooks with the secret, with any Standard Webhooks library " +
@@ -817,6 +824,7 @@ func (s *Server) keyPage(c echo.Context, status int, id int64, values url.Values
 	if len(deliveries) == webhook.DefaultDeliveryLimit {
 		v.Older = path + "?before=" + strconv.FormatInt(deliveries[len(deliveries)-1].ID, 10)
 	}
+	answersAt(c, path)
 	return s.render(c, status, views.AdminKeyPage(v))
 }
 
@@ -877,6 +885,7 @@ func (s *Server) handleAdminRevokeKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	answersAt(c, path)
 	return s.render(c, http.StatusOK, views.ConfirmPage(views.ConfirmView{Viewer: *viewer(c), Tab: "/admin/keys",
 		Title: "Revoke key " + k.Name + "?", Consequences: revokeConsequences(k.Name, k.Prefix, k.WebhookURL, open),
 		Action: path + "/revoke", Submit: "Revoke " + k.Name, Cancel: path, TestID: "confirm-revoke"}))
@@ -938,6 +947,7 @@ func (s *Server) handleAdminRotateKey(c echo.Context) error {
 			"(Webhook-Signature: v1,<new> v1,<old>); give the new secret to the bot before then."
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
+	answersAt(c, "/admin/keys/"+strconv.FormatInt(id, 10))
 	return s.render(c, http.StatusOK, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "New signing secret for " + r.Key.Name,
 		Note: "Shown this once. " + note, Secrets: []views.Option{{Label: "signing-secret", Value: r.Secret}},
 		Back: "/admin/keys/" + strconv.FormatInt(id, 10)}))
@@ -978,6 +988,7 @@ func (s *Server) handleChangePassword(c echo.Context) error {
 	}
 	err = s.access.ChangePassword(c.Request().Context(), user.ID, c.FormValue("current"), c.FormValue("password"), cookie.Value)
 	if status, ok := refused(err); ok {
+		answersAt(c, "/password")
 		return s.render(c, status, views.PasswordPage(views.PasswordView{Viewer: *viewer(c), Forced: user.MustChangePassword,
 			Form: withErrors(passwordForm(), err)}))
 	}
@@ -996,6 +1007,7 @@ func settingsForm(unknownEmails string) views.AdminForm {
 }
 
 func (s *Server) settingsPage(c echo.Context, status int, form views.AdminForm) error {
+	answersAt(c, "/admin/settings")
 	return s.render(c, status, views.AdminSettingsPage(views.AdminSettingsView{Viewer: *viewer(c), SSOConfigured: s.sso != nil, SSO: form}))
 }
 

@@ -57,6 +57,7 @@ func (s *Server) renderApprovals(c echo.Context, flash string, status int) error
 	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
 		return err
 	}
+	answersAt(c, "/approvals")
 	return s.render(c, status, views.ApprovalsPage(views.ApprovalsView{Viewer: *viewer(c), Rows: rows, Flash: flash,
 		Live: views.LiveConfig{Approvals: true, Mark: string(s.hub.Mark())}}))
 }

@@ -76,6 +76,7 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	if err != nil {
 		return err
 	}
+	answersAt(c, "/queues/"+q.Name)
 	v := views.QueueView{Viewer: *viewer(c), Queue: q.Name, Flash: flash,
 		Live: views.LiveConfig{Queues: []string{q.Name}, Mark: string(s.hub.Mark())}}
 	var shown audit.Shown
@@ -145,6 +146,7 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
 	v.Earlier = earlierOf(earlier)
+	v.Controls.CanReply, v.Controls.Replied = perms.Reply, len(replies) > 0
 	if perms.Reply {
 		v.Editor = editorOf(item, user, len(replies) > 0)
 	}
@@ -186,6 +188,7 @@ func (s *Server) renderSidebar(c echo.Context, id string, status int, show func(
 	if err := audit.Record(ctx, s.db, user.ID, audit.ViaSidebar, shown); err != nil {
 		return err
 	}
+	v.Viewer = viewer(c)
 	show(&v)
 	return s.render(c, status, views.SidebarPage(v))
 }
@@ -193,6 +196,7 @@ func (s *Server) renderSidebar(c echo.Context, id string, status int, show func(
 // renderPackage answers an action on a package with its view where the action came from: the
 // sidebar inside a CRM's frame, the page elsewhere.
 func (s *Server) renderPackage(c echo.Context, id string, status int, show func(*views.HandoffView)) error {
+	answersAt(c, packagePage(c, id))
 	if framed(c) {
 		return s.renderSidebar(c, id, status, show)
 	}
@@ -325,7 +329,6 @@ func (s *Server) handleReply(c echo.Context) error {
 	} else if err != nil {
 		return s.actionFailed(c, id, err)
 	}
-	s.notify(c, noticeReplySent)
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }
 
@@ -341,6 +344,5 @@ func (s *Server) handleNote(c echo.Context) error {
 	} else if err != nil {
 		return s.actionFailed(c, id, err)
 	}
-	s.notify(c, noticeNoteAdded)
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }

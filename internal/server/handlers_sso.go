@@ -55,29 +55,12 @@ func (s *Server) handleSSOCallback(c echo.Context) error {
 		return s.ssoRefused(c, err)
 	}
 	if done.Popup {
-		return s.render(c, http.StatusOK, views.SSOPopupPage(views.SSOPopupView{Ticket: done.Ticket}))
+		return s.render(c, http.StatusOK, views.SignedInPopupPage(views.SignedInPopupView{Ticket: done.Ticket}))
 	}
 	if err := s.signIn(c, done.User, "sso"); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, safeNext(done.Next))
-}
-
-// handleSSOComplete trades a popup's ticket for a session in the window that posts it: the
-// sidebar in its frame, or the popup itself when it has no opener.
-func (s *Server) handleSSOComplete(c echo.Context) error {
-	if s.sso == nil {
-		return desk.Errorf(desk.NotFound, "single sign-on is not configured (OIDC_ISSUER)")
-	}
-	s.allowFraming(c)
-	user, next, err := s.sso.Redeem(c.Request().Context(), c.FormValue("ticket"))
-	if err != nil {
-		return s.ssoRefused(c, err)
-	}
-	if err := s.signIn(c, user, "sso"); err != nil {
-		return err
-	}
-	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }
 
 // ssoRefused shows a refusal of single sign-on on the login page, with its status.
@@ -88,7 +71,7 @@ func (s *Server) ssoRefused(c echo.Context, err error) error {
 	}
 	s.logger.Info("sso refused", "reason", refusal.Message)
 	setRetryAfter(c, refusal)
-	return s.render(c, statusOf[refusal.Code], views.LoginPage(views.LoginView{Error: desk.ErrorMessage(err), SSO: true}))
+	return s.render(c, statusOf[refusal.Code], views.LoginPage(views.LoginView{Error: desk.ErrorMessage(err), SSO: true, Popup: c.QueryParam("popup") == "1"}))
 }
 
 // signIn starts a session for the user in this browser, ending the one it had.

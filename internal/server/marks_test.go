@@ -239,6 +239,8 @@ func TestBrowserReloadsAPageItCannotCatchUp(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/handoffs/"+id),
 		chromedp.Click(`[data-testid="accept"]`),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		inMenu("resolve"),
 		chromedp.WaitVisible(note),
 		chromedp.WaitReady(`body[data-live="online"]`),
 		chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`),

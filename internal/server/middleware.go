@@ -315,6 +315,7 @@ func viewer(c echo.Context) *views.Viewer {
 		IsAdmin:      user.Role.AtLeast(auth.RoleAdmin),
 		Availability: availability,
 		Path:         c.Request().URL.RequestURI(),
+		Notice:       pageNotice(c),
 	}
 }
 

@@ -32,8 +32,20 @@ func (s *Server) handleMine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
+	via := audit.ViaPage
+	if framed(c) {
+		via = audit.ViaSidebar
+	}
+	if err := audit.Record(ctx, s.db, user.ID, via, shown); err != nil {
 		return err
+	}
+	if framed(c) {
+		// The way back inside a CRM's frame: each package opens as the sidebar.
+		for i := range rows {
+			rows[i].Href = "/sidebar/" + rows[i].Card.ID
+		}
+		s.allowFraming(c)
+		return s.render(c, http.StatusOK, views.MineFramedPage(views.MineView{Viewer: *viewer(c), Rows: rows}))
 	}
 	return s.render(c, http.StatusOK, views.MinePage(views.MineView{Viewer: *viewer(c), Rows: rows,
 		Live: views.LiveConfig{Mine: true, Mark: string(s.hub.Mark())}}))
@@ -63,7 +75,7 @@ func (s *Server) mineRows(ctx context.Context, user auth.User, held []board.Item
 }
 
 func mineRowOf(item board.Item, vis handoff.Visibility, last timeline.Entry, hasLast bool) views.MineRow {
-	r := views.MineRow{Card: cardOf(item, vis, cardEntities), Status: timeline.Spoken(string(item.Status)), Due: item.EnqueuedAt.Add(item.SLA)}
+	r := views.MineRow{Card: cardOf(item, vis, cardEntities), Href: "/handoffs/" + item.PublicID, Status: timeline.Spoken(string(item.Status)), Due: item.EnqueuedAt.Add(item.SLA)}
 	if hasLast {
 		l := timeline.Words(last)
 		r.Last, r.LastAt = l.Text, l.At

@@ -204,7 +204,8 @@ func TestBrowserMissedRingThenAwayThenDeclineInPlace(t *testing.T) {
 			WHERE h.handoff_id = $1 AND o.user_id = $2`, third, dana.ID).Scan(&outcome)
 		return outcome == "declined"
 	})
-	waitForJS(t, ctx, "the declined ring gone", `!document.querySelector('#ring [data-testid="ring"]')`, show)
+	waitForJS(t, ctx, "the declined ring gone, and the page saying so", `!document.querySelector('#ring [data-testid="ring"]') &&
+		document.getElementById("announcer").textContent.startsWith("You declined the ring")`, show)
 	stayed("after the decline")
 	if got := evalString(t, ctx, `document.querySelector("#typed") ? document.querySelector("#typed").value : "gone"`); got != "half a thought" {
 		t.Errorf("after the decline the typed text is %q", got)

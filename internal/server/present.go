@@ -237,7 +237,7 @@ func outcomeOf(item board.Item) string {
 // empty, so that the bot's stale draft is not offered for a second send.
 func editorOf(item board.Item, user auth.User, replied bool) *views.Editor {
 	d := item.Package.DraftFor(visibility(user, item))
-	e := &views.Editor{Draft: d.Text, Text: d.Text, Tokens: d.Tokens(), Tags: evals.Tags(), Limit: evals.MaxReplyChars}
+	e := &views.Editor{Draft: d.Text, Text: d.Text, Tokens: d.Tokens(), Tags: evals.Tags(), Limit: evals.MaxReplyChars, Replied: replied}
 	if replied {
 		e.Text = ""
 	}

@@ -13,42 +13,47 @@ import (
 func (s *Server) routes() {
 	e := s.echo
 	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput,
-		s.loadRing, s.loadHolding)
+		s.loadRing, s.loadHolding, s.loadNotice)
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
 	e.StaticFS("/static", static.FS)
 
+	// Every POST from a browser's form answers with a redirect to a page, which says what the
+	// action did (confirm, notice.go), or with a page that says where it stands (answersAt).
 	e.GET("/login", s.handleLoginForm)
-	e.POST("/login", s.handleLogin)
-	e.POST("/logout", s.handleLogout)
+	e.POST("/login", s.handleLogin, s.confirm(noticeLoggedIn))
+	e.POST("/logout", s.handleLogout, s.confirm(noticeLoggedOut))
+	// A sign-in in the popup a CRM's frame opens ends as a ticket, handed to the frame and traded
+	// there for a session of its own.
+	e.GET("/login/popup", s.handleLoginPopup)
+	e.POST("/login/complete", s.handleLoginComplete, s.confirm(noticeLoggedIn))
 	e.GET("/sso/start", s.handleSSOStart)
 	e.GET("/sso/callback", s.handleSSOCallback)
-	e.POST("/sso/complete", s.handleSSOComplete)
 
 	agent := private(s.requireRole(auth.RoleAgent))
 	e.GET("/", s.handleHome, agent)
 	e.GET("/mine", s.handleMine, agent)
 	e.GET("/queues/:name", s.handleQueue, agent)
-	e.POST("/queues/:name/next", s.handleNext, agent)
+	e.POST("/queues/:name/next", s.handleNext, agent, s.confirm(noticeReserved))
 	e.GET("/handoffs/:id", s.handleHandoff, agent)
 	e.GET("/sidebar/:id", s.handleSidebar, agent)
-	e.POST("/handoffs/:id/accept", s.handleAccept, agent)
-	e.POST("/handoffs/:id/reject", s.handleReject, agent)
-	e.POST("/handoffs/:id/return", s.handleReturn, agent)
-	e.POST("/handoffs/:id/transfer", s.handleTransfer, agent)
-	e.POST("/handoffs/:id/resolve", s.handleResolve, agent)
-	e.POST("/handoffs/:id/reply", s.handleReply, agent)
-	e.POST("/handoffs/:id/notes", s.handleNote, agent) // members of its queue and supervisors (actions.Check)
+	e.POST("/handoffs/:id/accept", s.handleAccept, agent, s.confirm(noticeAccepted))
+	e.POST("/handoffs/:id/reject", s.handleReject, agent, s.confirm(noticeRejected))
+	e.POST("/handoffs/:id/return", s.handleReturn, agent, s.confirm(noticeReturned))
+	e.POST("/handoffs/:id/transfer", s.handleTransfer, agent, s.confirm(noticeTransferred))
+	e.POST("/handoffs/:id/resolve", s.handleResolve, agent, s.confirm(noticeResolved))
+	e.POST("/handoffs/:id/reply", s.handleReply, agent, s.confirm(noticeReplySent))
+	e.POST("/handoffs/:id/notes", s.handleNote, agent, s.confirm(noticeNoteAdded)) // members of its queue and supervisors (actions.Check)
 	// Refund approvals: the holder asks and the requester withdraws (actions.Check); supervisors
 	// decide, never their own request nor a package they hold (approvals.Check).
-	e.POST("/handoffs/:id/approval", s.handleRequestApproval, agent)
-	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent)
-	e.POST("/handoffs/:id/decline", s.handleDecline, agent) // a warm package's ring
-	e.POST("/me/status", s.handleSetStatus, agent)          // available, break or away
+	e.POST("/handoffs/:id/approval", s.handleRequestApproval, agent, s.confirm(noticeApprovalRequested))
+	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent, s.confirm(noticeApprovalWithdrawn))
+	e.POST("/handoffs/:id/decline", s.handleDecline, agent, s.confirm(noticeDeclined)) // a warm package's ring
+	e.POST("/me/status", s.handleSetStatus, agent, s.confirmBy(noticeStatus))          // available, break or away
 	// Search finds what the viewer may see; a supervisor moves a held package (actions.Check).
 	e.GET("/packages", s.handleSearch, agent)
-	e.POST("/handoffs/:id/reassign", s.handleReassign, agent)
+	e.POST("/handoffs/:id/reassign", s.handleReassign, agent, s.confirm(noticeReassigned))
 	e.GET("/ws", s.handleSocket, agent)
 
 	supervisor := private(s.requireRole(auth.RoleSupervisor))
@@ -58,8 +63,8 @@ func (s *Server) routes() {
 	e.GET("/evals/export.jsonl", s.handleEvalsExport, supervisor)
 	e.GET("/packages/export.csv", s.handleSearchCSV, supervisor)
 	e.GET("/approvals", s.handleApprovals, supervisor)
-	e.POST("/approvals/:approval_id/approve", s.handleApprove, supervisor)
-	e.POST("/approvals/:approval_id/deny", s.handleDeny, supervisor)
+	e.POST("/approvals/:approval_id/approve", s.handleApprove, supervisor, s.confirm(noticeApprovalGranted))
+	e.POST("/approvals/:approval_id/deny", s.handleDeny, supervisor, s.confirm(noticeApprovalDenied))
 
 	e.GET("/audit", s.handleAudit, supervisor)
 	e.GET("/audit/export.csv", s.handleAuditCSV, supervisor)
@@ -67,38 +72,41 @@ func (s *Server) routes() {
 
 	// A person whose password was reset chooses a new one here before anything else opens.
 	e.GET("/password", s.handlePasswordForm, agent)
-	e.POST("/password", s.handleChangePassword, agent)
+	e.POST("/password", s.handleChangePassword, agent, s.confirm(noticePasswordChanged))
 
-	// The admin console: queues, users, bot keys and their webhook deliveries.
+	// The admin console: queues, users, bot keys and their webhook deliveries. Creating a key,
+	// resetting a password and rotating a secret answer with the secret, shown this once, and
+	// disabling a person or revoking a key first with what it will do: pages that say where they
+	// stand (answersAt).
 	admin := private(s.requireRole(auth.RoleAdmin))
 	e.GET("/admin", s.handleAdmin, admin)
 	e.GET("/admin/queues", s.handleAdminQueues, admin)
-	e.POST("/admin/queues", s.handleAdminCreateQueue, admin)
+	e.POST("/admin/queues", s.handleAdminCreateQueue, admin, s.confirm(noticeQueueCreated))
 	e.GET("/admin/queues/:id", s.handleAdminQueue, admin)
-	e.POST("/admin/queues/:id", s.handleAdminSaveQueue, admin)
-	e.POST("/admin/queues/:id/disable", s.handleAdminDisableQueue, admin)
-	e.POST("/admin/queues/:id/enable", s.handleAdminEnableQueue, admin)
-	e.POST("/admin/queues/:id/members", s.handleAdminAddMember, admin)
-	e.POST("/admin/queues/:id/members/:user/remove", s.handleAdminRemoveMember, admin)
+	e.POST("/admin/queues/:id", s.handleAdminSaveQueue, admin, s.confirm(noticeQueueSaved))
+	e.POST("/admin/queues/:id/disable", s.handleAdminDisableQueue, admin, s.confirm(noticeQueueDisabled))
+	e.POST("/admin/queues/:id/enable", s.handleAdminEnableQueue, admin, s.confirm(noticeQueueEnabled))
+	e.POST("/admin/queues/:id/members", s.handleAdminAddMember, admin, s.confirm(noticeMemberAdded))
+	e.POST("/admin/queues/:id/members/:user/remove", s.handleAdminRemoveMember, admin, s.confirm(noticeMemberRemoved))
 	e.GET("/admin/users", s.handleAdminUsers, admin)
-	e.POST("/admin/users", s.handleAdminCreateUser, admin)
+	e.POST("/admin/users", s.handleAdminCreateUser, admin, s.confirm(noticeUserCreated))
 	e.GET("/admin/users/:id", s.handleAdminUser, admin)
-	e.POST("/admin/users/:id", s.handleAdminSaveUser, admin)
-	e.POST("/admin/users/:id/disable", s.handleAdminDisableUser, admin)
-	e.POST("/admin/users/:id/enable", s.handleAdminEnableUser, admin)
+	e.POST("/admin/users/:id", s.handleAdminSaveUser, admin, s.confirm(noticeUserSaved))
+	e.POST("/admin/users/:id/disable", s.handleAdminDisableUser, admin, s.confirm(noticeUserDisabled))
+	e.POST("/admin/users/:id/enable", s.handleAdminEnableUser, admin, s.confirm(noticeUserEnabled))
 	e.POST("/admin/users/:id/reset-password", s.handleAdminResetPassword, admin)
 	e.GET("/admin/keys", s.handleAdminKeys, admin)
 	e.POST("/admin/keys", s.handleAdminCreateKey, admin)
 	e.GET("/admin/keys/:id", s.handleAdminKey, admin)
-	e.POST("/admin/keys/:id", s.handleAdminSaveKey, admin)
-	e.POST("/admin/keys/:id/revoke", s.handleAdminRevokeKey, admin)
-	e.POST("/admin/keys/:id/deliveries/:delivery/redeliver", s.handleAdminRedeliver, admin)
+	e.POST("/admin/keys/:id", s.handleAdminSaveKey, admin, s.confirm(noticeKeySaved))
+	e.POST("/admin/keys/:id/revoke", s.handleAdminRevokeKey, admin, s.confirm(noticeKeyRevoked))
+	e.POST("/admin/keys/:id/deliveries/:delivery/redeliver", s.handleAdminRedeliver, admin, s.confirm(noticeRedelivered))
 	// A key's signing secret rotated with an overlap; password login off for a person; what SSO
 	// does with an unknown email.
 	e.POST("/admin/keys/:id/rotate", s.handleAdminRotateKey, admin)
-	e.POST("/admin/users/:id/sso-only", s.handleAdminSSOOnly, admin)
+	e.POST("/admin/users/:id/sso-only", s.handleAdminSSOOnly, admin, s.confirmBy(noticeSSOOnly))
 	e.GET("/admin/settings", s.handleAdminSettings, admin)
-	e.POST("/admin/settings", s.handleAdminSaveSettings, admin)
+	e.POST("/admin/settings", s.handleAdminSaveSettings, admin, s.confirm(noticeSettingsSaved))
 
 	// HEAD answers as GET without the body, for tools that check a document before fetching it.
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/api/v1/schema/handoff-v1.json", s.handleSchema)

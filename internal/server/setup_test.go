@@ -163,7 +163,9 @@ func (a *testApp) client(t *testing.T) *http.Client {
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// login logs a client in and fails the test if the desk does not answer with a redirect.
+// login logs a client in and fails the test if the desk does not answer with a redirect, which
+// it follows as a browser does: the page it leads to takes the notice that says they logged in,
+// so that the client's next page is as any other visit's.
 func (a *testApp) login(t *testing.T, c *http.Client, email string) {
 	t.Helper()
 	resp, err := c.PostForm(a.URL+"/login", url.Values{"email": {email}, "password": {testPassword}})
@@ -174,6 +176,11 @@ func (a *testApp) login(t *testing.T, c *http.Client, email string) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login %s: status %d, want 303", email, resp.StatusCode)
 	}
+	next, err := c.Get(a.URL + resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.Body.Close()
 }
 
 // waitDeadline bounds every wait of a test for a condition: long, for a busy 2-core machine,

@@ -388,7 +388,7 @@ func TestSSOPopupEndsWithATicket(t *testing.T) {
 	}
 
 	sidebar := app.client(t)
-	traded := fetch(t, sidebar, http.MethodPost, app.URL+"/sso/complete", url.Values{"ticket": {ticket}})
+	traded := fetch(t, sidebar, http.MethodPost, app.URL+"/login/complete", url.Values{"ticket": {ticket}})
 	if traded.status != http.StatusSeeOther || traded.location != "/sidebar/h-1" {
 		t.Fatalf("trading the ticket = %d to %q, want 303 to /sidebar/h-1:\n%s", traded.status, traded.location, traded.body)
 	}
@@ -398,7 +398,7 @@ func TestSSOPopupEndsWithATicket(t *testing.T) {
 	if name := who(t, app, sidebar); name != "dana" {
 		t.Errorf("the sidebar shows %q after trading the ticket, want dana", name)
 	}
-	again := fetch(t, app.client(t), http.MethodPost, app.URL+"/sso/complete", url.Values{"ticket": {ticket}})
+	again := fetch(t, app.client(t), http.MethodPost, app.URL+"/login/complete", url.Values{"ticket": {ticket}})
 	if again.status != http.StatusUnauthorized || !strings.Contains(again.body, "ticket is unknown, used") {
 		t.Errorf("the ticket traded again: %d, want 401:\n%s", again.status, again.body)
 	}

@@ -15,7 +15,8 @@
 // to another browser finds nothing. Inside a CRM's iframe the sign-in runs in a popup, since
 // identity providers refuse to be framed; it ends there as a one-time ticket, which the popup hands
 // to the sidebar that opened it and the sidebar trades for a session of its own (its cookies are
-// kept apart from the popup's, per embedding site).
+// kept apart from the popup's, per embedding site). A password typed in the desk's own login
+// popup ends the same way (ticket.go).
 package sso
 
 import (
@@ -244,11 +245,7 @@ func (s *Service) Finish(ctx context.Context, browser, state, code string) (Fini
 		return f, err
 	}
 	f.Ticket = rand.Text()
-	_, err = s.db.Exec(ctx, `
-		INSERT INTO sso_logins (state_hash, address, browser_hash, nonce, verifier, next, popup, expires_at, ticket_hash, user_id)
-		VALUES ($1, $2, $3, '', '', $4, true, $5, $6, $7)`,
-		stateHash, address, browserHash, f.Next, s.now().Add(ticketTTL), hash(f.Ticket), f.User.ID)
-	return f, err
+	return f, insertTicket(ctx, s.db, stateHash, address, browserHash, f.Next, s.now().Add(ticketTTL), f.Ticket, f.User.ID)
 }
 
 // allowedDomain refuses an email outside OIDC_ALLOWED_DOMAINS, when they are set.
@@ -399,26 +396,6 @@ func Unlink(ctx context.Context, tx pgx.Tx, userID int64) ([]string, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
-// Redeem trades a popup's ticket, once and within a minute, for its user and where they go next.
-func (s *Service) Redeem(ctx context.Context, ticket string) (auth.User, string, error) {
-	var userID int64
-	var next string
-	err := s.db.QueryRow(ctx, `
-		DELETE FROM sso_logins WHERE ticket_hash = $1 AND expires_at > $2 RETURNING user_id, next`,
-		hash(ticket), s.now()).Scan(&userID, &next)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return auth.User{}, "", desk.Errorf(desk.Unauthorized, "single sign-on refused: the sign-in's ticket is unknown, used or over a minute old; start again")
-	}
-	if err != nil {
-		return auth.User{}, "", err
-	}
-	u, err := s.people.UserByID(ctx, userID)
-	if desk.ErrorCode(err) == desk.NotFound {
-		return auth.User{}, "", desk.Errorf(desk.Unauthorized, "single sign-on refused: the account was disabled meanwhile")
-	}
-	return u, next, err
 }
 
 // Purge deletes sign-ins and tickets past their time.

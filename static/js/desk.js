@@ -93,6 +93,16 @@
     return false;
   }
 
+  // keepOpen opens in el, the fresh render of old, the menus and folds the agent had open in
+  // old: a live refresh of the action panel must not close the menu they are choosing from.
+  function keepOpen(old, el) {
+    for (const d of old.querySelectorAll("details[open][id]")) {
+      const same = el.querySelector("#" + CSS.escape(d.id));
+      if (same) same.open = true;
+    }
+    return el;
+  }
+
   function apply(frame) {
     // The server closes right after an error frame; closing from here as well reconnects even
     // if that close is lost. The mark stays at the last frame applied, so the catch-up resends.
@@ -121,7 +131,7 @@
       if (f.op === "remove") {
         if (old) old.remove();
       } else if (f.op === "replace") {
-        if (old && !editing(old)) old.replaceWith(fromHTML(f.html));
+        if (old && !editing(old)) old.replaceWith(keepOpen(old, fromHTML(f.html)));
       } else if (f.op === "upsert") {
         const list = document.getElementById(f.list);
         if (!list) continue;
@@ -200,9 +210,11 @@
     try {
       const r = await fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)), redirect: "manual", cache: "no-store" });
       // The desk answers a decline with a redirect: the ring is gone, and the socket's frame
-      // brings the slot as it is now.
+      // brings the slot as it is now. The page stays, so it says what happened itself.
       if (r.type === "opaqueredirect") {
         if (card) card.remove();
+        const announcer = document.getElementById("announcer");
+        if (announcer) announcer.textContent = form.dataset.done;
         return;
       }
       const page = new DOMParser().parseFromString(await r.text(), "text/html");
@@ -327,6 +339,8 @@
     const control = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
     if (!control) return;
     ev.preventDefault();
+    // An action in the menu is folded away: its key opens the menu and the action first.
+    for (let d = control.closest("details"); d; d = d.parentElement.closest("details")) d.open = true;
     if (control.matches("button")) control.click();
     else control.focus();
   });

@@ -158,9 +158,6 @@
     text.focus();
     changed();
   });
-  const status = document.getElementById("reply-status");
-  // A live region announces a change, not what a page loads with: the notice goes in after load.
-  if (status && status.dataset.announce) setTimeout(() => { status.textContent = status.dataset.announce; }, 100);
   form.addEventListener("submit", () => {
     if (focusedAt !== null) editing.value = String(Math.round(performance.now() - focusedAt));
   });

@@ -34,7 +34,7 @@ type SearchCount struct {
 // SearchFilter is the form's values, as given.
 type SearchFilter struct {
 	Q, Queue, Status, Trigger, SourceAgent, Outcome, Repeat, SLABreached, Since, Until string
-	Agent, Accepted, Rejected, Open, Record, RecordBy, Tag, RecordSince, RecordUntil     string
+	Agent, Accepted, Rejected, Open, Record, RecordBy, Tag, RecordSince, RecordUntil   string
 }
 
 // SearchOptions are the choices of the form's selects.

@@ -100,11 +100,12 @@ type Figures struct {
 	DecisionP50, DecisionP90 *time.Duration
 }
 
-// Bucket is one point of the window's sparklines.
+// Bucket is one point of the window's charts: its packages in, those resolved and their median
+// time to resolution.
 type Bucket struct {
-	From       time.Time
-	In         int
-	ResolveP50 *time.Duration
+	From         time.Time
+	In, Resolved int
+	ResolveP50   *time.Duration
 }
 
 // QueueFigures is one queue's bar: its packages in, repeat contacts and drafts in the window.

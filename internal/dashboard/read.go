@@ -130,6 +130,7 @@ func (s *Stats) sum(hs []*hour, q queues) times {
 			}
 			if i := int(h.Hour.Sub(s.Current.From) / s.Window.Bucket); i < n {
 				s.Series[i].In += h.In
+				s.Series[i].Resolved += h.Resolved
 				t.series[i].merge(h.ResolveBins)
 			}
 			for k, a := range h.Agents {

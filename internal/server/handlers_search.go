@@ -204,11 +204,15 @@ func (s *Server) handleSearchCSV(c echo.Context) error {
 }
 
 // handleReassign moves a held package to the agent whose email is the form field to, or to the
-// supervisor posting their own email (a take-over), and shows the package again.
+// supervisor posting their own email (a take-over), and shows the package again, or the page the
+// form names in next (the dashboard's roster). A refusal shows the package with why.
 func (s *Server) handleReassign(c echo.Context) error {
 	id := c.Param("id")
 	if _, err := s.actions.Reassign(c.Request().Context(), currentUser(c), id, c.FormValue("to")); err != nil {
 		return s.actionFailed(c, id, err)
+	}
+	if next := c.FormValue("next"); next != "" {
+		return c.Redirect(http.StatusSeeOther, safeNext(next))
 	}
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }

@@ -163,6 +163,14 @@ func count(n int, f search.Filter) views.FigurePart {
 	return views.FigurePart{Text: strconv.Itoa(n), Href: packagesLink(f), Counts: counts}
 }
 
+// packagesOf is n linked to the packages of f, counted as packages whatever f's record filter:
+// a count of the packages that hold such a record (packages that got a reply, packages worked).
+func packagesOf(n int, f search.Filter) views.FigurePart {
+	p := count(n, f)
+	p.Counts = "packages"
+	return p
+}
+
 func text(s string) views.FigurePart { return views.FigurePart{Text: s} }
 
 // of is f with changes made to a copy.
@@ -191,7 +199,7 @@ func dashboardFiguresOf(st dashboard.Stats) views.DashboardFigures {
 		func(f dashboard.Figures, p search.Filter) views.Figure { return views.Figure{count(f.In, p)} })
 	both("first-reply", "Time to first reply, p50 / p90", "From intake to the first reply an agent sent the customer, over the window's packages that got one (the support world's first reply time); percentile_cont, estimated past 20,000 packages as the times to accept are.",
 		func(f dashboard.Figures, p search.Filter) views.Figure {
-			return pair(f.ReplyP50, f.ReplyP90, count(f.Replied, of(p, func(p *search.Filter) { p.Record = search.RecordReply })))
+			return pair(f.ReplyP50, f.ReplyP90, packagesOf(f.Replied, of(p, func(p *search.Filter) { p.Record = search.RecordReply })))
 		})
 	both("accept", "Time to accept, p50 / p90", "From intake to the accept that stands (after a rejection or a transfer, the later one), over the window's packages with one; percentile_cont, which interpolates between the two nearest durations. Past 20,000 packages in the two windows, estimated from hourly histograms: within 19% of that value.",
 		func(f dashboard.Figures, p search.Filter) views.Figure {

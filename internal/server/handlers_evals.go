@@ -46,17 +46,12 @@ func agentEvalsOf(a evals.AgentStats, w dashboard.Window, span evals.Span) views
 	made := func(from, to time.Time, r search.Record) search.Filter {
 		return search.Filter{SourceAgent: a.SourceAgent, Record: r, RecordSince: from, RecordUntil: to}
 	}
-	packages := func(n int, f search.Filter) views.FigurePart {
-		p := count(n, f)
-		p.Counts = "packages"
-		return p
-	}
 	drafts := count(a.Drafts, made(span.From, span.To, search.RecordDraft))
 	v := views.AgentEvals{
 		SourceAgent: a.SourceAgent,
 		AsIs:        rate(count(a.AsIs, made(span.From, span.To, search.RecordAsIs)), drafts, a.AsIs, a.Drafts),
 		FromScratch: views.Figure{count(a.FromScratch, made(span.From, span.To, search.RecordScratch))},
-		Packages:    views.Figure{packages(a.Packages, made(span.From, span.To, search.RecordAny))},
+		Packages:    views.Figure{packagesOf(a.Packages, made(span.From, span.To, search.RecordAny))},
 		Median:      views.Figure{text("—")},
 	}
 	if a.Drafts > 0 {
@@ -70,7 +65,7 @@ func agentEvalsOf(a evals.AgentStats, w dashboard.Window, span evals.Span) views
 	for _, r := range a.Returns {
 		f := made(span.From, span.To, search.RecordReturn)
 		f.Outcome = r.Value
-		v.Returns = append(v.Returns, views.Share{Value: r.Value, N: views.Figure{packages(r.N, f)}, Percent: percent(r.Share)})
+		v.Returns = append(v.Returns, views.Share{Value: r.Value, N: views.Figure{packagesOf(r.N, f)}, Percent: percent(r.Share)})
 	}
 	layout := "15:04"
 	if span.Bucket >= 24*time.Hour {
@@ -91,8 +86,8 @@ func agentEvalsOf(a evals.AgentStats, w dashboard.Window, span evals.Span) views
 			row.Median = views.Figure{text(number(*p.MedianChars) + " chars ("), bucketDrafts, text(")")}
 		}
 		if p.Packages > 0 {
-			row.Returned = rate(packages(p.Returned, made(p.Start, p.End, search.RecordReturn)),
-				packages(p.Packages, made(p.Start, p.End, search.RecordAny)), p.Returned, p.Packages)
+			row.Returned = rate(packagesOf(p.Returned, made(p.Start, p.End, search.RecordReturn)),
+				packagesOf(p.Packages, made(p.Start, p.End, search.RecordAny)), p.Returned, p.Packages)
 		}
 		v.Points = append(v.Points, row)
 	}

@@ -65,8 +65,9 @@ func TestReassignFromThePackagePage(t *testing.T) {
 
 // From the dashboard's roster: the supervisor's page lists the held package with a select of the
 // queue's other members and a take-over; the reassignment goes back to the page the form names;
-// Blake's "My work", open on a socket, gets the package's row and the count of what he holds; a
-// refusal says why with its status.
+// Blake's "My work", open on a socket, gets the package's row and the count of what he holds; the
+// timeline says who moved it from whom to whom, and a take-over; a refusal says why with its
+// status.
 func TestReassignFromTheRoster(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
@@ -104,8 +105,17 @@ func TestReassignFromTheRoster(t *testing.T) {
 	if row := elementText(page, `data-testid="held-row" data-id="`+id+`"`); !strings.HasPrefix(row, id+" r_billing blake ") {
 		t.Errorf("the roster's row after: %q, want Blake holding it", row)
 	}
-	if status, _, body := postForm(t, sup, app.URL+"/handoffs/"+id+"/reassign", url.Values{"to": {"blake@example.com"}, "next": {"/dashboard"}}); status != http.StatusConflict ||
-		!strings.Contains(body, "blake already holds "+id) {
+	if _, pkg := get(t, blake, app.URL+"/handoffs/"+id); !strings.Contains(pkg, "Reassigned by sup from alex to blake") {
+		t.Errorf("the package's timeline does not say who moved it from whom to whom:\n%.3000s", pkg)
+	}
+	if status, _, body := postForm(t, sup, app.URL+"/handoffs/"+id+"/reassign", url.Values{"to": {"sup@example.com"}, "next": {"/dashboard"}}); status != http.StatusSeeOther {
+		t.Fatalf("take over: %d %.300s", status, body)
+	}
+	if _, pkg := get(t, sup, app.URL+"/handoffs/"+id); !strings.Contains(pkg, "Taken over by sup from blake") {
+		t.Errorf("the package's timeline does not say the supervisor took it over")
+	}
+	if status, _, body := postForm(t, sup, app.URL+"/handoffs/"+id+"/reassign", url.Values{"to": {"sup@example.com"}, "next": {"/dashboard"}}); status != http.StatusConflict ||
+		!strings.Contains(body, "sup already holds "+id) {
 		t.Errorf("reassign to its holder: %d, want 409 saying so\n%.1000s", status, body)
 	}
 }

@@ -68,6 +68,18 @@ type ReassignMember struct {
 	Room int
 }
 
+// firstWithRoom is the member a reassign select starts on: the first with room, marked selected so
+// that the page's live updates (desk.js' editing) see an untouched select as untouched; -1 when
+// nobody has room.
+func firstWithRoom(members []ReassignMember) int {
+	for i, m := range members {
+		if m.Room > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 func roomText(room int) string {
 	switch room {
 	case 0:

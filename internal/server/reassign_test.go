@@ -88,7 +88,7 @@ func TestReassignFromTheRoster(t *testing.T) {
 	}
 	_, page := get(t, sup, app.URL+"/dashboard?window=24h")
 	row := elementText(page, `data-testid="held-row" data-id="`+id+`"`)
-	if !strings.HasPrefix(row, id+" r_billing alex ") || !strings.Contains(page, `<option value="blake@example.com">blake · room for 3</option>`) ||
+	if !strings.HasPrefix(row, id+" r_billing alex ") || !strings.Contains(page, `<option value="blake@example.com" selected>blake · room for 3</option>`) ||
 		!strings.Contains(page, `name="to" value="sup@example.com"`) {
 		t.Fatalf("the roster's held row %q lacks Blake as a choice or the take-over:\n%.4000s", row, page)
 	}

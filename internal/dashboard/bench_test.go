@@ -331,7 +331,7 @@ func seedBench(b testing.TB, db *pgxpool.Pool, n int, now time.Time) queues {
 	return q
 }
 
-// compareWithoutIndex measures what handoffs_dashboard_idx buys and costs: the 30-day read of all
+// compareWithoutIndex measures what handoffs_figures_idx buys and costs: the 30-day read of all
 // queues without it (the planner falls back to the heap), and the time to insert 20,000 packages
 // with and without it. Both run in transactions that roll back.
 func compareWithoutIndex(b *testing.B, db *pgxpool.Pool, now time.Time) {
@@ -349,7 +349,7 @@ func compareWithoutIndex(b *testing.B, db *pgxpool.Pool, now time.Time) {
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
 		if drop {
-			if _, err := tx.Exec(ctx, `DROP INDEX handoffs_dashboard_idx`); err != nil {
+			if _, err := tx.Exec(ctx, `DROP INDEX handoffs_figures_idx`); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -366,7 +366,7 @@ func compareWithoutIndex(b *testing.B, db *pgxpool.Pool, now time.Time) {
 	}
 	slices.Sort(with)
 	slices.Sort(without)
-	fmt.Printf("insert 20,000 packages: median %.0f ms with handoffs_dashboard_idx, %.0f ms without (×%.2f)\n",
+	fmt.Printf("insert 20,000 packages: median %.0f ms with handoffs_figures_idx, %.0f ms without (×%.2f)\n",
 		ms(with[2]), ms(without[2]), float64(with[2])/float64(without[2]))
 
 	w := Windows()[2]
@@ -375,7 +375,7 @@ func compareWithoutIndex(b *testing.B, db *pgxpool.Pool, now time.Time) {
 		b.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `DROP INDEX handoffs_dashboard_idx`); err != nil {
+	if _, err := tx.Exec(ctx, `DROP INDEX handoffs_figures_idx`); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '64MB'`); err != nil {
@@ -396,5 +396,5 @@ func compareWithoutIndex(b *testing.B, db *pgxpool.Pool, now time.Time) {
 		ds = append(ds, time.Since(start))
 	}
 	slices.Sort(ds)
-	fmt.Printf("outcomes+percentiles, all queues, 30d, without handoffs_dashboard_idx: median %.0f ms\n", ms(ds[1]))
+	fmt.Printf("outcomes+percentiles, all queues, 30d, without handoffs_figures_idx: median %.0f ms\n", ms(ds[1]))
 }

@@ -12,7 +12,7 @@ import (
 // as Read did before the rollup. make bench-dashboard times them beside the rollup for the ratio.
 
 // Every direct query reads the packages created in [previous.From, current.To) through
-// handoffs_dashboard_idx, and splits them by period with "created_at >= current.From".
+// handoffs_figures_idx, and splits them by period with "created_at >= current.From".
 
 // readOutcomes counts the outcomes and takes the percentiles. percentile_cont interpolates
 // between the two middle durations, as a median of times is usually read; docs/metrics.md says

@@ -309,7 +309,8 @@ func readAgentsExact(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 	}
 	rows, err = tx.Query(ctx, `
 		SELECT e.editor_id, percentile_cont(0.5) WITHIN GROUP (ORDER BY e.edit_distance_chars)
-		FROM handoffs h JOIN evals e ON e.handoff_id = h.id AND e.kind = 'reply' AND e.draft <> ''
+		FROM handoffs h CROSS JOIN LATERAL (SELECT e.editor_id, e.edit_distance_chars FROM evals e
+			WHERE e.handoff_id = h.id AND e.kind = 'reply' AND e.draft <> '' OFFSET 0) e
 		WHERE h.queue_id = ANY($1) AND h.created_at >= $2 AND h.created_at < $3
 		GROUP BY 1`, q.ids, s.Current.From, s.Current.To)
 	if err != nil {

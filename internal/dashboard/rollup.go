@@ -178,7 +178,7 @@ func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*
 		return h
 	}
 	rows, err := db.Query(ctx, `
-		SELECT h.queue_id, h.created_at, h.status, extract(epoch FROM h.accepted_at - h.created_at),
+		SELECT h.id, h.queue_id, h.created_at, h.status, extract(epoch FROM h.accepted_at - h.created_at),
 			extract(epoch FROM h.closed_at - h.created_at), h.rejections > 0, coalesce(h.outcome, ''), coalesce(h.trigger, ''),
 			coalesce(h.source_agent, ''), h.repeat_contact, h.assignee_id
 		FROM unnest($2::timestamptz[], $3::timestamptz[]) AS s(from_, to_)
@@ -186,14 +186,22 @@ func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*
 	if err != nil {
 		return nil, err
 	}
-	var queueID int64
+	// The packages read, by id, for their replies: their hour and when they arrived.
+	type arrived struct {
+		key hourKey
+		at  time.Time
+	}
+	packages := map[int64]arrived{}
+	var id, queueID int64
 	var created time.Time
 	var status, outcome, trigger, source string
 	var accept, resolve *float64
 	var rejected, repeat bool
 	var holder *int64
-	if _, err := pgx.ForEachRow(rows, []any{&queueID, &created, &status, &accept, &resolve, &rejected, &outcome, &trigger, &source, &repeat, &holder}, func() error {
-		h := get(hourKey{hourOf(created), queueID})
+	if _, err := pgx.ForEachRow(rows, []any{&id, &queueID, &created, &status, &accept, &resolve, &rejected, &outcome, &trigger, &source, &repeat, &holder}, func() error {
+		k := hourKey{hourOf(created), queueID}
+		packages[id] = arrived{k, created}
+		h := get(k)
 		h.In++
 		h.ByTrigger[trigger]++
 		h.BySource[source]++
@@ -235,38 +243,63 @@ func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*
 	}); err != nil {
 		return nil, err
 	}
-	// The replies to those packages, each package's first one first.
+	if len(packages) == 0 {
+		return hours, nil
+	}
+	all := make([]int64, 0, len(packages))
+	for id := range packages {
+		all = append(all, id)
+	}
+	// Their replies, each package's looked up by its id in evals_reply_times_idx and
+	// evals_draft_edits_idx (index-only). OFFSET 0 keeps each lookup the package's own: left to
+	// itself, the planner joins a week's packages to every reply of the desk.
 	rows, err = db.Query(ctx, `
-		SELECT h.queue_id, h.created_at, h.id, e.editor_id, extract(epoch FROM e.at - h.created_at), e.draft <> '', e.accepted_as_is,
-			e.edit_distance_chars
-		FROM unnest($2::timestamptz[], $3::timestamptz[]) AS s(from_, to_)
-		JOIN handoffs h ON h.queue_id = ANY($1) AND h.created_at >= s.from_ AND h.created_at < s.to_
-		JOIN evals e ON e.handoff_id = h.id AND e.kind = 'reply'
-		ORDER BY h.id, e.at, e.id`, ids, in.from, in.to)
+		SELECT p.id, e.editor_id, e.at
+		FROM unnest($1::bigint[]) AS p(id)
+		CROSS JOIN LATERAL (SELECT e.editor_id, e.at FROM evals e WHERE e.handoff_id = p.id AND e.kind = 'reply' OFFSET 0) e`, all)
 	if err != nil {
 		return nil, err
 	}
-	var id, editor, last int64
-	var after float64
-	var draft, asIs bool
-	var chars int
-	_, err = pgx.ForEachRow(rows, []any{&queueID, &created, &id, &editor, &after, &draft, &asIs, &chars}, func() error {
-		h := get(hourKey{hourOf(created), queueID})
-		if id != last {
-			last = id
-			h.Replied++
-			h.ReplyBins.add(max(after, 0))
+	first := map[int64]time.Time{}
+	var editor int64
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &editor, &at}, func() error {
+		get(packages[id].key).agent(editor).Replies++
+		if f, ok := first[id]; !ok || at.Before(f) {
+			first[id] = at
 		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	replied := make([]int64, 0, len(first))
+	for id, at := range first {
+		p := packages[id]
+		h := get(p.key)
+		h.Replied++
+		h.ReplyBins.add(max(at.Sub(p.at).Seconds(), 0))
+		replied = append(replied, id)
+	}
+	// Only a package with a reply can have one to its draft.
+	rows, err = db.Query(ctx, `
+		SELECT p.id, e.editor_id, e.accepted_as_is, e.edit_distance_chars
+		FROM unnest($1::bigint[]) AS p(id)
+		CROSS JOIN LATERAL (SELECT e.editor_id, e.accepted_as_is, e.edit_distance_chars FROM evals e
+			WHERE e.handoff_id = p.id AND e.kind = 'reply' AND e.draft <> '' OFFSET 0) e`, replied)
+	if err != nil {
+		return nil, err
+	}
+	var asIs bool
+	var chars int
+	_, err = pgx.ForEachRow(rows, []any{&id, &editor, &asIs, &chars}, func() error {
+		h := get(packages[id].key)
 		a := h.agent(editor)
-		a.Replies++
-		if draft {
-			h.Drafts++
-			a.Drafts++
-			a.EditBins.add(float64(chars))
-			if asIs {
-				h.AsIs++
-				a.AsIs++
-			}
+		h.Drafts++
+		a.Drafts++
+		a.EditBins.add(float64(chars))
+		if asIs {
+			h.AsIs++
+			a.AsIs++
 		}
 		return nil
 	})

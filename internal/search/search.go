@@ -593,7 +593,7 @@ func (s *Searcher) Count(ctx context.Context, user auth.User, f Filter) (Counted
 		records = `(SELECT count(*) ` + st.record + `)`
 	}
 	// The queues the viewer may search, named: a count over a period then reads each queue's
-	// stretch of handoffs_dashboard_idx (queue_id, created_at), as the dashboard does, instead of
+	// stretch of handoffs_figures_idx (queue_id, created_at), as the dashboard does, instead of
 	// every package.
 	var ids []int64
 	if err := s.db.QueryRow(ctx, `

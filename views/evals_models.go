@@ -4,29 +4,35 @@ package views
 type EvalsView struct {
 	Viewer  Viewer
 	Window  string
-	Windows []string
+	Period  string // the window's start and end, as text
+	Windows []WindowLink
 	Agents  []AgentEvals
 }
 
-// AgentEvals is one source agent's (bot profile's) figures over the window.
+// AgentEvals is one source agent's (bot profile's) figures over the window, each count linked to
+// its packages.
 type AgentEvals struct {
 	SourceAgent string
-	// Drafts are the replies sent against the bot's draft; AsIs is the share sent unchanged.
-	Drafts, FromScratch      int
-	AsIs                     string
-	MedianChars, MedianWords string
-	Packages                 int
-	Tags                     []Share
-	Returns                  []Share
-	Chart                    TrendChart
-	Worst                    []WorstEdit
+	// AsIs is the share of the replies to its drafts sent unchanged, with both counts; Median the
+	// median edit distance with the replies it was taken over.
+	AsIs, Median, FromScratch, Packages Figure
+	Tags, Returns                       []Share
+	Chart                               TrendChart
+	Points                              []TrendRow
+	Worst                               []WorstEdit
 }
 
-// Share is a count and what part of a whole it is, as the page prints it.
+// Share is a count, linked to its packages, and what part of a whole it is.
 type Share struct {
 	Value   string
-	N       int
+	N       Figure
 	Percent string
+}
+
+// TrendRow is one bucket of an agent's chart, as its table prints it.
+type TrendRow struct {
+	Label                  string
+	AsIs, Median, Returned Figure
 }
 
 // WorstEdit is a row of the worst edits list, linking to its side-by-side diff.

@@ -394,15 +394,16 @@ type HandoffView struct {
 	Flash    string
 }
 
-// QueueHealth is one queue on the roster.
+// QueueHealth is one queue on the roster; each count links to its packages.
 type QueueHealth struct {
-	Name         string
-	Waiting      int
-	Reserved     int
-	Accepted     int
-	OldestWait   time.Duration
-	OverSLA      bool
-	AgentsOnline int
+	Name                                  string
+	Waiting                               int
+	Reserved                              int
+	Accepted                              int
+	WaitingHref, ReservedHref, WorkedHref string
+	OldestWait                            time.Duration
+	OverSLA                               bool
+	AgentsOnline                          int
 }
 
 // AgentLoad is one agent on the roster.
@@ -411,11 +412,13 @@ type AgentLoad struct {
 	Role   string
 	Status string // offline, available, break or away
 	// For is how long they have been what they chose; 0 if they never chose or are offline.
-	For      time.Duration
-	Holding  int
-	Capacity int
-	Queues   string
-	Ringing  string // the warm package ringing for the agent, if any
+	For     time.Duration
+	Holding int
+	// HoldingHref lists the packages they hold.
+	HoldingHref string
+	Capacity    int
+	Queues      string
+	Ringing     string // the warm package ringing for the agent, if any
 	// Rings says how the agent's rings of the last day went ("3 rings, 2 accepted, last timed out"),
 	// or "" when they had none.
 	Rings string
@@ -425,17 +428,53 @@ type AgentLoad struct {
 type RosterView struct {
 	Queues []QueueHealth
 	Agents []AgentLoad
+	// Held are the packages agents hold, longest held first, each with the controls to move it;
+	// HeldMore how many more there are, listed at HeldMoreHref.
+	Held         []HeldRow
+	HeldMore     int
+	HeldMoreHref string
+	// Waiting are the waiting packages whose SLA ends first; PastHref lists every waiting package
+	// past its SLA.
+	Waiting  []SLARow
+	PastHref string
+}
+
+// HeldRow is a held package on the roster, with the agents of its queue it may be moved to and
+// the viewer's own email for a take-over ("" when the viewer holds it).
+type HeldRow struct {
+	ID, Queue, Status, Holder string
+	// HeldFor is how long the accept that stands has stood; 0 for a reservation.
+	HeldFor time.Duration
+	Move    ReassignControls
+}
+
+// SLARow is a waiting package and the end of its SLA. Shown says whether it is past its SLA or
+// within Warn of its end when the page is rendered; the page's clock shows the others as they
+// come close (desk.js).
+type SLARow struct {
+	ID, Queue, Status string
+	Due               time.Time
+	Warn              time.Duration
+	Shown             bool
 }
 
 // DashboardView is the supervisors' page.
 type DashboardView struct {
 	Viewer Viewer
 	// Queue is the queue chosen ("" for all), Window the window; the pickers offer the others.
-	Queue, Window   string
-	Queues, Windows []string
-	Figures         DashboardFigures
-	Roster          RosterView
-	Live            LiveConfig
+	Queue, Window string
+	Queues        []string
+	Windows       []WindowLink
+	Figures       DashboardFigures
+	Roster        RosterView
+	Live          LiveConfig
+}
+
+// WindowLink is one window of the window control /dashboard and /evals share: the page over that
+// window, the other choices kept.
+type WindowLink struct {
+	Name, Href string
+	Current    bool
 }
 
 // DashboardFigures is the dashboard's numbers for one queue or all over a window, beside the
@@ -446,19 +485,52 @@ type DashboardFigures struct {
 	Rows              []FigureRow
 	Triggers, Sources []ShareRow
 	Returns           []ShareRow
-	In, Resolution    Sparkline
-	QueueBars         []Bar
+	In, Resolution    SeriesChart
+	// Buckets are the charts' points as a table: each bucket's packages in and median time to
+	// resolution, with their counts linked.
+	Buckets   []BucketRow
+	BucketCol string // what a bucket is: "Hour (UTC)" or "Day (UTC)"
+	Queues    []QueueBar
+	Agents    []AgentRow
+	// AgentDefinitions say how each column of the agents' table is counted.
+	AgentDefinitions []FigureRow
 }
 
 // FigureRow is one figure in the current and the previous window. ID names it for tests and for
 // the definition it links to in docs/metrics.md.
 type FigureRow struct {
-	ID, Name, Current, Previous, Definition string
+	ID, Name          string
+	Current, Previous Figure
+	Definition        string
 }
 
 // ShareRow is a value's count and share in the current window, and its count in the previous.
 type ShareRow struct {
-	Value, N, Percent, Previous string
+	Value       string
+	N, Previous Figure
+	Percent     string
+}
+
+// BucketRow is one bucket of the window's charts.
+type BucketRow struct {
+	Label      string
+	In         Figure
+	Resolution Figure // the median time to resolution and how many were resolved
+}
+
+// QueueBar is one queue's bar: its packages in over the window, as a share of the busiest queue's,
+// and its repeat contacts.
+type QueueBar struct {
+	Queue       string
+	Width       string // percent of the track
+	In, Repeats Figure
+}
+
+// AgentRow is one agent's figures over the window.
+type AgentRow struct {
+	Name, Email                                string
+	Handled, Accept, Resolution, Replies, AsIs Figure
+	Edit                                       Figure
 }
 
 // AuditView is a page of the audit trail, newest first, with the filters that chose it.

@@ -17,16 +17,29 @@ type SearchView struct {
 	// Substrings says whether the search box matches any part of an id, name, email or phone, or
 	// only whole words and their beginnings (the database lacks pg_trgm).
 	Substrings bool
+	// Count is how many packages the filters select, all pages together; nil when the search box
+	// is used or the count was not made.
+	Count *SearchCount
+}
+
+// SearchCount is how many packages the filters select, and how many of the records the record
+// filter selects they hold (Noun names them; "" without a record filter). Uncounted says why there
+// is no count.
+type SearchCount struct {
+	Packages, Records int
+	Noun              string
+	Uncounted         string
 }
 
 // SearchFilter is the form's values, as given.
 type SearchFilter struct {
 	Q, Queue, Status, Trigger, SourceAgent, Outcome, Repeat, SLABreached, Since, Until string
+	Agent, Accepted, Rejected, Open, Record, RecordBy, Tag, RecordSince, RecordUntil   string
 }
 
 // SearchOptions are the choices of the form's selects.
 type SearchOptions struct {
-	Statuses, Triggers, Outcomes []string
+	Statuses, Triggers, Outcomes, Records, Tags []string
 }
 
 // SearchError names the parameter at fault and what was wrong with it.
@@ -55,6 +68,18 @@ type ReassignMember struct {
 	Room int
 }
 
+// firstWithRoom is the member a reassign select starts on: the first with room, marked selected so
+// that the page's live updates (desk.js' editing) see an untouched select as untouched; -1 when
+// nobody has room.
+func firstWithRoom(members []ReassignMember) int {
+	for i, m := range members {
+		if m.Room > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 func roomText(room int) string {
 	switch room {
 	case 0:
@@ -63,4 +88,12 @@ func roomText(room int) string {
 		return "room for 1"
 	}
 	return "room for " + strconv.Itoa(room)
+}
+
+// plural is one or many, as n says.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -28,7 +28,8 @@ type assignee struct {
 // membership, as a supervisor's accept does not). The package stays accepted, now by the new
 // agent: a reservation the supervisor reassigns counts as acknowledged, since a person chose who
 // works it. The bot hears reassigned with the new agent's name; the previous holder's pages drop
-// the package's controls and show who holds it now. It returns the new agent's display name.
+// the package's controls and show who holds it now; the new holder's pages (the event names them
+// as its subject) count it and list it in "My work". It returns the new agent's display name.
 //
 // Refusals name why: no such person, disabled or not in the queue (Invalid, field to); already
 // theirs or no room (Conflict). The target's row is locked before their packages are counted, so
@@ -71,7 +72,7 @@ func (a *Service) Reassign(ctx context.Context, user auth.User, handoffID, to st
 				accepted_at = coalesce(accepted_at, $3), updated_at = $3
 			WHERE id = $1`, []any{h.ID, target.id, now},
 			h.hold(target.id).to(events.Change{Kind: events.Reassigned, Status: handoff.StatusAccepted, ActorUser: &user.ID,
-				Assignee: target.name, At: now, Detail: map[string]any{"from": h.Assignee, "to": target.name}}))
+				UserID: target.id, Assignee: target.name, At: now, Detail: map[string]any{"from": h.Assignee, "to": target.name}}))
 	})
 	if err != nil {
 		return "", err

@@ -57,8 +57,9 @@ type Times struct {
 	P90   time.Duration
 }
 
-// DecisionTimes is the time from request to grant or denial of the requests of queue queueID (0:
-// every queue) decided in [from, to): for the supervisors' dashboard.
+// DecisionTimes is the time from request to grant or denial of the requests decided in
+// [from, to) on the packages now in queue queueID (0: every queue): for the supervisors' dashboard,
+// which counts every figure in the queue a package is in now.
 func DecisionTimes(ctx context.Context, db Querier, queueID int64, from, to time.Time) (Times, error) {
 	var t Times
 	var p50, p90 *float64
@@ -67,7 +68,8 @@ func DecisionTimes(ctx context.Context, db Querier, queueID int64, from, to time
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM decided_at - requested_at)),
 			percentile_cont(0.9) WITHIN GROUP (ORDER BY extract(epoch FROM decided_at - requested_at))
 		FROM approvals
-		WHERE decided_by IS NOT NULL AND decided_at >= $2 AND decided_at < $3 AND ($1 = 0 OR queue_id = $1)`,
+		WHERE decided_by IS NOT NULL AND decided_at >= $2 AND decided_at < $3
+			AND ($1 = 0 OR handoff_id IN (SELECT id FROM handoffs WHERE queue_id = $1))`,
 		queueID, from, to).Scan(&t.Count, &p50, &p90)
 	if p50 != nil {
 		t.P50 = time.Duration(*p50 * float64(time.Second))

@@ -88,7 +88,11 @@ type Figures struct {
 	// Repeats are repeat contacts: packages whose contact had another package resolved or
 	// returned to the bot within the 7 days before this one arrived (intake decides it).
 	Repeats int
-	// Drafts are replies sent to a package with a bot's draft; AsIs of them were sent unchanged.
+	// Replied packages got a reply from an agent; the times run from arrival to the first one.
+	Replied            int
+	ReplyP50, ReplyP90 *time.Duration
+	// Drafts are the replies sent to the packages that carried a bot's draft; AsIs of them were
+	// sent unchanged.
 	Drafts, AsIs int
 	// Decided refund approvals were granted or denied in the period; the times run from the
 	// request to the decision.
@@ -96,17 +100,33 @@ type Figures struct {
 	DecisionP50, DecisionP90 *time.Duration
 }
 
-// Bucket is one point of the window's sparklines.
+// Bucket is one point of the window's charts: its packages in, those resolved and their median
+// time to resolution.
 type Bucket struct {
-	From       time.Time
-	In         int
-	ResolveP50 *time.Duration
+	From         time.Time
+	In, Resolved int
+	ResolveP50   *time.Duration
 }
 
 // QueueFigures is one queue's bar: its packages in, repeat contacts and drafts in the window.
 type QueueFigures struct {
 	Queue               string
 	In, Repeats, Drafts int
+}
+
+// AgentFigures are one desk user's figures over the current window's packages: those whose
+// accept stands with them (Handled: they hold them, or held them last), with their times to accept
+// and, of those resolved, to resolution; the replies they sent to the window's packages, of them
+// those to a bot's draft and those sent as is, and the median edit distance, in characters, of
+// those to a draft. Durations and the median are nil when there was nothing to measure.
+type AgentFigures struct {
+	UserID                 int64
+	Name, Email            string
+	Handled, Resolved      int
+	AcceptP50, AcceptP90   *time.Duration
+	ResolveP50, ResolveP90 *time.Duration
+	Replies, Drafts, AsIs  int
+	EditP50                *float64
 }
 
 // Stats is the dashboard for one queue or all, over a window and the one before it.
@@ -116,6 +136,8 @@ type Stats struct {
 	Current, Previous Figures
 	Series            []Bucket
 	Queues            []QueueFigures
+	// Agents are the current window's figures per agent, by name.
+	Agents []AgentFigures
 }
 
 // Filter says what to read: a queue by name ("" for all) and a window ending at Now.
@@ -172,6 +194,9 @@ func Read(ctx context.Context, db DB, f Filter) (Stats, error) {
 		return Stats{}, err
 	}
 	if err := readDecisions(ctx, tx, q, f.Queue != "", &s); err != nil {
+		return Stats{}, err
+	}
+	if err := readAgents(ctx, tx, &s); err != nil {
 		return Stats{}, err
 	}
 	return s, tx.Commit(ctx)

@@ -133,17 +133,41 @@ func (h *history) again(p stored) {
 	}
 }
 
-// reply stores a reply record sent that long before now; draft "" is a reply written from
-// scratch.
-func (h *history) reply(handoffID int64, queue string, ago time.Duration, draft, final string) {
+// reply stores a reply record by the agent, sent that long before now; draft "" is a reply
+// written from scratch. The edit distance is told, not computed: the figures only read it.
+func (h *history) reply(handoffID int64, queue string, ago time.Duration, draft, final string, distance int) {
+	h.t.Helper()
+	h.replyBy(h.agent, handoffID, queue, ago, draft, final, distance)
+}
+
+func (h *history) replyBy(editor, handoffID int64, queue string, ago time.Duration, draft, final string, distance int) {
 	h.t.Helper()
 	if _, err := h.db.Exec(context.Background(), `
 		INSERT INTO evals (kind, handoff_id, queue_id, editor_id, at, source_agent, source_run_id, trigger,
 			draft, final, word_diff, unified_diff, edit_distance_chars, edit_distance_words, accepted_as_is, tags, editing_ms)
-		VALUES ('reply', $1, $2, $3, $4, 'tier1', 'run', 'policy_boundary', $5, $6, '[]', '', 0, 0, $5 = $6, '{}', 0)`,
-		handoffID, h.queues[queue], h.agent, h.now.Add(-ago), draft, final); err != nil {
+		VALUES ('reply', $1, $2, $3, $4, 'tier1', 'run', 'policy_boundary', $5, $6, '[]', '', $7, 0, $5 = $6, '{}', 0)`,
+		handoffID, h.queues[queue], editor, h.now.Add(-ago), draft, final, distance); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// hold makes the agent the holder of the packages (their assignee): the accept that stands is theirs.
+func (h *history) hold(agent int64, ids ...string) {
+	h.t.Helper()
+	if _, err := h.db.Exec(context.Background(), `UPDATE handoffs SET assignee_id = $1 WHERE handoff_id = ANY($2)`, agent, ids); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// user adds a desk user.
+func (h *history) user(email, name string) int64 {
+	h.t.Helper()
+	u, err := auth.NewService(h.db).CreateUser(context.Background(), auth.NewUser{Email: email, DisplayName: name, Role: auth.RoleAgent,
+		Password: "long-enough-password"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return u.ID
 }
 
 const (
@@ -190,11 +214,24 @@ func (h *history) seed() {
 		outcome: "canceled", created: 6*day - time.Hour, close: min})
 	h.again(stored{id: "e8", queue: "fraud", contact: "eight", status: "queued", trigger: "user_request", source: "tier1",
 		created: 4*day - time.Hour})
-	h.reply(c1, "billing", 7*day-5*min, "Your refund is on its way.", "Your refund is on its way.")
-	h.reply(c1, "billing", 6*day, "Sorry!", "Sorry!")
-	h.reply(c1, "billing", 5*day, "Your refund is on its way.", "Your refund is on its way, Ms Doe.")
-	h.reply(c1, "billing", 4*day, "", "Written from scratch.")
-	h.reply(c1, "billing", 8*day, "Hello", "Hello")
+	// Replies: three to c1's draft (two as is, one edited by 8 characters) and one written from
+	// scratch; one to c4's, edited by 20; one to p1's, as is, in the previous window. Ann holds c1
+	// and c2, Bo c3 and c4 and sent c4's reply; c9's accept stands with nobody (a test's
+	// shortcut) and counts for no agent.
+	h.reply(c1, "billing", 7*day-5*min, "Your refund is on its way.", "Your refund is on its way.", 0)
+	h.reply(c1, "billing", 6*day, "Sorry!", "Sorry!", 0)
+	h.reply(c1, "billing", 5*day, "Your refund is on its way.", "Your refund is on its way, Ms Doe.", 8)
+	h.reply(c1, "billing", 4*day, "", "Written from scratch.", 21)
+	bo := h.user("bo@example.com", "Bo")
+	var c4, p1 int64
+	if err := h.db.QueryRow(context.Background(), `SELECT (SELECT id FROM handoffs WHERE handoff_id = 'c4'), (SELECT id FROM handoffs WHERE handoff_id = 'p1')`).
+		Scan(&c4, &p1); err != nil {
+		h.t.Fatal(err)
+	}
+	h.replyBy(bo, c4, "billing", 4*day-20*min, "Refunded.", "Refunded, with our apologies.", 20)
+	h.reply(p1, "billing", 13*day-30*min, "Hello", "Hello", 0)
+	h.hold(h.agent, "c1", "c2", "p1")
+	h.hold(bo, "c3", "c4")
 }
 
 // read runs the rollup's job first, as an instance does, so that the figures come from
@@ -263,10 +300,36 @@ func TestDashboardFiguresOfAllQueuesOverSevenDays(t *testing.T) {
 	if c.Repeats != 3 {
 		t.Errorf("repeat contacts %d, want 3", c.Repeats)
 	}
-	// Replies with a draft in the window: two sent as is, one edited; the one from scratch and
-	// the one 8 days ago do not count.
-	if c.Drafts != 3 || c.AsIs != 2 {
-		t.Errorf("drafts %d, as is %d; want 3, 2", c.Drafts, c.AsIs)
+	// Replies to the window's packages with a draft: c1's three (two as is) and c4's; the one from
+	// scratch does not count, nor p1's, in the previous window.
+	if c.Drafts != 4 || c.AsIs != 2 {
+		t.Errorf("drafts %d, as is %d; want 4, 2", c.Drafts, c.AsIs)
+	}
+	// First replies: c1's 5 minutes after it arrived, c4's 20 minutes after. p90 lies 90% of the
+	// way from 5 to 20 minutes.
+	if c.Replied != 2 || dur(c.ReplyP50) != "12m30s" || dur(c.ReplyP90) != "18m30s" {
+		t.Errorf("time to first reply: %d replied, p50 %s, p90 %s; want 2, 12m30s, 18m30s", c.Replied, dur(c.ReplyP50), dur(c.ReplyP90))
+	}
+	// Ann holds c1 (accepted after 2 minutes, resolved after 10) and c2 (4, 20) and sent c1's
+	// four replies (three to its draft, two as is, edits 0, 0, 8: median 0); Bo holds c3 (6,
+	// returned) and c4 (8, 40) and sent c4's reply (edited by 20).
+	type agent struct {
+		name                                 string
+		handled, resolved, replies, drafts   int
+		asIs                                 int
+		accept50, resolve50, resolve90, edit string
+	}
+	var agents []agent
+	for _, a := range s.Agents {
+		edit := "none"
+		if a.EditP50 != nil {
+			edit = strconv.FormatFloat(*a.EditP50, 'f', -1, 64)
+		}
+		agents = append(agents, agent{a.Name, a.Handled, a.Resolved, a.Replies, a.Drafts, a.AsIs, dur(a.AcceptP50), dur(a.ResolveP50),
+			dur(a.ResolveP90), edit})
+	}
+	if want := []agent{{"Ann", 2, 2, 4, 3, 2, "3m0s", "15m0s", "19m0s", "0"}, {"Bo", 2, 1, 1, 1, 0, "7m0s", "40m0s", "40m0s", "20"}}; !slices.Equal(agents, want) {
+		t.Errorf("agents %+v\nwant %+v", agents, want)
 	}
 
 	p := s.Previous
@@ -278,8 +341,8 @@ func TestDashboardFiguresOfAllQueuesOverSevenDays(t *testing.T) {
 		t.Errorf("previous window: accept p50 %s, resolution p90 %s, returned %s, expired %d", dur(p.AcceptP50),
 			dur(p.ResolveP90), counts(p.ReturnedBy), p.Expired)
 	}
-	if p.Drafts != 1 || p.AsIs != 1 {
-		t.Errorf("previous window: drafts %d, as is %d; want 1, 1", p.Drafts, p.AsIs)
+	if p.Drafts != 1 || p.AsIs != 1 || p.Replied != 1 || dur(p.ReplyP50) != "30m0s" {
+		t.Errorf("previous window: drafts %d, as is %d, replied %d after %s; want 1, 1, 1 after 30m0s", p.Drafts, p.AsIs, p.Replied, dur(p.ReplyP50))
 	}
 
 	// Daily buckets from the window's start: c1 | c2 s7 | c3 | c4 c9 e8 | c5 | c6 | c8 c7.
@@ -293,7 +356,7 @@ func TestDashboardFiguresOfAllQueuesOverSevenDays(t *testing.T) {
 	if len(s.Series) == 7 && (dur(s.Series[0].ResolveP50) != "10m0s" || dur(s.Series[2].ResolveP50) != "none") {
 		t.Errorf("median resolution of day 1 %s, of day 3 %s; want 10m0s, none", dur(s.Series[0].ResolveP50), dur(s.Series[2].ResolveP50))
 	}
-	want := []dashboard.QueueFigures{{Queue: "billing", In: 7, Repeats: 1, Drafts: 3}, {Queue: "fraud", In: 4, Repeats: 2}}
+	want := []dashboard.QueueFigures{{Queue: "billing", In: 7, Repeats: 1, Drafts: 4}, {Queue: "fraud", In: 4, Repeats: 2}}
 	if !slices.Equal(s.Queues, want) {
 		t.Errorf("queues %+v, want %+v", s.Queues, want)
 	}
@@ -356,8 +419,8 @@ func TestRefreshRedoesTheHoursThatChanged(t *testing.T) {
 	h := newHistory(t)
 	h.seed()
 	ctx := context.Background()
-	if r, err := dashboard.Refresh(ctx, h.db); err != nil || !r.Rebuilt || r.Hours != 15 {
-		t.Fatalf("first refresh %+v, %v; want a rebuild of 15 hours (14 packages' and the reply 8 days back)", r, err)
+	if r, err := dashboard.Refresh(ctx, h.db); err != nil || !r.Rebuilt || r.Hours != 14 {
+		t.Fatalf("first refresh %+v, %v; want a rebuild of the 14 packages' hours", r, err)
 	}
 	if r, err := dashboard.Refresh(ctx, h.db); err != nil || !r.Ran || r.Rebuilt || r.Hours != 0 {
 		t.Fatalf("refresh with nothing changed %+v, %v; want no hour", r, err)
@@ -391,11 +454,17 @@ func TestDashboardApprovalTimeToDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c4 int64
-	if err := h.db.QueryRow(ctx, `SELECT id FROM handoffs WHERE handoff_id = 'c4'`).Scan(&c4); err != nil {
-		t.Fatal(err)
+	// c4 is in billing; c9 in fraud, asked for while it was in billing: a request counts in the
+	// queue its package is in now, as every figure does.
+	packages := map[string]int64{}
+	for _, id := range []string{"c4", "c9"} {
+		var pk int64
+		if err := h.db.QueryRow(ctx, `SELECT id FROM handoffs WHERE handoff_id = $1`, id).Scan(&pk); err != nil {
+			t.Fatal(err)
+		}
+		packages[id] = pk
 	}
-	approval := func(queue string, requested, took time.Duration, state string) {
+	approval := func(pkg string, requested, took time.Duration, state string) {
 		t.Helper()
 		at := h.now.Add(-requested)
 		var decided *time.Time
@@ -411,19 +480,19 @@ func TestDashboardApprovalTimeToDecision(t *testing.T) {
 			INSERT INTO approvals (handoff_id, queue_id, amount, currency, requested_by, note, requested_at, expires_at, state,
 				decided_by, decided_at)
 			VALUES ($1, $2, 120, 'USD', $3, 'refund', $4, $4::timestamptz + interval '4 hours', $5, $6, $7)`,
-			c4, h.queues[queue], h.agent, at, state, by, decided); err != nil {
+			packages[pkg], h.queues["billing"], h.agent, at, state, by, decided); err != nil {
 			t.Fatal(err)
 		}
 	}
-	approval("billing", 3*day, 10*min, "granted")
-	approval("billing", 2*day, 30*min, "denied")
-	approval("billing", day, 50*min, "granted")
-	approval("fraud", 5*day, 5*min, "granted")
-	approval("billing", 4*day, 4*time.Hour, "expired") // no decision
-	approval("billing", time.Hour, 0, "pending")
-	approval("billing", 9*day, 2*time.Hour, "granted") // the previous window
+	approval("c4", 3*day, 10*min, "granted")
+	approval("c4", 2*day, 30*min, "denied")
+	approval("c4", day, 50*min, "granted")
+	approval("c9", 5*day, 5*min, "granted")
+	approval("c4", 4*day, 4*time.Hour, "expired") // no decision
+	approval("c4", time.Hour, 0, "pending")
+	approval("c4", 9*day, 2*time.Hour, "granted") // the previous window
 	// Requested in the previous window, decided in this one: it counts where it was decided.
-	approval("fraud", 7*day+time.Hour, 90*min, "denied")
+	approval("c9", 7*day+time.Hour, 90*min, "denied")
 
 	c, p := h.read("", "7d").Current, h.read("", "7d").Previous
 	// 5, 10, 30, 50 and 90 minutes: the median is 30, p90 at position 3.6, 60% from 50 to 90.

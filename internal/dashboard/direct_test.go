@@ -12,7 +12,7 @@ import (
 // as Read did before the rollup. make bench-dashboard times them beside the rollup for the ratio.
 
 // Every direct query reads the packages created in [previous.From, current.To) through
-// handoffs_dashboard_idx, and splits them by period with "created_at >= current.From".
+// handoffs_figures_idx, and splits them by period with "created_at >= current.From".
 
 // readOutcomes counts the outcomes and takes the percentiles. percentile_cont interpolates
 // between the two middle durations, as a median of times is usually read; docs/metrics.md says
@@ -100,14 +100,18 @@ func readMix(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 	return nil
 }
 
-// readDrafts counts the replies sent in each period to a package that carried a bot's draft, and
-// those sent unchanged. A reply belongs to the period it was sent in and to the queue the package
-// was in then.
+// readDrafts counts, over each period's packages, the replies sent to those that carried a bot's
+// draft and those sent unchanged, and the packages that got a reply. A reply counts with its package: in the period it arrived in, in the queue it
+// is in now.
 func readDrafts(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 	rows, err := tx.Query(ctx, `
-		SELECT e.at >= $3, e.queue_id, count(*), count(*) FILTER (WHERE e.accepted_as_is)
-		FROM evals e
-		WHERE e.kind = 'reply' AND e.draft <> '' AND e.queue_id = ANY($1) AND e.at >= $2 AND e.at < $4
+		SELECT h.created_at >= $3, h.queue_id, count(*) FILTER (WHERE r.first IS NOT NULL), coalesce(sum(r.drafts), 0),
+			coalesce(sum(r.as_is), 0)
+		FROM handoffs h CROSS JOIN LATERAL (
+			SELECT min(e.at) AS first, count(*) FILTER (WHERE e.draft <> '') AS drafts,
+				count(*) FILTER (WHERE e.draft <> '' AND e.accepted_as_is) AS as_is
+			FROM evals e WHERE e.handoff_id = h.id AND e.kind = 'reply') r
+		WHERE `+span+`
 		GROUP BY 1, 2`, q.ids, s.Previous.From, s.Current.From, s.Current.To)
 	if err != nil {
 		return err
@@ -115,9 +119,10 @@ func readDrafts(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 	byQueue := map[int64]int{}
 	var current bool
 	var queueID int64
-	var drafts, asIs int
-	if _, err := pgx.ForEachRow(rows, []any{&current, &queueID, &drafts, &asIs}, func() error {
+	var replied, drafts, asIs int
+	if _, err := pgx.ForEachRow(rows, []any{&current, &queueID, &replied, &drafts, &asIs}, func() error {
 		f := s.pick(current)
+		f.Replied += replied
 		f.Drafts += drafts
 		f.AsIs += asIs
 		if current {
@@ -160,6 +165,31 @@ func readSeries(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
 		s.Series[i].In = in
 		s.Series[i].ResolveP50 = seconds([]*float64{p50}, 0)
 		return nil
+	})
+	return err
+}
+
+// readAgentCounts counts each agent's figures over the current period's packages, ordered as Read
+// orders them (by name, then id).
+func readAgentCounts(ctx context.Context, tx pgx.Tx, q queues, s *Stats) error {
+	rows, err := tx.Query(ctx, `
+		WITH p AS (SELECT * FROM handoffs h WHERE h.queue_id = ANY($1) AND h.created_at >= $2 AND h.created_at < $3),
+		held AS (SELECT assignee_id AS id, count(*) AS handled, count(*) FILTER (WHERE status = 'resolved') AS resolved
+			FROM p WHERE accepted_at IS NOT NULL AND assignee_id IS NOT NULL GROUP BY 1),
+		sent AS (SELECT e.editor_id AS id, count(*) AS replies, count(*) FILTER (WHERE e.draft <> '') AS drafts,
+				count(*) FILTER (WHERE e.draft <> '' AND e.accepted_as_is) AS as_is
+			FROM p JOIN evals e ON e.handoff_id = p.id AND e.kind = 'reply' GROUP BY 1)
+		SELECT u.id, u.display_name, u.email, coalesce(held.handled, 0), coalesce(held.resolved, 0), coalesce(sent.replies, 0),
+			coalesce(sent.drafts, 0), coalesce(sent.as_is, 0)
+		FROM held FULL JOIN sent USING (id) JOIN users u ON u.id = coalesce(held.id, sent.id)
+		ORDER BY u.display_name, u.id`, q.ids, s.Current.From, s.Current.To)
+	if err != nil {
+		return err
+	}
+	s.Agents, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AgentFigures, error) {
+		var a AgentFigures
+		err := row.Scan(&a.UserID, &a.Name, &a.Email, &a.Handled, &a.Resolved, &a.Replies, &a.Drafts, &a.AsIs)
+		return a, err
 	})
 	return err
 }

@@ -16,6 +16,13 @@ import (
 // close); the hours from the last run on are read from handoffs directly (Read).
 const RefreshEvery = 15 * time.Second
 
+// rollupVersion is the version of what dashboard_hours' rows hold and how they count it. A
+// rollup of another version is rebuilt by the next Refresh, and read past until then (Read reads
+// every hour directly, as before a first refresh): migration 00035 added the replies' columns and
+// counted the replies to drafts by their packages' arrival, which rows of version 1 did by the
+// replies' time.
+const rollupVersion = 2
+
 // rollupLock is the advisory lock one Refresh holds at a time, whichever instance runs it.
 const rollupLock = 0x64617368 // "dash"
 
@@ -27,14 +34,14 @@ type Refreshed struct {
 }
 
 // Refresh brings dashboard_hours up to date: it computes again, whole, every hour that a package
-// which changed since the last run arrived in, or that a reply was sent in, from handoffs and
-// evals. The changes are read from the event log by transaction id up to the mark events.Now
+// which changed since the last run (a reply is a change of its package) arrived in, from handoffs
+// and evals. The changes are read from the event log by transaction id up to the mark events.Now
 // hands out (the oldest transaction of this database still running), so a change that commits
 // late is read on a later run, never skipped. Each hour is rewritten from its packages as they
 // stand, so a run that repeats an hour (after a crash, or two instances one after the other)
 // writes the same rows. Only one instance runs at a time (pg_try_advisory_xact_lock); the others
-// return without waiting. With no rollup yet (the first run after migration 00023), every hour is
-// computed.
+// return without waiting. With no rollup yet (the first run after migration 00023), or one of
+// another rollupVersion, every hour is computed.
 func Refresh(ctx context.Context, db DB) (Refreshed, error) { return refresh(ctx, db, false) }
 
 // Rebuild computes every hour again, from the packages as they stand (web dashboard rebuild). It
@@ -56,7 +63,7 @@ func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 		return Refreshed{}, err
 	}
 	var through *string
-	if err := tx.QueryRow(ctx, `SELECT (SELECT through FROM dashboard_rollup)`).Scan(&through); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT (SELECT through FROM dashboard_rollup WHERE version = $1)`, rollupVersion).Scan(&through); err != nil {
 		return Refreshed{}, err
 	}
 	mark, err := events.Now(ctx, tx)
@@ -84,13 +91,11 @@ func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 		}
 		in = spans{from: []time.Time{time.Unix(0, 0)}, to: []time.Time{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}}
 	} else {
+		// A reply is an event of its package, so its package's hour is among these.
 		rows, err := tx.Query(ctx, `
-			SELECT to_timestamp(floor(extract(epoch FROM h.created_at) / 3600) * 3600)
+			SELECT DISTINCT to_timestamp(floor(extract(epoch FROM h.created_at) / 3600) * 3600)
 			FROM events e JOIN handoffs h ON h.id = e.handoff_id
-			WHERE e.xid >= $1::xid8 AND e.xid < $2::xid8
-			UNION
-			SELECT to_timestamp(floor(extract(epoch FROM e.at) / 3600) * 3600)
-			FROM events e WHERE e.xid >= $1::xid8 AND e.xid < $2::xid8 AND e.kind = 'reply'`, *since, bound)
+			WHERE e.xid >= $1::xid8 AND e.xid < $2::xid8`, *since, bound)
 		if err != nil {
 			return Refreshed{}, err
 		}
@@ -154,8 +159,9 @@ func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 		}
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO dashboard_rollup (through, refreshed_at) VALUES ($1, now())
-		ON CONFLICT (one) DO UPDATE SET through = excluded.through, refreshed_at = excluded.refreshed_at`, string(mark)); err != nil {
+		INSERT INTO dashboard_rollup (through, refreshed_at, version) VALUES ($1, now(), $2)
+		ON CONFLICT (one) DO UPDATE SET through = excluded.through, refreshed_at = excluded.refreshed_at, version = excluded.version`,
+		string(mark), rollupVersion); err != nil {
 		return Refreshed{}, err
 	}
 	return r, tx.Commit(ctx)
@@ -166,11 +172,12 @@ func write(ctx context.Context, tx pgx.Tx, grain int, hs map[hourKey]*hour) erro
 	rows := make([][]any, 0, len(hs))
 	for _, h := range hs {
 		rows = append(rows, []any{h.Hour, grain, h.Queue, h.In, h.Accepted, h.Resolved, h.Rejected, h.Returned, h.Expired, h.Canceled,
-			h.Repeats, h.ByTrigger, h.BySource, h.ReturnedBy, []int32(h.AcceptBins), []int32(h.ResolveBins), h.Drafts, h.AsIs})
+			h.Repeats, h.ByTrigger, h.BySource, h.ReturnedBy, []int32(h.AcceptBins), []int32(h.ResolveBins), h.Drafts, h.AsIs,
+			h.Replied, []int32(h.ReplyBins), h.Agents})
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"dashboard_hours"}, []string{"hour", "hours", "queue_id", "packages", "accepted",
 		"resolved", "rejected", "returned", "expired", "canceled", "repeats", "by_trigger", "by_source", "returned_by",
-		"accept_bins", "resolve_bins", "drafts", "as_is"}, pgx.CopyFromRows(rows))
+		"accept_bins", "resolve_bins", "drafts", "as_is", "replied", "reply_bins", "by_agent"}, pgx.CopyFromRows(rows))
 	return err
 }
 

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,7 +93,7 @@ func (h histogram) placed(i int) float64 {
 	return 0
 }
 
-// hour is one queue's packages that arrived in one hour, and its replies to drafts sent in it.
+// hour is one queue's packages that arrived in one hour, with the replies sent to them.
 type hour struct {
 	Hour                                                          time.Time
 	Queue                                                         int64
@@ -100,7 +101,50 @@ type hour struct {
 	Repeats                                                       int
 	ByTrigger, BySource, ReturnedBy                               map[string]int
 	AcceptBins, ResolveBins                                       histogram
-	Drafts, AsIs                                                  int
+	// Drafts are the replies to the packages that carried a bot's draft, AsIs those sent
+	// unchanged. Replied are the packages that got a reply, ReplyBins the times to the first.
+	Drafts, AsIs, Replied int
+	ReplyBins             histogram
+	// Agents are the figures of each desk user (by id, as text: a jsonb object's keys) who holds
+	// one of the hour's packages with an accept standing or sent a reply to one.
+	Agents map[string]*agentHour
+}
+
+// agentHour is one agent's part of an hour: the packages whose accept stands with them (Handled),
+// their times to accept and, of those resolved, to resolution; the replies they sent, of them
+// those to a draft and those sent as is, and the edit distances (in characters) of those to a
+// draft, in bins as durations are.
+type agentHour struct {
+	Handled     int       `json:"handled"`
+	AcceptBins  histogram `json:"accept_bins"`
+	Resolved    int       `json:"resolved"`
+	ResolveBins histogram `json:"resolve_bins"`
+	Replies     int       `json:"replies"`
+	Drafts      int       `json:"drafts"`
+	AsIs        int       `json:"as_is"`
+	EditBins    histogram `json:"edit_bins"`
+}
+
+func (a *agentHour) add(o *agentHour) {
+	a.Handled += o.Handled
+	a.Resolved += o.Resolved
+	a.Replies += o.Replies
+	a.Drafts += o.Drafts
+	a.AsIs += o.AsIs
+	a.AcceptBins.merge(o.AcceptBins)
+	a.ResolveBins.merge(o.ResolveBins)
+	a.EditBins.merge(o.EditBins)
+}
+
+// agent is the part of the hour of the user with id.
+func (h *hour) agent(id int64) *agentHour {
+	k := strconv.FormatInt(id, 10)
+	a := h.Agents[k]
+	if a == nil {
+		a = &agentHour{AcceptBins: histogram{}, ResolveBins: histogram{}, EditBins: histogram{}}
+		h.Agents[k] = a
+	}
+	return a
 }
 
 type hourKey struct {
@@ -110,7 +154,7 @@ type hourKey struct {
 
 func newHour(k hourKey) *hour {
 	return &hour{Hour: k.hour, Queue: k.queue, ByTrigger: map[string]int{}, BySource: map[string]int{}, ReturnedBy: map[string]int{},
-		AcceptBins: histogram{}, ResolveBins: histogram{}}
+		AcceptBins: histogram{}, ResolveBins: histogram{}, ReplyBins: histogram{}, Agents: map[string]*agentHour{}}
 }
 
 // hourOf cuts time at the hour as an absolute instant (UTC hours), whatever the session's zone.
@@ -119,10 +163,10 @@ func hourOf(t time.Time) time.Time { return t.Truncate(time.Hour).UTC() }
 // spans are the stretches of time [from, to) whose hours are computed.
 type spans struct{ from, to []time.Time }
 
-// aggregate computes the hours of the packages of queues ids that arrived in spans (and of the
-// replies to drafts sent in them) from handoffs and evals: Refresh stores them, Read computes the
-// hours the rollup does not hold yet the same way. The definitions are those of docs/metrics.md:
-// a package's status and times as they stand now, in the queue it is in now.
+// aggregate computes the hours of the packages of queues ids that arrived in spans, with the
+// replies sent to them, from handoffs and evals: Refresh stores them, Read computes the hours the
+// rollup does not hold yet the same way. The definitions are those of docs/metrics.md: a package's
+// status and times as they stand now, in the queue it is in now.
 func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*hour, error) {
 	hours := map[hourKey]*hour{}
 	get := func(k hourKey) *hour {
@@ -134,33 +178,52 @@ func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*
 		return h
 	}
 	rows, err := db.Query(ctx, `
-		SELECT h.queue_id, h.created_at, h.status, extract(epoch FROM h.accepted_at - h.created_at),
+		SELECT h.id, h.queue_id, h.created_at, h.status, extract(epoch FROM h.accepted_at - h.created_at),
 			extract(epoch FROM h.closed_at - h.created_at), h.rejections > 0, coalesce(h.outcome, ''), coalesce(h.trigger, ''),
-			coalesce(h.source_agent, ''), h.repeat_contact
+			coalesce(h.source_agent, ''), h.repeat_contact, h.assignee_id
 		FROM unnest($2::timestamptz[], $3::timestamptz[]) AS s(from_, to_)
 		JOIN handoffs h ON h.queue_id = ANY($1) AND h.created_at >= s.from_ AND h.created_at < s.to_`, ids, in.from, in.to)
 	if err != nil {
 		return nil, err
 	}
-	var queueID int64
+	// The packages read, by id, for their replies: their hour and when they arrived.
+	type arrived struct {
+		key hourKey
+		at  time.Time
+	}
+	packages := map[int64]arrived{}
+	var id, queueID int64
 	var created time.Time
 	var status, outcome, trigger, source string
 	var accept, resolve *float64
 	var rejected, repeat bool
-	if _, err := pgx.ForEachRow(rows, []any{&queueID, &created, &status, &accept, &resolve, &rejected, &outcome, &trigger, &source, &repeat}, func() error {
-		h := get(hourKey{hourOf(created), queueID})
+	var holder *int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &queueID, &created, &status, &accept, &resolve, &rejected, &outcome, &trigger, &source, &repeat, &holder}, func() error {
+		k := hourKey{hourOf(created), queueID}
+		packages[id] = arrived{k, created}
+		h := get(k)
 		h.In++
 		h.ByTrigger[trigger]++
 		h.BySource[source]++
+		var a *agentHour
 		if accept != nil {
 			h.Accepted++
 			h.AcceptBins.add(*accept)
+			if holder != nil {
+				a = h.agent(*holder)
+				a.Handled++
+				a.AcceptBins.add(*accept)
+			}
 		}
 		switch status {
 		case "resolved":
 			h.Resolved++
 			if resolve != nil {
 				h.ResolveBins.add(*resolve)
+				if a != nil {
+					a.Resolved++
+					a.ResolveBins.add(*resolve)
+				}
 			}
 		case "returned_to_bot":
 			h.Returned++
@@ -180,20 +243,64 @@ func aggregate(ctx context.Context, db DB, ids []int64, in spans) (map[hourKey]*
 	}); err != nil {
 		return nil, err
 	}
+	if len(packages) == 0 {
+		return hours, nil
+	}
+	all := make([]int64, 0, len(packages))
+	for id := range packages {
+		all = append(all, id)
+	}
+	// Their replies, each package's looked up by its id in evals_reply_times_idx and
+	// evals_draft_edits_idx (index-only). OFFSET 0 keeps each lookup the package's own: left to
+	// itself, the planner joins a week's packages to every reply of the desk.
 	rows, err = db.Query(ctx, `
-		SELECT e.queue_id, to_timestamp(floor(extract(epoch FROM e.at) / 3600) * 3600), count(*), count(*) FILTER (WHERE e.accepted_as_is)
-		FROM unnest($2::timestamptz[], $3::timestamptz[]) AS s(from_, to_)
-		JOIN evals e ON e.kind = 'reply' AND e.draft <> '' AND e.queue_id = ANY($1) AND e.at >= s.from_ AND e.at < s.to_
-		GROUP BY 1, 2`, ids, in.from, in.to)
+		SELECT p.id, e.editor_id, e.at
+		FROM unnest($1::bigint[]) AS p(id)
+		CROSS JOIN LATERAL (SELECT e.editor_id, e.at FROM evals e WHERE e.handoff_id = p.id AND e.kind = 'reply' OFFSET 0) e`, all)
 	if err != nil {
 		return nil, err
 	}
+	first := map[int64]time.Time{}
+	var editor int64
 	var at time.Time
-	var drafts, asIs int
-	_, err = pgx.ForEachRow(rows, []any{&queueID, &at, &drafts, &asIs}, func() error {
-		h := get(hourKey{hourOf(at), queueID})
-		h.Drafts += drafts
-		h.AsIs += asIs
+	if _, err := pgx.ForEachRow(rows, []any{&id, &editor, &at}, func() error {
+		get(packages[id].key).agent(editor).Replies++
+		if f, ok := first[id]; !ok || at.Before(f) {
+			first[id] = at
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	replied := make([]int64, 0, len(first))
+	for id, at := range first {
+		p := packages[id]
+		h := get(p.key)
+		h.Replied++
+		h.ReplyBins.add(max(at.Sub(p.at).Seconds(), 0))
+		replied = append(replied, id)
+	}
+	// Only a package with a reply can have one to its draft.
+	rows, err = db.Query(ctx, `
+		SELECT p.id, e.editor_id, e.accepted_as_is, e.edit_distance_chars
+		FROM unnest($1::bigint[]) AS p(id)
+		CROSS JOIN LATERAL (SELECT e.editor_id, e.accepted_as_is, e.edit_distance_chars FROM evals e
+			WHERE e.handoff_id = p.id AND e.kind = 'reply' AND e.draft <> '' OFFSET 0) e`, replied)
+	if err != nil {
+		return nil, err
+	}
+	var asIs bool
+	var chars int
+	_, err = pgx.ForEachRow(rows, []any{&id, &editor, &asIs, &chars}, func() error {
+		h := get(packages[id].key)
+		a := h.agent(editor)
+		h.Drafts++
+		a.Drafts++
+		a.EditBins.add(float64(chars))
+		if asIs {
+			h.AsIs++
+			a.AsIs++
+		}
 		return nil
 	})
 	return hours, err
@@ -211,6 +318,14 @@ func (h *hour) add(o *hour) {
 	h.Repeats += o.Repeats
 	h.Drafts += o.Drafts
 	h.AsIs += o.AsIs
+	h.Replied += o.Replied
+	h.ReplyBins.merge(o.ReplyBins)
+	for k, a := range o.Agents {
+		if h.Agents[k] == nil {
+			h.Agents[k] = &agentHour{}
+		}
+		h.Agents[k].add(a)
+	}
 	for _, m := range [][2]map[string]int{{h.ByTrigger, o.ByTrigger}, {h.BySource, o.BySource}, {h.ReturnedBy, o.ReturnedBy}} {
 		for v, n := range m[1] {
 			m[0][v] += n
@@ -225,7 +340,7 @@ func (h *hour) add(o *hour) {
 func stored(ctx context.Context, db DB, ids []int64, grain int, in spans) ([]*hour, error) {
 	rows, err := db.Query(ctx, `
 		SELECT d.hour, d.queue_id, d.packages, d.accepted, d.resolved, d.rejected, d.returned, d.expired, d.canceled, d.repeats,
-			d.by_trigger, d.by_source, d.returned_by, d.accept_bins, d.resolve_bins, d.drafts, d.as_is
+			d.by_trigger, d.by_source, d.returned_by, d.accept_bins, d.resolve_bins, d.drafts, d.as_is, d.replied, d.reply_bins, d.by_agent
 		FROM unnest($3::timestamptz[], $4::timestamptz[]) AS s(from_, to_)
 		JOIN dashboard_hours d ON d.queue_id = ANY($1) AND d.hours = $2 AND d.hour >= s.from_ AND d.hour < s.to_`,
 		ids, grain, in.from, in.to)
@@ -235,7 +350,8 @@ func stored(ctx context.Context, db DB, ids []int64, grain int, in spans) ([]*ho
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*hour, error) {
 		var h hour
 		err := row.Scan(&h.Hour, &h.Queue, &h.In, &h.Accepted, &h.Resolved, &h.Rejected, &h.Returned, &h.Expired, &h.Canceled,
-			&h.Repeats, &h.ByTrigger, &h.BySource, &h.ReturnedBy, &h.AcceptBins, &h.ResolveBins, &h.Drafts, &h.AsIs)
+			&h.Repeats, &h.ByTrigger, &h.BySource, &h.ReturnedBy, &h.AcceptBins, &h.ResolveBins, &h.Drafts, &h.AsIs, &h.Replied, &h.ReplyBins,
+			&h.Agents)
 		return &h, err
 	})
 }

@@ -10,10 +10,15 @@ import (
 // export, the audit trail): each an RFC 3339 time or a date, since at or after, until before;
 // either may be absent (zero). A BadRequest names the parameter at fault.
 func ParseSpan(q url.Values) (since, until time.Time, err error) {
+	return ParseSpanOf(q, "since", "until")
+}
+
+// ParseSpanOf reads a span from the parameters named sinceName and untilName, as ParseSpan does.
+func ParseSpanOf(q url.Values, sinceName, untilName string) (since, until time.Time, err error) {
 	for _, p := range []struct {
 		name string
 		to   *time.Time
-	}{{"since", &since}, {"until", &until}} {
+	}{{sinceName, &since}, {untilName, &until}} {
 		v := q.Get(p.name)
 		if v == "" {
 			continue
@@ -27,7 +32,7 @@ func ParseSpan(q url.Values) (since, until time.Time, err error) {
 		*p.to = t
 	}
 	if !since.IsZero() && !until.IsZero() && !until.After(since) {
-		return time.Time{}, time.Time{}, BadParam("until", "until %s is not after since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+		return time.Time{}, time.Time{}, BadParam(untilName, "%s %s is not after %s %s", untilName, until.Format(time.RFC3339), sinceName, since.Format(time.RFC3339))
 	}
 	return since, until, nil
 }

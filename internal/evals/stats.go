@@ -2,7 +2,6 @@ package evals
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -18,40 +17,24 @@ type DB interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }
 
-// Window is a span of time the evals page looks back over, cut into buckets for its chart.
-type Window struct {
-	Name   string
-	Span   time.Duration
-	Bucket time.Duration
+// Span is the stretch of time the evals page reads, [From, To), cut into buckets of Bucket for
+// its charts (the last one may be shorter). The page takes its spans from the dashboard's windows,
+// so that both pages read the same window the same way.
+type Span struct {
+	From, To time.Time
+	Bucket   time.Duration
 }
 
-// Windows are the spans a supervisor may choose, the first the default. Each has about as many
-// buckets as a chart can show without crowding a narrow screen.
-func Windows() []Window {
-	return []Window{
-		{Name: "24h", Span: 24 * time.Hour, Bucket: time.Hour},
-		{Name: "7d", Span: 7 * 24 * time.Hour, Bucket: 6 * time.Hour},
-		{Name: "30d", Span: 30 * 24 * time.Hour, Bucket: 24 * time.Hour},
+// ChartBucket is the evals charts' bucket for a window of span: about as many points as a chart
+// shows without crowding a narrow screen.
+func ChartBucket(span time.Duration) time.Duration {
+	switch {
+	case span <= 24*time.Hour:
+		return time.Hour
+	case span <= 7*24*time.Hour:
+		return 6 * time.Hour
 	}
-}
-
-// ParseWindow reads a window's name; "" is the default.
-func ParseWindow(name string) (Window, error) {
-	ws := Windows()
-	if name == "" {
-		return ws[0], nil
-	}
-	for _, w := range ws {
-		if w.Name == name {
-			return w, nil
-		}
-	}
-	names := make([]string, len(ws))
-	for i, w := range ws {
-		names[i] = w.Name
-	}
-	return Window{}, &desk.Error{Code: desk.Invalid, Details: map[string]string{"field": "window"},
-		Message: fmt.Sprintf("window %q is not one of %s", name, strings.Join(names, ", "))}
+	return 24 * time.Hour
 }
 
 // Count is how often a value (a tag, a return reason) came up, and its share of a whole.
@@ -61,14 +44,16 @@ type Count struct {
 	Share float64
 }
 
-// Point is one bucket of an agent's chart. AsIs and ReturnRate are shares in [0, 1], nil when
-// the bucket had nothing to share out (no drafts, no packages); MedianChars is nil without drafts.
+// Point is one bucket of an agent's chart, [Start, End). AsIs and ReturnRate are shares in
+// [0, 1], nil when the bucket had nothing to share out (no drafts, no packages), over Drafts and
+// Packages; MedianChars is nil without drafts.
 type Point struct {
-	Start       time.Time
-	Drafts      int
-	AsIs        *float64
-	MedianChars *float64
-	ReturnRate  *float64
+	Start, End         time.Time
+	Drafts, AsIsN      int
+	Packages, Returned int
+	AsIs               *float64
+	MedianChars        *float64
+	ReturnRate         *float64
 }
 
 // WorstEdit is a reply whose final text lies far from the bot's draft.
@@ -110,11 +95,9 @@ func (a AgentStats) AsIsShare() float64 {
 // worstPerAgent is how many of an agent's largest edits the page lists.
 const worstPerAgent = 5
 
-// Stats reads, per source agent, what happened to its work in the window ending at until.
-func Stats(ctx context.Context, db DB, w Window, until time.Time) ([]AgentStats, error) {
-	// The database keeps microseconds: a bound finer than that would split hairs between them.
-	until = until.Truncate(time.Microsecond)
-	since := until.Add(-w.Span)
+// Stats reads, per source agent, what happened to its work in the span: the records made in it.
+func Stats(ctx context.Context, db DB, w Span) ([]AgentStats, error) {
+	since, until := w.From, w.To
 	byAgent := map[string]*AgentStats{}
 	agent := func(name string) *AgentStats {
 		a, ok := byAgent[name]
@@ -200,7 +183,7 @@ func Stats(ctx context.Context, db DB, w Window, until time.Time) ([]AgentStats,
 
 // points fills each agent's chart: one point per bucket of the window, empty buckets included,
 // so that the chart's x axis is time and not the buckets that happen to have records.
-func points(ctx context.Context, db DB, w Window, since, until time.Time, agent func(string) *AgentStats) error {
+func points(ctx context.Context, db DB, w Span, since, until time.Time, agent func(string) *AgentStats) error {
 	rows, err := db.Query(ctx, `
 		SELECT source_agent, floor(extract(epoch FROM at - $1) / $3)::int,
 			count(*) FILTER (WHERE kind = 'reply' AND draft <> ''),
@@ -213,7 +196,7 @@ func points(ctx context.Context, db DB, w Window, since, until time.Time, agent 
 	if err != nil {
 		return err
 	}
-	buckets := int(w.Span / w.Bucket)
+	buckets := int((until.Sub(since) + w.Bucket - 1) / w.Bucket)
 	var name string
 	var i, drafts, asIs, packages, returned int
 	var median *float64
@@ -223,10 +206,14 @@ func points(ctx context.Context, db DB, w Window, since, until time.Time, agent 
 			a.Points = make([]Point, buckets)
 			for j := range a.Points {
 				a.Points[j].Start = since.Add(time.Duration(j) * w.Bucket)
+				a.Points[j].End = a.Points[j].Start.Add(w.Bucket)
+				if a.Points[j].End.After(until) {
+					a.Points[j].End = until
+				}
 			}
 		}
 		p := &a.Points[min(max(i, 0), buckets-1)]
-		p.Drafts, p.MedianChars = drafts, median
+		p.Drafts, p.AsIsN, p.MedianChars, p.Packages, p.Returned = drafts, asIs, median, packages, returned
 		if drafts > 0 {
 			v := share(asIs, drafts)
 			p.AsIs = &v

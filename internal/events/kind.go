@@ -140,3 +140,8 @@ func (k Kind) IsApproval() bool {
 // Rings reports whether changes of this kind start or end a ring: they name the ringing agent
 // (Event.UserID), whose every open page shows or drops the ring.
 func (k Kind) Rings() bool { return k == Offered || k == OfferEnded }
+
+// NamesPerson reports whether changes of this kind name a person (Event.UserID, the log's
+// subject_user): whose access changed, the agent a ring rings, and the agent a reassignment gave
+// the package to, whose pages then follow it. Every other change names nobody.
+func (k Kind) NamesPerson() bool { return k.ChangesAccess() || k.Rings() || k == Reassigned }

@@ -24,7 +24,7 @@ func TestKindsAreTheTablesKinds(t *testing.T) {
 	}
 	for _, k := range append(Kinds(), "forged") {
 		var subject *int64
-		if k.ChangesAccess() || k.Rings() {
+		if k.NamesPerson() {
 			subject = &userID
 		}
 		_, err := db.Exec(ctx, `INSERT INTO events (kind, subject_user) VALUES ($1, $2)`, k, subject)
@@ -37,8 +37,9 @@ func TestKindsAreTheTablesKinds(t *testing.T) {
 	}
 }
 
-// A change of access that named nobody would close nobody's sockets; a package's change naming a
-// person would close theirs for nothing.
+// A change of access that named nobody would close nobody's sockets, a ring or a reassignment that
+// named nobody would reach no agent's pages; any other change naming a person would be read as one
+// of those.
 func TestOnlyAccessChangesNameTheirSubject(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -50,7 +51,7 @@ func TestOnlyAccessChangesNameTheirSubject(t *testing.T) {
 	}
 	for _, k := range Kinds() {
 		var subject *int64
-		if !k.ChangesAccess() && !k.Rings() {
+		if !k.NamesPerson() {
 			subject = &userID
 		}
 		_, err := db.Exec(ctx, `INSERT INTO events (kind, subject_user) VALUES ($1, $2)`, k, subject)

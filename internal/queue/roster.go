@@ -22,6 +22,7 @@ type Health struct {
 type AgentLoad struct {
 	ID     int64
 	Name   string
+	Email  string
 	Role   string
 	Status string // offline, or what they chose: available, break or away
 	// Since is when they chose it; nil while offline, or if they never chose (available).
@@ -40,11 +41,53 @@ type AgentLoad struct {
 // RingWindow is how far back the roster counts each agent's rings.
 const RingWindow = 24 * time.Hour
 
-// Roster is what supervisors watch: every queue's health and every agent's presence and load.
+// Roster is what supervisors watch: every queue's health and every agent's presence and load,
+// the packages held that a supervisor may move to another agent (Held, with the agents each may go
+// to) and the waiting packages nearest their SLA's end (Waiting).
 type Roster struct {
 	Queues []Health
 	Agents []AgentLoad
+	// Held are the longest held of the packages agents hold (reserved or accepted), at most
+	// RosterHeld; HeldCount is how many there are.
+	Held      []Held
+	HeldCount int
+	// Assignables are each queue's members a package may be moved to, by queue id.
+	Assignables map[int64][]Assignable
+	// Waiting are the waiting packages whose SLA ends first, at most RosterWaiting.
+	Waiting []Waiting
 }
+
+// RosterHeld and RosterWaiting bound the roster's lists, which every change of the desk renders
+// again for every supervisor watching.
+const (
+	RosterHeld    = 50
+	RosterWaiting = 20
+)
+
+// Held is a package an agent holds, which a supervisor may reassign.
+type Held struct {
+	PublicID string
+	QueueID  int64
+	Queue    string
+	Status   string // reserved or accepted
+	HolderID int64
+	Holder   string
+	// Since is when the accept that stands was made; nil for a reservation.
+	Since *time.Time
+}
+
+// Waiting is a package waiting for an agent (queued or reserved, no accept standing), with when
+// its queue's SLA ends: its arrival plus the SLA, the clock of /packages' sla_breached.
+type Waiting struct {
+	PublicID string
+	Queue    string
+	Status   string
+	Arrived  time.Time
+	SLA      time.Duration
+}
+
+// Due is when the package's SLA ends.
+func (w Waiting) Due() time.Time { return w.Arrived.Add(w.SLA) }
 
 // presenceCTE lists who has a desk page open on an instance holding its lease (the view
 // live_presence), with what they chose to be (availability) and since when.
@@ -73,7 +116,7 @@ func (s *Service) Health(ctx context.Context) ([]Health, error) {
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Health])
 }
 
-// Roster reads the whole roster in two queries.
+// Roster reads the whole roster in five queries.
 func (s *Service) Roster(ctx context.Context) (Roster, error) {
 	var r Roster
 	var err error
@@ -81,7 +124,7 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 		return r, err
 	}
 	rows, err := s.db.Query(ctx, `WITH `+presenceCTE+`
-		SELECT u.id, u.display_name, u.role, coalesce(p.status, 'offline'), p.since,
+		SELECT u.id, u.display_name, u.email, u.role, coalesce(p.status, 'offline'), p.since,
 			(SELECT count(*) FROM handoffs h WHERE h.assignee_id = u.id
 				AND h.closed_at IS NULL),
 			u.capacity,
@@ -100,7 +143,43 @@ func (s *Service) Roster(ctx context.Context) (Roster, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Agents, err = pgx.CollectRows(rows, pgx.RowToStructByPos[AgentLoad])
+	if r.Agents, err = pgx.CollectRows(rows, pgx.RowToStructByPos[AgentLoad]); err != nil {
+		return r, err
+	}
+	rows, err = s.db.Query(ctx, `
+		SELECT h.handoff_id, h.queue_id, q.name, h.status, h.assignee_id, u.display_name, h.accepted_at, count(*) OVER ()
+		FROM handoffs h JOIN queues q ON q.id = h.queue_id JOIN users u ON u.id = h.assignee_id
+		WHERE h.status IN ('reserved', 'accepted') AND h.assignee_id IS NOT NULL
+		ORDER BY h.accepted_at NULLS LAST, h.id LIMIT $1`, RosterHeld)
+	if err != nil {
+		return r, err
+	}
+	var held Held
+	if _, err := pgx.ForEachRow(rows, []any{&held.PublicID, &held.QueueID, &held.Queue, &held.Status, &held.HolderID, &held.Holder,
+		&held.Since, &r.HeldCount}, func() error {
+		r.Held = append(r.Held, held)
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	queues := make([]int64, len(r.Held))
+	for i, h := range r.Held {
+		queues[i] = h.QueueID
+	}
+	if r.Assignables, err = AssignablesIn(ctx, s.db, queues); err != nil {
+		return r, err
+	}
+	// Ordered by when the SLA ends, a fact of each package: the list changes only with the desk,
+	// and the page counts down to each end itself (views.SLAList).
+	rows, err = s.db.Query(ctx, `
+		SELECT h.handoff_id, q.name, h.status, h.created_at, q.sla
+		FROM handoffs h JOIN queues q ON q.id = h.queue_id
+		WHERE h.status IN ('queued', 'reserved') AND h.accepted_at IS NULL
+		ORDER BY h.created_at + q.sla, h.id LIMIT $1`, RosterWaiting)
+	if err != nil {
+		return r, err
+	}
+	r.Waiting, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Waiting])
 	return r, err
 }
 

@@ -60,7 +60,8 @@ const seedSQL = `
 // BenchmarkSearch is make bench-search: it seeds a desk of a million packages, then times, as a
 // supervisor and as an agent of two queues, the searches people type (a package id, a contact id,
 // an email, a phone, part of a name, a rare and a common word, filters alone), each a first page
-// as /packages reads it, beside a plain index lookup and a count(*) of a queue in the same run.
+// as /packages reads it, and the counts /packages makes for the dashboard's figures, beside a
+// plain index lookup and a count(*) of a queue in the same run.
 func BenchmarkSearch(b *testing.B) {
 	ctx := context.Background()
 	db := pgtest.New(b)
@@ -172,6 +173,39 @@ func BenchmarkSearch(b *testing.B) {
 				return err
 			})
 			row(sr.name, who.name, found, t)
+		}
+	}
+	// The counts /packages makes for a dashboard's figures: a period's packages in, of all queues
+	// (the supervisor's) or of the agent's two, with a figure's filters.
+	now := time.Now()
+	day, week, month := Filter{Since: now.Add(-24 * time.Hour), Until: now}, Filter{Since: now.Add(-7 * 24 * time.Hour), Until: now},
+		Filter{Since: now.Add(-30 * 24 * time.Hour), Until: now}
+	counts := []struct {
+		name string
+		f    Filter
+	}{
+		{"count: 24 h", day},
+		{"count: 24 h, repeat contacts", func() Filter { f := day; f.Repeat = ptr(true); return f }()},
+		{"count: 7 d, returned for a reason", func() Filter {
+			f := week
+			f.Status, f.Outcome = "returned_to_bot", "needs_more_info"
+			return f
+		}()},
+		{"count: 30 d", month},
+		{"count: 30 d of queue q1, accepted", func() Filter { f := month; f.Queue, f.Accepted = "q1", ptr(true); return f }()},
+	}
+	for _, who := range []struct {
+		name string
+		user auth.User
+	}{{"supervisor", sup}, {"agent", agent}} {
+		for _, c := range counts {
+			var found int
+			t := measure(func() error {
+				n, err := s.Count(ctx, who.user, c.f)
+				found = n.Packages
+				return err
+			})
+			row(c.name, who.name, found, t)
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")

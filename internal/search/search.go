@@ -32,6 +32,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
 
@@ -46,13 +47,76 @@ type Filter struct {
 	Outcome     string
 	Repeat      *bool // a repeat contact as the dashboard counts one
 	SLABreached *bool // waited past its queue's SLA before an agent accepted it (SLABreachedSQL)
-	Since       time.Time
-	Until       time.Time
+	// Since and Until bound the package's arrival (created_at), as the dashboard's windows do.
+	Since time.Time
+	Until time.Time
+	// Agent is the email of the desk user who holds the package, or held it last (its assignee).
+	Agent string
+	// Accepted: an accept stands (accepted_at is set; a rejection or a transfer undoes it).
+	// Rejected: an agent rejected it at least once. Open: it is not closed yet.
+	Accepted, Rejected, Open *bool
+	// Record selects the packages on which something was done, as the desk recorded it: a reply or
+	// an outcome (the eval records) or a refund approval's decision. RecordBy (an email), Tag and
+	// RecordSince/RecordUntil (when it was done) narrow the same record. Any of them alone means
+	// RecordAny.
+	Record                   Record
+	RecordBy, Tag            string
+	RecordSince, RecordUntil time.Time
+}
+
+// Record is a kind of thing done to a package that /packages can select by.
+type Record string
+
+const (
+	RecordAny     Record = "any"     // any eval record: a reply, a return to the bot, a rejection, a resolution
+	RecordReply   Record = "reply"   // a reply sent to the customer
+	RecordDraft   Record = "draft"   // a reply to a package that carried the bot's draft
+	RecordAsIs    Record = "as_is"   // a reply that was the bot's draft unchanged
+	RecordEdited  Record = "edited"  // a reply to a draft that changed it
+	RecordScratch Record = "scratch" // a reply to a package without a draft
+	RecordReturn  Record = "return_to_bot"
+	RecordReject  Record = "reject"
+	RecordResolve Record = "resolve"
+	// RecordDecision is a refund approval granted or denied; RecordBy is then who decided it.
+	RecordDecision Record = "decision"
+)
+
+// Records are the values of the record filter.
+func Records() []Record {
+	return []Record{RecordAny, RecordReply, RecordDraft, RecordAsIs, RecordEdited, RecordScratch, RecordReturn, RecordReject,
+		RecordResolve, RecordDecision}
+}
+
+// replies reports whether r selects replies, which a tag narrows.
+func (r Record) replies() bool {
+	return r == RecordReply || r == RecordDraft || r == RecordAsIs || r == RecordEdited || r == RecordScratch
+}
+
+// Noun is what n of the records r selects are called: "1 reply", "3 decisions".
+func (r Record) Noun(n int) string {
+	one, many := "record", "records"
+	switch {
+	case r.replies():
+		one, many = "reply", "replies"
+	case r == RecordReturn:
+		one, many = "return to the bot", "returns to the bot"
+	case r == RecordReject:
+		one, many = "rejection", "rejections"
+	case r == RecordResolve:
+		one, many = "resolution", "resolutions"
+	case r == RecordDecision:
+		one, many = "decision", "decisions"
+	}
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Params are the query parameters ParseFilter reads.
 func Params() []string {
-	return []string{"q", "queue", "status", "trigger", "source_agent", "outcome", "repeat", "sla_breached", "since", "until"}
+	return []string{"q", "queue", "status", "trigger", "source_agent", "outcome", "repeat", "sla_breached", "since", "until",
+		"agent", "accepted", "rejected", "open", "record", "record_by", "tag", "record_since", "record_until"}
 }
 
 // MaxQuery bounds the search box: a longer text is no search a person types.
@@ -74,7 +138,9 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 		}
 	}
 	f := Filter{Q: strings.TrimSpace(q.Get("q")), Queue: q.Get("queue"), Status: handoff.Status(q.Get("status")),
-		Trigger: handoff.Trigger(q.Get("trigger")), SourceAgent: q.Get("source_agent"), Outcome: q.Get("outcome")}
+		Trigger: handoff.Trigger(q.Get("trigger")), SourceAgent: q.Get("source_agent"), Outcome: q.Get("outcome"),
+		Agent: strings.TrimSpace(q.Get("agent")), Record: Record(q.Get("record")), RecordBy: strings.TrimSpace(q.Get("record_by")),
+		Tag: q.Get("tag")}
 	if n := utf8.RuneCountInString(f.Q); n > MaxQuery {
 		return Filter{}, desk.BadParam("q", "the search is %d characters; at most %d are read", n, MaxQuery)
 	}
@@ -87,10 +153,16 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 	if outcomes := Outcomes(); f.Outcome != "" && !slices.Contains(outcomes, f.Outcome) {
 		return Filter{}, desk.BadParam("outcome", "outcome %q is not one of %s", f.Outcome, strings.Join(outcomes, ", "))
 	}
+	if f.Record != "" && !slices.Contains(Records(), f.Record) {
+		return Filter{}, desk.BadParam("record", "record %q is not one of %s", f.Record, joined(Records()))
+	}
+	if f.Tag != "" && !slices.Contains(evals.Tags(), f.Tag) {
+		return Filter{}, desk.BadParam("tag", "tag %q is not one of %s", f.Tag, strings.Join(evals.Tags(), ", "))
+	}
 	for _, p := range []struct {
 		name string
 		to   **bool
-	}{{"repeat", &f.Repeat}, {"sla_breached", &f.SLABreached}} {
+	}{{"repeat", &f.Repeat}, {"sla_breached", &f.SLABreached}, {"accepted", &f.Accepted}, {"rejected", &f.Rejected}, {"open", &f.Open}} {
 		if v := q.Get(p.name); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -102,6 +174,20 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 	var err error
 	if f.Since, f.Until, err = desk.ParseSpan(q); err != nil {
 		return Filter{}, err
+	}
+	if f.RecordSince, f.RecordUntil, err = desk.ParseSpanOf(q, "record_since", "record_until"); err != nil {
+		return Filter{}, err
+	}
+	if f.Record == "" && (f.RecordBy != "" || !f.RecordSince.IsZero() || !f.RecordUntil.IsZero()) {
+		f.Record = RecordAny
+	}
+	if f.Tag != "" {
+		if f.Record == "" {
+			f.Record = RecordReply
+		}
+		if !f.Record.replies() {
+			return Filter{}, desk.BadParam("tag", "a tag is given to replies; record %s is no reply", f.Record)
+		}
 	}
 	return f, nil
 }
@@ -124,17 +210,19 @@ func joined[T ~string](values []T) string {
 func (f Filter) Query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"q": f.Q, "queue": f.Queue, "status": string(f.Status), "trigger": string(f.Trigger),
-		"source_agent": f.SourceAgent, "outcome": f.Outcome} {
+		"source_agent": f.SourceAgent, "outcome": f.Outcome, "agent": f.Agent, "record": string(f.Record), "record_by": f.RecordBy,
+		"tag": f.Tag} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	for k, v := range map[string]*bool{"repeat": f.Repeat, "sla_breached": f.SLABreached} {
+	for k, v := range map[string]*bool{"repeat": f.Repeat, "sla_breached": f.SLABreached, "accepted": f.Accepted, "rejected": f.Rejected,
+		"open": f.Open} {
 		if v != nil {
 			q.Set(k, strconv.FormatBool(*v))
 		}
 	}
-	for k, t := range map[string]time.Time{"since": f.Since, "until": f.Until} {
+	for k, t := range map[string]time.Time{"since": f.Since, "until": f.Until, "record_since": f.RecordSince, "record_until": f.RecordUntil} {
 		if !t.IsZero() {
 			q.Set(k, t.Format(time.RFC3339Nano))
 		}
@@ -305,6 +393,10 @@ type statement struct {
 	// seesContacts: some queue in the search's scope shows the viewer its contacts; masksSome:
 	// some queue masks them for the viewer, whose matches are then checked again.
 	seesContacts, masksSome bool
+	// where are the filters' conditions over h and q; record is the FROM and WHERE of the records
+	// the record filter selects ("" without one), for Count.
+	where  []string
+	record string
 }
 
 // prepare builds the statement for user's search, refusing a queue filter naming a queue they
@@ -358,11 +450,34 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 		st.args["until"] = f.Until
 		where = append(where, `h.created_at < @until`)
 	}
+	for name, v := range map[string]*bool{"accepted": f.Accepted, "rejected": f.Rejected, "open": f.Open} {
+		if v != nil {
+			st.args[name] = *v
+			where = append(where, map[string]string{"accepted": `(h.accepted_at IS NOT NULL)`, "rejected": `(h.rejections > 0)`,
+				"open": `(h.closed_at IS NULL)`}[name]+` = @`+name)
+		}
+	}
+	if f.Agent != "" {
+		id, err := s.userID(ctx, "agent", f.Agent)
+		if err != nil {
+			return nil, err
+		}
+		st.args["agent"] = id
+		where = append(where, `h.assignee_id = @agent`)
+	}
+	if f.Record != "" {
+		record, err := s.recordSQL(ctx, f, st.args)
+		if err != nil {
+			return nil, err
+		}
+		st.record = record
+		where = append(where, `EXISTS (SELECT 1 `+record+`)`)
+	}
 	const columns = `
 		SELECT h.id, h.handoff_id, q.name, h.status, coalesce(h.trigger, ''), h.source_agent, coalesce(h.outcome, ''),
 			h.repeat_contact, ` + slaBreachedSQL + `, h.created_at, coalesce(u.display_name, ''),
 			q.pii_min_role, q.pii_entity_keys, q.withhold_transcript`
-	const joins = ` JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
+	st.where = where
 	hits := ""
 	if f.Q != "" {
 		if err := s.db.QueryRow(ctx, `
@@ -379,22 +494,123 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 		hits, each = st.match(f.Q, trigram, exact)
 		if !exact {
 			st.walkSQL = columns + ` FROM (SELECT * FROM handoffs WHERE id < @after ORDER BY id DESC LIMIT ` + strconv.Itoa(walkBudget) + `) h` +
-				joins + ` JOIN package_search ps ON ps.handoff_id = h.id
+				searchJoins + ` JOIN package_search ps ON ps.handoff_id = h.id
 				WHERE ` + strings.Join(append(slices.Clone(where), each), " AND ") + ` ORDER BY h.id DESC LIMIT @limit`
 		}
 		// The matches drive the statement: left to weigh a semi-join, the planner walks every
 		// package by id in the hope of a match early on, which the walk above already did.
 		st.sql = hits + `, found AS (SELECT id, bool_or(open) AS open FROM hits GROUP BY id)` + columns +
-			` FROM found JOIN handoffs h ON h.id = found.id` + joins + `
+			` FROM found JOIN handoffs h ON h.id = found.id` + searchJoins + `
 			WHERE h.id < @after AND (found.open OR q.pii_min_role = ANY (@seeing)) AND ` + strings.Join(where, " AND ") + `
 			ORDER BY h.id DESC LIMIT @limit`
 		return st, nil
 	}
-	st.sql = columns + ` FROM handoffs h` + joins + `
+	st.sql = columns + ` FROM handoffs h` + searchJoins + `
 		WHERE h.id < @after AND ` + strings.Join(where, " AND ") + `
 		ORDER BY h.id DESC LIMIT @limit`
 	return st, nil
 }
+
+// userID is the desk user with email, named by the parameter param.
+func (s *Searcher) userID(ctx context.Context, param, email string) (int64, error) {
+	normal, err := auth.NormalizeEmail(email)
+	if err != nil {
+		return 0, desk.BadParam(param, "%s: %s", param, desk.ErrorMessage(err))
+	}
+	var id int64
+	err = s.db.QueryRow(ctx, `SELECT id FROM users WHERE email = $1`, normal).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, desk.BadParam(param, "no desk user has the email %s", normal)
+	}
+	return id, err
+}
+
+// recordSQL is the records of package h the filter's record parameters select, as the FROM and
+// WHERE of a SELECT over evals e (or approvals, also as e), with its arguments set in args.
+func (s *Searcher) recordSQL(ctx context.Context, f Filter, args pgx.NamedArgs) (string, error) {
+	table, at, by := `evals e`, `e.at`, `e.editor_id`
+	where := []string{`e.handoff_id = h.id`}
+	switch f.Record {
+	case RecordReply:
+		where = append(where, `e.kind = 'reply'`)
+	case RecordDraft:
+		where = append(where, `e.kind = 'reply' AND e.draft <> ''`)
+	case RecordAsIs:
+		where = append(where, `e.kind = 'reply' AND e.draft <> '' AND e.accepted_as_is`)
+	case RecordEdited:
+		where = append(where, `e.kind = 'reply' AND e.draft <> '' AND NOT e.accepted_as_is`)
+	case RecordScratch:
+		where = append(where, `e.kind = 'reply' AND e.draft = ''`)
+	case RecordReturn, RecordReject, RecordResolve:
+		args["record_kind"] = string(f.Record)
+		where = append(where, `e.kind = @record_kind`)
+	case RecordDecision:
+		table, at, by = `approvals e`, `e.decided_at`, `e.decided_by`
+		where = append(where, `e.decided_by IS NOT NULL`)
+	}
+	if f.RecordBy != "" {
+		id, err := s.userID(ctx, "record_by", f.RecordBy)
+		if err != nil {
+			return "", err
+		}
+		args["record_by"] = id
+		where = append(where, by+` = @record_by`)
+	}
+	if f.Tag != "" {
+		args["tag"] = f.Tag
+		where = append(where, `@tag = ANY (e.tags)`)
+	}
+	if !f.RecordSince.IsZero() {
+		args["record_since"] = f.RecordSince
+		where = append(where, at+` >= @record_since`)
+	}
+	if !f.RecordUntil.IsZero() {
+		args["record_until"] = f.RecordUntil
+		where = append(where, at+` < @record_until`)
+	}
+	return `FROM ` + table + ` WHERE ` + strings.Join(where, " AND "), nil
+}
+
+// Counted is how many packages a search without a search box selects, and how many of the records
+// its record filter selects they hold (0 without one).
+type Counted struct {
+	Packages, Records int
+}
+
+// Count counts the packages the filter selects that user may find, and their records the filter
+// selects: the numbers a dashboard figure that links here shows. The search box is not counted
+// (its matches are checked against what the viewer may see one page at a time): f.Q must be "".
+func (s *Searcher) Count(ctx context.Context, user auth.User, f Filter) (Counted, error) {
+	if f.Q != "" {
+		return Counted{}, fmt.Errorf("search: Count with a search box")
+	}
+	st, err := s.prepare(ctx, user, f, false)
+	if err != nil {
+		return Counted{}, err
+	}
+	records := `0`
+	if st.record != "" {
+		records = `(SELECT count(*) ` + st.record + `)`
+	}
+	// The queues the viewer may search, named: a count over a period then reads each queue's
+	// stretch of handoffs_figures_idx (queue_id, created_at), as the dashboard does, instead of
+	// every package.
+	var ids []int64
+	if err := s.db.QueryRow(ctx, `
+		SELECT coalesce(array_agg(q.id), '{}') FROM queues q
+		WHERE @supervisor OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = q.id AND m.user_id = @user)`, st.args).
+		Scan(&ids); err != nil {
+		return Counted{}, err
+	}
+	st.args["searchable"] = ids
+	var c Counted
+	err = s.db.QueryRow(ctx, `SELECT count(*), coalesce(sum(`+records+`), 0) FROM handoffs h`+searchJoins+`
+		WHERE h.queue_id = ANY (@searchable) AND `+strings.Join(st.where, " AND "), st.args).Scan(&c.Packages, &c.Records)
+	return c, err
+}
+
+// searchJoins are a package's queue, whose rules the statements read, and its holder.
+const searchJoins = ` JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // walkBudget is how many of the newest packages a search reads one by one before it asks the
 // indexes instead. A word found in one package in a hundred fills a page within it, where the

@@ -147,7 +147,7 @@ func TestBrowserAccessibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkA11y(t, sup, axe, "/audit with a refused filter")
-	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/dashboard?window=24h"), chromedp.WaitVisible(`[data-testid="spark-in"]`)); err != nil {
+	if err := chromedp.Do(sup, chromedp.Navigate(app.URL+"/dashboard?window=24h"), chromedp.WaitVisible(`[data-testid="chart-in"]`)); err != nil {
 		t.Fatal(err)
 	}
 	checkA11y(t, sup, axe, "/dashboard")

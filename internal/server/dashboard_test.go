@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 	"github.com/handoffdesk/desk/internal/server"
 )
 
-// figure reads one figure's "this window" cell from the dashboard's HTML.
+// figure reads one figure's "this window" cell from the dashboard's HTML, as text.
 func figure(t *testing.T, html, id string) string {
 	t.Helper()
 	_, row, ok := strings.Cut(html, `data-testid="figure-`+id+`"`)
@@ -25,8 +26,8 @@ func figure(t *testing.T, html, id string) string {
 		t.Fatalf("no figure %s in:\n%s", id, html)
 	}
 	_, cell, _ := strings.Cut(row, `data-testid="current">`)
-	value, _, _ := strings.Cut(cell, "<")
-	return value
+	cell, _, _ = strings.Cut(cell, "</td>")
+	return strings.TrimSpace(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(cell, ""))
 }
 
 // submitFor submits a package of a contact of its own.
@@ -60,16 +61,16 @@ func TestDashboardShowsTheFiguresToSupervisorsOnly(t *testing.T) {
 		t.Errorf("packages in %q, want 2", got)
 	}
 	// Nobody has worked them yet: no accept to time, and neither is a repeat contact.
-	if got := figure(t, page, "accept"); got != "—" {
-		t.Errorf("time to accept %q, want —", got)
+	if got := figure(t, page, "accept"); got != "— (0)" {
+		t.Errorf("time to accept %q, want — (0)", got)
 	}
-	if got := figure(t, page, "decision"); got != "—" {
-		t.Errorf("approval time to decision %q, want — (no request decided)", got)
+	if got := figure(t, page, "decision"); got != "— (0)" {
+		t.Errorf("approval time to decision %q, want — (0): no request decided", got)
 	}
 	if got := figure(t, page, "repeat"); got != "0.0% (0 of 2)" {
 		t.Errorf("repeat contacts %q, want 0.0%% (0 of 2)", got)
 	}
-	for _, want := range []string{`data-testid="spark-in"`, `<title>Packages in</title>`, `data-queue="billing_t2"`,
+	for _, want := range []string{`data-testid="chart-in"`, `<title>Packages in per hour</title>`, `data-queue="billing_t2"`,
 		`id="def-decision"`, `id="def-repeat"`, `data-testid="roster"`, `data-dashboard="queue=billing_t2&amp;window=24h"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the dashboard lacks %s", want)

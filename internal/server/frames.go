@@ -22,6 +22,7 @@ import (
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/live"
+	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -225,15 +226,16 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 	}
 	f := frame{Type: "events", Mark: b.Mark}
 	if w.roster && len(b.Events) > 0 {
-		roster, err := memo(b.Shared, "roster", func() (fragment, error) {
+		// Read once per batch for every supervisor's socket; laid out for each (their take-over).
+		r, err := memo(b.Shared, "roster", func() (queue.Roster, error) {
 			ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 			defer cancel()
-			v, err := s.rosterView(ctx)
-			if err != nil {
-				return fragment{}, err
-			}
-			return rendered(ctx, fragment{Target: "roster", Op: "replace"}, views.Roster(v))
+			return s.queues.Roster(ctx)
 		})
+		if err != nil {
+			return frame{}, err
+		}
+		roster, err := rendered(ctx, fragment{Target: "roster", Op: "replace"}, views.Roster(rosterView(r, w.user, time.Now())))
 		if err != nil {
 			return frame{}, err
 		}

@@ -12,56 +12,88 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/audit"
+	"github.com/handoffdesk/desk/internal/dashboard"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/search"
 	"github.com/handoffdesk/desk/views"
 )
 
-// handleEvals shows, per source agent, what agents made of its work over ?window= (24h, 7d, 30d).
+// handleEvals shows, per source agent, what agents made of its work over ?window=, the
+// dashboard's windows read the same way.
 func (s *Server) handleEvals(c echo.Context) error {
-	w, err := evals.ParseWindow(c.QueryParam("window"))
+	w, err := dashboard.ParseWindow(c.QueryParam("window"))
 	if err != nil {
 		return err
 	}
-	stats, err := evals.Stats(c.Request().Context(), s.db, w, time.Now())
+	cur, _ := w.Periods(time.Now())
+	span := evals.Span{From: cur.From, To: cur.To, Bucket: evals.ChartBucket(w.Span)}
+	stats, err := evals.Stats(c.Request().Context(), s.db, span)
 	if err != nil {
 		return err
 	}
-	v := views.EvalsView{Viewer: *viewer(c), Window: w.Name}
-	for _, o := range evals.Windows() {
-		v.Windows = append(v.Windows, o.Name)
-	}
+	v := views.EvalsView{Viewer: *viewer(c), Window: w.Name, Period: periodText(cur), Windows: windowLinks("/evals", nil, w.Name)}
 	for _, a := range stats {
-		v.Agents = append(v.Agents, agentEvalsOf(a, w))
+		v.Agents = append(v.Agents, agentEvalsOf(a, w, span))
 	}
 	return s.render(c, http.StatusOK, views.EvalsPage(v))
 }
 
-func agentEvalsOf(a evals.AgentStats, w evals.Window) views.AgentEvals {
+// agentEvalsOf lays a source agent's figures out, each count linked to the packages whose records
+// it counts: those of the agent's packages made in the span (or in a bucket of it).
+func agentEvalsOf(a evals.AgentStats, w dashboard.Window, span evals.Span) views.AgentEvals {
+	made := func(from, to time.Time, r search.Record) search.Filter {
+		return search.Filter{SourceAgent: a.SourceAgent, Record: r, RecordSince: from, RecordUntil: to}
+	}
+	drafts := count(a.Drafts, made(span.From, span.To, search.RecordDraft))
 	v := views.AgentEvals{
-		SourceAgent: a.SourceAgent, Drafts: a.Drafts, FromScratch: a.FromScratch, Packages: a.Packages,
-		AsIs: percent(a.AsIsShare()), MedianChars: number(a.MedianChars), MedianWords: number(a.MedianWords),
+		SourceAgent: a.SourceAgent,
+		AsIs:        rate(count(a.AsIs, made(span.From, span.To, search.RecordAsIs)), drafts, a.AsIs, a.Drafts),
+		FromScratch: views.Figure{count(a.FromScratch, made(span.From, span.To, search.RecordScratch))},
+		Packages:    views.Figure{packagesOf(a.Packages, made(span.From, span.To, search.RecordAny))},
+		Median:      views.Figure{text("—")},
+	}
+	if a.Drafts > 0 {
+		v.Median = views.Figure{text(number(a.MedianChars) + " chars, " + number(a.MedianWords) + " words (of "), drafts, text(")")}
 	}
 	for _, t := range a.Tags {
-		v.Tags = append(v.Tags, views.Share{Value: t.Value, N: t.N, Percent: percent(t.Share)})
+		f := made(span.From, span.To, search.RecordReply)
+		f.Tag = t.Value
+		v.Tags = append(v.Tags, views.Share{Value: t.Value, N: views.Figure{count(t.N, f)}, Percent: percent(t.Share)})
 	}
 	for _, r := range a.Returns {
-		v.Returns = append(v.Returns, views.Share{Value: r.Value, N: r.N, Percent: percent(r.Share)})
+		f := made(span.From, span.To, search.RecordReturn)
+		f.Outcome = r.Value
+		v.Returns = append(v.Returns, views.Share{Value: r.Value, N: views.Figure{packagesOf(r.N, f)}, Percent: percent(r.Share)})
 	}
 	layout := "15:04"
-	if w.Bucket >= 24*time.Hour {
+	if span.Bucket >= 24*time.Hour {
 		layout = "Jan 2"
 	} else if w.Span > 24*time.Hour {
 		layout = "Jan 2 15h"
 	}
 	points := make([]views.TrendPoint, len(a.Points))
 	for i, p := range a.Points {
-		points[i] = views.TrendPoint{Label: p.Start.UTC().Format(layout), AsIs: p.AsIs, ReturnRate: p.ReturnRate, MedianChars: p.MedianChars}
+		label := p.Start.UTC().Format(layout)
+		points[i] = views.TrendPoint{Label: label, AsIs: p.AsIs, ReturnRate: p.ReturnRate, MedianChars: p.MedianChars}
+		row := views.TrendRow{Label: label, AsIs: views.Figure{text("—")}, Median: views.Figure{text("—")}, Returned: views.Figure{text("—")}}
+		bucketDrafts := count(p.Drafts, made(p.Start, p.End, search.RecordDraft))
+		if p.Drafts > 0 {
+			row.AsIs = rate(count(p.AsIsN, made(p.Start, p.End, search.RecordAsIs)), bucketDrafts, p.AsIsN, p.Drafts)
+		}
+		if p.MedianChars != nil {
+			row.Median = views.Figure{text(number(*p.MedianChars) + " chars ("), bucketDrafts, text(")")}
+		}
+		if p.Packages > 0 {
+			row.Returned = rate(packagesOf(p.Returned, made(p.Start, p.End, search.RecordReturn)),
+				packagesOf(p.Packages, made(p.Start, p.End, search.RecordAny)), p.Returned, p.Packages)
+		}
+		v.Points = append(v.Points, row)
 	}
 	v.Chart = views.NewTrendChart(points, fmt.Sprintf(
 		"Over the last %s (UTC, one point per %s): %s of %d drafts sent as is, a median edit distance of %s characters, and %d of %d packages returned to the bot.",
-		w.Name, strings.TrimSuffix(w.Bucket.String(), "0m0s"), v.AsIs, a.Drafts, v.MedianChars, a.Returned, a.Packages))
+		w.Name, strings.TrimSuffix(span.Bucket.String(), "0m0s"), percent(a.AsIsShare()), a.Drafts, number(a.MedianChars), a.Returned, a.Packages))
 	for _, e := range a.Worst {
 		v.Worst = append(v.Worst, views.WorstEdit{Href: "/evals/replies/" + strconv.FormatInt(e.ID, 10), HandoffID: e.HandoffID,
 			Editor: e.Editor, At: formatTime(&e.At), Chars: e.DistanceChars, Words: e.DistanceWords, Tags: e.Tags})

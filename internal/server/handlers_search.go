@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/search"
@@ -53,6 +55,11 @@ func (s *Server) handleSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if f.Q == "" {
+		if v.Count, err = s.searchCount(ctx, user, f); err != nil {
+			return err
+		}
+	}
 	var shown audit.Shown
 	for _, r := range results {
 		shown.Add(r.ID, r.Unmasked)
@@ -72,6 +79,28 @@ func (s *Server) handleSearch(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.SearchPage(v))
 }
 
+// countFor bounds the count of what a search selects: past it the page lists its packages and
+// says they were not counted, rather than hold the page on a count of a million packages.
+const countFor = 3 * time.Second
+
+// searchCount is how many packages the filters select, over every page.
+func (s *Server) searchCount(ctx context.Context, user auth.User, f search.Filter) (*views.SearchCount, error) {
+	counting, cancel := context.WithTimeout(ctx, countFor)
+	defer cancel()
+	n, err := s.search.Count(counting, user, f)
+	if err != nil && ctx.Err() == nil && errors.Is(counting.Err(), context.DeadlineExceeded) {
+		return &views.SearchCount{Uncounted: fmt.Sprintf("Not counted: counting took over %s; narrow the search to count it.", countFor)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &views.SearchCount{Packages: n.Packages, Records: n.Records}
+	if f.Record != "" {
+		c.Noun = f.Record.Noun(n.Records)
+	}
+	return c, nil
+}
+
 // searchFilterOf is the form as the person filled it in.
 func searchFilterOf(q map[string][]string) views.SearchFilter {
 	get := func(k string) string {
@@ -82,7 +111,9 @@ func searchFilterOf(q map[string][]string) views.SearchFilter {
 	}
 	return views.SearchFilter{Q: get("q"), Queue: get("queue"), Status: get("status"), Trigger: get("trigger"),
 		SourceAgent: get("source_agent"), Outcome: get("outcome"), Repeat: get("repeat"), SLABreached: get("sla_breached"),
-		Since: get("since"), Until: get("until")}
+		Since: get("since"), Until: get("until"), Agent: get("agent"), Accepted: get("accepted"), Rejected: get("rejected"),
+		Open: get("open"), Record: get("record"), RecordBy: get("record_by"), Tag: get("tag"), RecordSince: get("record_since"),
+		RecordUntil: get("record_until")}
 }
 
 func searchOptions() views.SearchOptions {
@@ -94,6 +125,10 @@ func searchOptions() views.SearchOptions {
 		o.Triggers = append(o.Triggers, string(t))
 	}
 	o.Outcomes = search.Outcomes()
+	for _, r := range search.Records() {
+		o.Records = append(o.Records, string(r))
+	}
+	o.Tags = evals.Tags()
 	return o
 }
 
@@ -169,11 +204,15 @@ func (s *Server) handleSearchCSV(c echo.Context) error {
 }
 
 // handleReassign moves a held package to the agent whose email is the form field to, or to the
-// supervisor posting their own email (a take-over), and shows the package again.
+// supervisor posting their own email (a take-over), and shows the package again, or the page the
+// form names in next (the dashboard's roster). A refusal shows the package with why.
 func (s *Server) handleReassign(c echo.Context) error {
 	id := c.Param("id")
 	if _, err := s.actions.Reassign(c.Request().Context(), currentUser(c), id, c.FormValue("to")); err != nil {
 		return s.actionFailed(c, id, err)
+	}
+	if next := c.FormValue("next"); next != "" {
+		return c.Redirect(http.StatusSeeOther, safeNext(next))
 	}
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
 }

@@ -160,7 +160,8 @@ func (w *watcher) follows(e events.Event) bool {
 	if e.HandoffID == 0 || w.held == nil {
 		return false
 	}
-	if e.ActorUser == w.user.ID {
+	// What they did, and a package a supervisor moved to them.
+	if e.ActorUser == w.user.ID || (e.Kind == events.Reassigned && e.UserID == w.user.ID) {
 		w.held.set(e.HandoffID, true)
 		return true
 	}

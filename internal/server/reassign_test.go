@@ -62,3 +62,60 @@ func TestReassignFromThePackagePage(t *testing.T) {
 		t.Fatalf("Alex resolving Blake's package: %d, want 403", status)
 	}
 }
+
+// From the dashboard's roster: the supervisor's page lists the held package with a select of the
+// queue's other members and a take-over; the reassignment goes back to the page the form names;
+// Blake's "My work", open on a socket, gets the package's row and the count of what he holds; the
+// timeline says who moved it from whom to whom, and a take-over; a refusal says why with its
+// status.
+func TestReassignFromTheRoster(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "r_bot", "r_billing")
+	app.user(t, "alex@example.com", auth.RoleAgent, "r_billing")
+	app.user(t, "blake@example.com", auth.RoleAgent, "r_billing")
+	app.user(t, "sup@example.com", auth.RoleSupervisor)
+	alex, blake, sup := app.client(t), app.client(t), app.client(t)
+	app.login(t, alex, "alex@example.com")
+	app.login(t, blake, "blake@example.com")
+	app.login(t, sup, "sup@example.com")
+	p := harborFor(t, "r_billing").(map[string]any)
+	p["transfer_mode"] = "cold"
+	expect(t, "submit", app.submit(t, key, p), http.StatusCreated)
+	id := p["handoff_id"].(string)
+	if status, _, body := postForm(t, alex, app.URL+"/handoffs/"+id+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d %.300s", status, body)
+	}
+	_, page := get(t, sup, app.URL+"/dashboard?window=24h")
+	row := elementText(page, `data-testid="held-row" data-id="`+id+`"`)
+	if !strings.HasPrefix(row, id+" r_billing alex ") || !strings.Contains(page, `<option value="blake@example.com" selected>blake · room for 3</option>`) ||
+		!strings.Contains(page, `name="to" value="sup@example.com"`) {
+		t.Fatalf("the roster's held row %q lacks Blake as a choice or the take-over:\n%.4000s", row, page)
+	}
+	conn, _ := app.dialed(t, blake, "mine=true")
+
+	if status, loc, body := postForm(t, sup, app.URL+"/handoffs/"+id+"/reassign", url.Values{"to": {"blake@example.com"}, "next": {"/dashboard?window=24h"}}); status != http.StatusSeeOther ||
+		loc != "/dashboard?window=24h" {
+		t.Fatalf("reassign from the roster: %d %s %.300s", status, loc, body)
+	}
+	if got := readUntil(t, conn, "mine-"+id); !strings.Contains(got, id) {
+		t.Errorf("Blake's My work receives %s", got)
+	}
+	_, page = get(t, sup, app.URL+"/dashboard?window=24h")
+	if row := elementText(page, `data-testid="held-row" data-id="`+id+`"`); !strings.HasPrefix(row, id+" r_billing blake ") {
+		t.Errorf("the roster's row after: %q, want Blake holding it", row)
+	}
+	if _, pkg := get(t, blake, app.URL+"/handoffs/"+id); !strings.Contains(pkg, "Reassigned by sup from alex to blake") {
+		t.Errorf("the package's timeline does not say who moved it from whom to whom:\n%.3000s", pkg)
+	}
+	if status, _, body := postForm(t, sup, app.URL+"/handoffs/"+id+"/reassign", url.Values{"to": {"sup@example.com"}, "next": {"/dashboard"}}); status != http.StatusSeeOther {
+		t.Fatalf("take over: %d %.300s", status, body)
+	}
+	if _, pkg := get(t, sup, app.URL+"/handoffs/"+id); !strings.Contains(pkg, "Taken over by sup from blake") {
+		t.Errorf("the package's timeline does not say the supervisor took it over")
+	}
+	if status, _, body := postForm(t, sup, app.URL+"/handoffs/"+id+"/reassign", url.Values{"to": {"sup@example.com"}, "next": {"/dashboard"}}); status != http.StatusConflict ||
+		!strings.Contains(body, "sup already holds "+id) {
+		t.Errorf("reassign to its holder: %d, want 409 saying so\n%.1000s", status, body)
+	}
+}

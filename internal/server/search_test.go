@@ -284,3 +284,102 @@ func TestSearchCSV(t *testing.T) {
 		t.Errorf("a bad filter's export: %d, want 400 naming status", resp.StatusCode)
 	}
 }
+
+// searchCount reads the count line of /packages: the packages over every page and the records
+// the record filter selects.
+func searchCount(t *testing.T, body string) (packages, records string) {
+	t.Helper()
+	m := regexp.MustCompile(`data-testid="search-count" data-packages="(\d+)" data-records="(\d+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no count line in:\n%.2000s", body)
+	}
+	return m[1], m[2]
+}
+
+// The filters a dashboard figure needs: the holder, an accept standing, a rejection, open, and
+// what was done (replies of each sort, by whom, with a tag, when; outcomes; approvals' decisions),
+// each counted over every page with the records it selects.
+func TestSearchFiltersByWhatWasDone(t *testing.T) {
+	t.Parallel()
+	d := newSearchDesk(t)
+	app := d.app
+	app.user(t, "blake@example.com", auth.RoleAgent, "s_billing")
+	blake := app.client(t)
+	app.login(t, blake, "blake@example.com")
+	post := func(c *http.Client, path string, form url.Values) {
+		t.Helper()
+		if status, _, body := postForm(t, c, app.URL+path, form); status != http.StatusSeeOther {
+			t.Fatalf("%s: %d %.300s", path, status, body)
+		}
+	}
+	draft := harbor(t, nil)["draft_reply"].(string)
+	// The agent takes the Harbor package and answers twice: the draft as is, then their own words.
+	post(d.agent, "/handoffs/"+d.harbor+"/accept", nil)
+	post(d.agent, "/handoffs/"+d.harbor+"/reply", url.Values{"text": {draft}})
+	post(d.agent, "/handoffs/"+d.harbor+"/reply", url.Values{"text": {draft + " Anything else?"}, "tags": {"tone"}})
+	// Blake takes the named one and rejects it; the agent takes it and resolves it.
+	post(blake, "/handoffs/"+d.named+"/accept", nil)
+	post(blake, "/handoffs/"+d.named+"/reject", url.Values{"reason": {"not mine"}})
+	post(d.agent, "/handoffs/"+d.named+"/accept", nil)
+	post(d.agent, "/handoffs/"+d.named+"/resolve", url.Values{"code": {"solved"}})
+
+	for _, c := range []struct {
+		query             url.Values
+		want              []string
+		packages, records string
+	}{
+		{url.Values{}, []string{d.other, d.named, d.harbor}, "3", "0"},
+		{url.Values{"agent": {"Agent@Example.com"}}, []string{d.named, d.harbor}, "2", "0"},
+		{url.Values{"agent": {"agent@example.com"}, "open": {"true"}}, []string{d.harbor}, "1", "0"},
+		{url.Values{"agent": {"blake@example.com"}}, nil, "0", "0"},
+		{url.Values{"accepted": {"false"}}, []string{d.other}, "1", "0"},
+		{url.Values{"rejected": {"true"}}, []string{d.named}, "1", "0"},
+		{url.Values{"open": {"true"}}, []string{d.other, d.harbor}, "2", "0"},
+		{url.Values{"record": {"reply"}}, []string{d.harbor}, "1", "2"},
+		{url.Values{"record": {"as_is"}}, []string{d.harbor}, "1", "1"},
+		{url.Values{"record": {"edited"}, "tag": {"tone"}}, []string{d.harbor}, "1", "1"},
+		{url.Values{"tag": {"too_long"}}, nil, "0", "0"},
+		{url.Values{"record": {"scratch"}}, nil, "0", "0"},
+		{url.Values{"record": {"draft"}, "record_by": {"blake@example.com"}}, nil, "0", "0"},
+		{url.Values{"record_by": {"blake@example.com"}}, []string{d.named}, "1", "1"}, // the rejection
+		{url.Values{"record_by": {"agent@example.com"}}, []string{d.named, d.harbor}, "2", "3"},
+		{url.Values{"record": {"resolve"}}, []string{d.named}, "1", "1"},
+		{url.Values{"record": {"any"}, "record_until": {"2000-01-01"}}, nil, "0", "0"},
+		{url.Values{"record": {"decision"}}, nil, "0", "0"},
+	} {
+		status, ids, _, body := searchIDs(t, app, d.sup, c.query)
+		if status != http.StatusOK || !slices.Equal(ids, c.want) {
+			t.Errorf("%s: %d %v, want %v\n%.400s", c.query.Encode(), status, ids, c.want, body)
+			continue
+		}
+		if packages, records := searchCount(t, body); packages != c.packages || records != c.records {
+			t.Errorf("%s: counted %s packages, %s records; want %s, %s", c.query.Encode(), packages, records, c.packages, c.records)
+		}
+	}
+	// An agent counts only what they may find: their queue's packages.
+	if _, _, _, body := searchIDs(t, app, d.agent, url.Values{}); true {
+		if packages, _ := searchCount(t, body); packages != "2" {
+			t.Errorf("the agent counts %s packages, want their queue's 2", packages)
+		}
+	}
+	// The search box lists, one page at a time, what the viewer may see: it is not counted.
+	if _, _, _, body := searchIDs(t, app, d.sup, url.Values{"q": {"duplicate"}}); strings.Contains(body, `data-testid="search-count"`) {
+		t.Errorf("a search by words is counted")
+	}
+	for _, c := range []struct {
+		query url.Values
+		says  string
+	}{
+		{url.Values{"agent": {"nobody@example.com"}}, "no desk user has the email nobody@example.com"},
+		{url.Values{"record": {"sent"}}, `record "sent" is not one of`},
+		{url.Values{"tag": {"rude"}}, `tag "rude" is not one of`},
+		{url.Values{"record": {"resolve"}, "tag": {"tone"}}, "record resolve is no reply"},
+		{url.Values{"accepted": {"yes"}}, `accepted "yes" is neither`},
+		{url.Values{"record_since": {"2026-06-02"}, "record_until": {"2026-06-01"}}, "record_until 2026-06-01"},
+	} {
+		status, _, _, body := searchIDs(t, app, d.sup, c.query)
+		if status != http.StatusBadRequest || !strings.Contains(body, strings.ReplaceAll(c.says, `"`, "&#34;")) {
+			t.Errorf("%s: %d, want 400 saying %s\n%.600s", c.query.Encode(), status, c.says, body)
+		}
+	}
+}

@@ -9,6 +9,7 @@
 package timeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -223,6 +224,12 @@ func Words(e Entry) Line {
 	case events.Noted:
 		l.Text = by("Note")
 		l.Note = text("note")
+	case events.Reassigned:
+		// A take-over moves the package to the one who moved it.
+		l.Text = by("Reassigned") + " from " + cmp.Or(text("from"), "nobody") + " to " + cmp.Or(e.Subject, text("to"))
+		if to := cmp.Or(e.Subject, text("to")); to != "" && to == e.Actor {
+			l.Text = "Taken over by " + e.Actor + " from " + cmp.Or(text("from"), "nobody")
+		}
 	case events.Offered:
 		l.Text = "Ringing " + ringee(e)
 	case events.OfferEnded:

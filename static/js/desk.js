@@ -267,6 +267,17 @@
       el.classList.toggle("font-semibold", left < 0);
       el.classList.toggle("text-slate-600", left >= 0);
     }
+    // The roster's waiting packages, in the order their SLAs end, each shown once it is within its
+    // warning of the end (views.SLAList): those shown are always the first rows.
+    for (const list of document.querySelectorAll("[data-testid=sla-list]")) {
+      let shown = false;
+      for (const row of list.querySelectorAll("[data-sla-due]")) {
+        row.hidden = Number(row.dataset.slaDue) - now > Number(row.dataset.warn);
+        shown = shown || !row.hidden;
+      }
+      const none = list.querySelector("[data-sla-none]");
+      if (none) none.hidden = shown;
+    }
   }
   setInterval(tick, 1000);
 

@@ -277,8 +277,10 @@ func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(
 	return rang, err
 }
 
-// Ring offers a warm package that has just come in to its first agent. It answers who it rings,
-// or, when it rings nobody, the queue's estimated wait.
+// Ring offers a warm package that has come in to its first agent, when intake left that to the
+// desk (a replay asks again; a batch that lost the race for its agents twice), and answers who it
+// rings, or, when it rings nobody, the queue's estimated wait. A package intake rang already
+// answers the ring it has.
 func (a *Service) Ring(ctx context.Context, publicID string) (Ringing, error) {
 	var rowID, queueID int64
 	if err := a.db.QueryRow(ctx, `SELECT id, queue_id FROM handoffs WHERE handoff_id = $1`, publicID).Scan(&rowID, &queueID); err != nil {
@@ -414,6 +416,10 @@ func warmEnded(c events.Change, reason string) events.Change {
 	return events.Change{HandoffID: c.HandoffID, PublicID: c.PublicID, QueueID: c.QueueID, Queue: c.Queue, APIKeyID: c.APIKeyID,
 		Kind: events.WarmTimeout, Status: c.Status, Reason: reason, At: c.At, PackageTrace: c.PackageTrace, Trace: c.Trace}
 }
+
+// RingDue tells this instance's sweeper when a ring that intake started runs out, or the warm
+// wait of a package it left waiting for a busy agent ends (intake.Intake.OnRing).
+func (a *Service) RingDue(at time.Time) { a.ringDue(at) }
 
 // ringDue tells the sweeper when a ring this instance made runs out, so that it is timed out on
 // time rather than at the next sweep.

@@ -97,6 +97,17 @@ func TestWarmPackagesComingInTogetherRingEachAgentOnce(t *testing.T) {
 		}
 	}
 
+	// A replay answers as the first answer did: who it rings now.
+	for i, p := range packages {
+		if p["handoff_id"] == rung["bea"] {
+			again := app.submit(t, key, p)
+			expect(t, "send the package again", again, http.StatusOK)
+			if again.Body["offered_to"] != "bea" || again.Body["estimated_wait_seconds"] != nil {
+				t.Errorf("replay of package %d: %s, want offered_to bea", i, again.Raw)
+			}
+		}
+	}
+
 	// alex declines: his package waits for bea, and a waiting package rings alex.
 	formOK(t, clients["alex"], app.URL+"/handoffs/"+rung["alex"]+"/decline", url.Values{})
 	deadline := time.Now().Add(waitDeadline)
@@ -131,6 +142,12 @@ func TestWarmPackagesComingInTogetherWithNobodyOnline(t *testing.T) {
 		if ans.Body["offered_to"] != nil || ans.Body["estimated_wait_seconds"] != float64(900) {
 			t.Errorf("package %d: 201 %s, want estimated_wait_seconds 900 and no offered_to", i, ans.Raw)
 		}
+	}
+	// A replay answers as the first answer did: the estimate.
+	again := app.submit(t, key, packages[0])
+	expect(t, "send a package again", again, http.StatusOK)
+	if again.Body["offered_to"] != nil || again.Body["estimated_wait_seconds"] != float64(900) {
+		t.Errorf("replay: %s, want estimated_wait_seconds 900", again.Raw)
 	}
 	for _, p := range packages {
 		id := p["handoff_id"].(string)

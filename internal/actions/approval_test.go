@@ -51,7 +51,7 @@ func (d *testDesk) webhookEvents(t *testing.T, id string) string {
 	t.Helper()
 	var events string
 	if err := d.db.QueryRow(context.Background(), `
-		SELECT coalesce(string_agg(event, ',' ORDER BY created_at, event_id), '') FROM webhook_outbox WHERE handoff_id = $1`, id).Scan(&events); err != nil {
+		SELECT coalesce(string_agg(event, ',' ORDER BY id), '') FROM webhook_outbox WHERE handoff_id = $1`, id).Scan(&events); err != nil {
 		t.Fatal(err)
 	}
 	return events

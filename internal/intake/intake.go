@@ -329,8 +329,8 @@ type admission struct {
 	offeredTo    *int64
 	offeredUntil *time.Time
 	warmUntil    *time.Time // a warm package's end of ringing, while it rings or waits for an agent
-	// A warm package's first ring: the agent it rings from ringAt, or, when nobody of its queue
-	// is online, its warm phase ended at once (warmEnded).
+	// A warm package's first ring: the agent it rings, from ringAt; or, when nobody of its queue
+	// is online, its warm phase ends at once (warmEnded), at ringAt.
 	rings     *queue.Ringable
 	ringAt    time.Time
 	warmEnded bool
@@ -563,7 +563,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 	}
 	// The warm phase's start, after every package's queued: the ring, or the warm_timeout of a
 	// package whose queue has nobody online, which its bot hears right after queued.
-	var rung rings
+	var rung newOffers
 	for i, a := range admitted {
 		c := changes[i]
 		c.ActorBot, c.Reason = nil, ""
@@ -616,13 +616,13 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 	return conn.SendBatch(ctx, b).Close()
 }
 
-// rings are the offers of a batch's warm packages, one per agent.
-type rings struct {
+// newOffers are the offers of a batch's first rings, one per agent.
+type newOffers struct {
 	handoffs, agents []int64
 	at, until        []time.Time
 }
 
-func (r *rings) add(a admission) {
+func (r *newOffers) add(a admission) {
 	r.handoffs, r.agents = append(r.handoffs, a.id), append(r.agents, a.rings.UserID)
 	r.at, r.until = append(r.at, a.ringAt), append(r.until, *a.offeredUntil)
 }
@@ -637,7 +637,7 @@ func (r *rings) add(a admission) {
 // its rings once written: the agent's rings never overlap in the log. The second statement, with
 // a snapshot taken after the insert, moves such a ring (offered_at, until, the package's
 // offered_until) past that end; it changes nothing otherwise.
-func (r *rings) queue(b *pgx.Batch) {
+func (r *newOffers) queue(b *pgx.Batch) {
 	if len(r.agents) == 0 {
 		return
 	}

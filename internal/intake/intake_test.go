@@ -29,7 +29,7 @@ type testDesk struct {
 	packages handofftest.Numbered
 }
 
-func newDesk(t *testing.T, queues ...string) *testDesk {
+func newDesk(t testing.TB, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
 	d := &testDesk{db: db, queues: queue.NewService(db), intake: New(db, time.Now, nil, nil)}
@@ -50,7 +50,7 @@ func newDesk(t *testing.T, queues ...string) *testDesk {
 }
 
 // batchOf prepares packages for Intake.write as Submit would.
-func (d *testDesk) batchOf(t *testing.T, packages ...handoff.Package) []*submission {
+func (d *testDesk) batchOf(t testing.TB, packages ...handoff.Package) []*submission {
 	t.Helper()
 	var batch []*submission
 	for _, p := range packages {

@@ -14,9 +14,9 @@ import (
 	"github.com/handoffdesk/desk/internal/queue"
 )
 
-// agentOf creates an agent of the queue, and, with online, gives them a fresh presence as an open
-// socket's instance writes it.
-func (d *testDesk) agentOf(t *testing.T, name, queueName string, online bool) auth.User {
+// agentOf creates an agent of the queue, and, with online, gives them a presence as an open
+// socket's instance writes it, on an instance whose lease lasts the test.
+func (d *testDesk) agentOf(t testing.TB, name, queueName string, online bool) auth.User {
 	t.Helper()
 	ctx := context.Background()
 	u, err := auth.NewService(d.db).CreateUser(ctx, auth.NewUser{Email: name + "@example.com", DisplayName: name, Role: auth.RoleAgent,
@@ -28,7 +28,9 @@ func (d *testDesk) agentOf(t *testing.T, name, queueName string, online bool) au
 		t.Fatal(err)
 	}
 	if online {
-		if _, err := d.db.Exec(ctx, `INSERT INTO presence (instance_id, user_id, sockets) VALUES ('test', $1, 1)`, u.ID); err != nil {
+		if _, err := d.db.Exec(ctx, `
+			WITH lease AS (INSERT INTO instances (id, lease_until) VALUES ('test', now() + interval '1 hour') ON CONFLICT DO NOTHING)
+			INSERT INTO presence (instance_id, user_id, sockets) VALUES ('test', $1, 1)`, u.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

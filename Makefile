@@ -89,7 +89,7 @@ check-openapi:
 		$(GO) build -modfile=tools/oapi.mod "./$$dir" && \
 		echo "oapi-codegen: the generated client builds"
 
-## bench-intake: HTTP intake vs raw INSERT on the same PostgreSQL, ~2 minutes (BENCH_FLAGS="-duration 2s" to change).
+## bench-intake: HTTP intake of cold and warm packages (nobody online) vs raw INSERT on the same PostgreSQL, ~4 minutes (BENCH_FLAGS="-duration 2s -sizes 4096" to change).
 bench-intake:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchintake $(BENCH_FLAGS)

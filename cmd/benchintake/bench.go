@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +39,9 @@ type config struct {
 	runs        int
 	concurrency []int
 	sizes       []int
-	serverConns int    // pool_max_conns of the server's pool
-	cpuProfile  string // file for a CPU profile of the measurements, if set
+	modes       []string // the transfer modes intake is measured in, each beside the same baseline
+	serverConns int      // pool_max_conns of the server's pool
+	cpuProfile  string   // file for a CPU profile of the measurements, if set
 }
 
 // Each measurement starts with a warm-up of this fraction of its duration, not recorded, so that
@@ -75,11 +77,19 @@ func (s sample) cpuPerOp() (self, postgres time.Duration) {
 	return self, postgres
 }
 
-// cell holds the runs of both sides at one concurrency and body size.
+// cell holds the runs of every side at one concurrency and body size.
 type cell struct {
-	concurrency, size  int
-	baseline, intake   []sample
-	baselineErrs, errs int
+	concurrency, size int
+	baseline          []sample
+	baselineErrs      int
+	modes             []modeRuns // in the order of config.modes
+}
+
+// modeRuns are the intake runs of one transfer mode in a cell, the nth beside the nth baseline.
+type modeRuns struct {
+	mode   string
+	intake []sample
+	errs   int
 }
 
 // result is everything the report prints.
@@ -89,12 +99,17 @@ type result struct {
 	errorSamples []string
 	handoffs     int64 // rows left in handoffs and the webhook outbox at the end
 	outbox       int64
+	warm         int64 // warm packages, and warm_timeout webhooks, among them
+	warmTimeouts int64
 }
 
 func (r result) errors() int {
 	n := 0
 	for _, c := range r.cells {
-		n += c.errs + c.baselineErrs
+		n += c.baselineErrs
+		for _, m := range c.modes {
+			n += m.errs
+		}
 	}
 	return n
 }
@@ -116,14 +131,19 @@ type bench struct {
 // measure sets up, runs every measurement and tears down, printing the set-up and one line per
 // run to out. Errors of single operations are counted in the result, not returned.
 func measure(ctx context.Context, cfg config, out io.Writer) (res result, err error) {
-	templates := make([]template, len(cfg.sizes))
+	// templates[size][mode]
+	templates := make([][]template, len(cfg.sizes))
 	for i, size := range cfg.sizes {
-		if templates[i], err = newTemplate(cfg.examplePath, size); err != nil {
-			return result{}, err
-		}
-		// A body the server would refuse should fail here, not after the first baseline run.
-		if _, err := handoff.Decode(templates[i].body(0)); err != nil {
-			return result{}, fmt.Errorf("the %d-byte body is not a valid package: %w", size, err)
+		for _, mode := range cfg.modes {
+			t, err := newTemplate(cfg.examplePath, size, mode)
+			if err != nil {
+				return result{}, err
+			}
+			// A body the server would refuse should fail here, not after the first baseline run.
+			if _, err := handoff.Decode(t.body(0)); err != nil {
+				return result{}, fmt.Errorf("the %d-byte %s body is not a valid package: %w", size, mode, err)
+			}
+			templates[i] = append(templates[i], t)
 		}
 	}
 	b, pgInfo, teardown, err := setUp(ctx, cfg, slices.Max(cfg.concurrency))
@@ -139,12 +159,16 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	fmt.Fprintf(out, "queues:     a new queue and API key per intake run (%s, ...), default guards; every package has its own handoff_id and contact.id\n", queueName(1))
 	fmt.Fprintf(out, "            (intake answers each package's position by counting the packages waiting ahead of it, so one queue\n")
 	fmt.Fprintf(out, "            growing across runs would slow the later ones; each run's queue starts empty and ends ≈ ops/s × %s deep)\n", cfg.duration+cfg.duration/warmupFraction)
-	for _, t := range templates {
+	for _, ts := range templates {
+		t := ts[0]
 		fmt.Fprintf(out, "body:       %d bytes exactly, every request (%s with its own ids, the run's queue as target_profile, %d transcript turns)\n", len(t.raw), filepath.Base(cfg.examplePath), t.turns)
 	}
+	fmt.Fprintf(out, "modes:      transfer_mode %s (the only byte that differs); nobody of the queues is online, so every warm package\n", strings.Join(cfg.modes, ", "))
+	fmt.Fprintf(out, "            rings nobody: its bot hears warm_timeout no_agent_online and its 201 carries estimated_wait_seconds\n")
 	fmt.Fprintf(out, "baseline:   %s, autocommit, one pgxpool connection per worker\n", baselineInsert)
 	fmt.Fprintf(out, "intake:     POST %s, Authorization: Bearer, one shared http.Transport\n", intakePath)
-	fmt.Fprintf(out, "each run:   %s warm-up (not recorded) + %s measured; order baseline, intake, baseline, intake, ...\n\n", cfg.duration/warmupFraction, cfg.duration)
+	fmt.Fprintf(out, "each run:   %s warm-up (not recorded) + %s measured; order baseline, %s, baseline, ...\n", cfg.duration/warmupFraction, cfg.duration, strings.Join(cfg.modes, ", "))
+	fmt.Fprintf(out, "load:       %s (1, 5, 15 min) at the start\n\n", loadtest.LoadAverage())
 
 	stopProfile, err := loadtest.StartCPUProfile(cfg.cpuProfile)
 	if err != nil {
@@ -154,31 +178,42 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 
 	errs := &loadtest.ErrorLog{}
 	for _, n := range cfg.concurrency {
-		for i, t := range templates {
+		for i, ts := range templates {
 			c := cell{concurrency: n, size: cfg.sizes[i]}
+			for _, mode := range cfg.modes {
+				c.modes = append(c.modes, modeRuns{mode: mode})
+			}
 			for run := 1; run <= cfg.runs; run++ {
-				base, baseErrs, err := b.baseline(ctx, cfg, n, t, errs)
+				base, baseErrs, err := b.baseline(ctx, cfg, n, ts[0], errs)
 				if err != nil {
 					return result{}, err
 				}
-				in, inErrs, err := b.intake(ctx, cfg, n, t, errs)
-				if ctx.Err() != nil {
-					return result{}, fmt.Errorf("interrupted: %w", ctx.Err())
-				}
-				if err != nil {
-					return result{}, err
-				}
-				c.baseline, c.intake = append(c.baseline, base), append(c.intake, in)
+				c.baseline = append(c.baseline, base)
 				c.baselineErrs += baseErrs
-				c.errs += inErrs
-				fmt.Fprintf(out, "run %d/%d  bots=%-3d size=%-6d baseline %7.0f ops/s p50 %-8s p99 %-8s cpu/op %s | intake %7.0f ops/s p50 %-8s p99 %-8s cpu/op %s  errors %d\n",
-					run, cfg.runs, n, c.size, base.rate(), loadtest.Millis(base.p50), loadtest.Millis(base.p99), cpuPerOp(base), in.rate(), loadtest.Millis(in.p50), loadtest.Millis(in.p99), cpuPerOp(in), baseErrs+inErrs)
+				line := fmt.Sprintf("run %d/%d  bots=%-3d size=%-6d baseline %7.0f ops/s p50 %-8s p99 %-8s cpu/op %s",
+					run, cfg.runs, n, c.size, base.rate(), loadtest.Millis(base.p50), loadtest.Millis(base.p99), cpuPerOp(base))
+				for m, t := range ts {
+					in, inErrs, err := b.intake(ctx, cfg, n, t, errs)
+					if ctx.Err() != nil {
+						return result{}, fmt.Errorf("interrupted: %w", ctx.Err())
+					}
+					if err != nil {
+						return result{}, err
+					}
+					c.modes[m].intake = append(c.modes[m].intake, in)
+					c.modes[m].errs += inErrs
+					line += fmt.Sprintf(" | %s %6.0f ops/s p50 %-8s p99 %-8s cpu/op %s errors %d",
+						c.modes[m].mode, in.rate(), loadtest.Millis(in.p50), loadtest.Millis(in.p99), cpuPerOp(in), inErrs)
+				}
+				fmt.Fprintln(out, line)
 			}
 			res.cells = append(res.cells, c)
 		}
 	}
 	res.errorSamples = errs.Samples()
-	err = b.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM handoffs), (SELECT count(*) FROM webhook_outbox)`).Scan(&res.handoffs, &res.outbox)
+	err = b.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM handoffs), (SELECT count(*) FROM webhook_outbox),
+		(SELECT count(*) FROM handoffs WHERE package->>'transfer_mode' = 'warm'),
+		(SELECT count(*) FROM webhook_outbox WHERE event = 'warm_timeout')`).Scan(&res.handoffs, &res.outbox, &res.warm, &res.warmTimeouts)
 	return res, err
 }
 

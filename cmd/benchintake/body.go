@@ -66,9 +66,11 @@ var (
 	}
 )
 
-// newTemplate reads the example package, points it at queuePlaceholder and pads its transcript with
-// turns, inserted before the bot's closing message, until the body is exactly size bytes.
-func newTemplate(examplePath string, size int) (template, error) {
+// newTemplate reads the example package, points it at queuePlaceholder, sends it in the transfer
+// mode given ("cold" or "warm", the same length, so both modes' bodies are alike to the byte but
+// for it) and pads its transcript with turns, inserted before the bot's closing message, until the
+// body is exactly size bytes.
+func newTemplate(examplePath string, size int, mode string) (template, error) {
 	raw, err := os.ReadFile(examplePath) //nolint:gosec // G304: the path is the operator's own -example flag.
 	if err != nil {
 		return template{}, err
@@ -79,6 +81,7 @@ func newTemplate(examplePath string, size int) (template, error) {
 	}
 	pkg["handoff_id"] = handoffPlaceholder
 	pkg["target_profile"] = queuePlaceholder
+	pkg["transfer_mode"] = mode
 	contact, ok := pkg["contact"].(map[string]any)
 	transcript, ok2 := pkg["transcript"].([]any)
 	if !ok || !ok2 || len(transcript) == 0 {

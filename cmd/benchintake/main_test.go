@@ -19,6 +19,7 @@ func TestMeasureBothSides(t *testing.T) {
 		runs:        1,
 		concurrency: []int{2},
 		sizes:       []int{4096},
+		modes:       []string{"cold", "warm"},
 		serverConns: 4,
 	}
 	res, err := measure(context.Background(), cfg, io.Discard)
@@ -29,17 +30,25 @@ func TestMeasureBothSides(t *testing.T) {
 		t.Fatalf("got %d cells, want 1", len(res.cells))
 	}
 	c := res.cells[0]
-	if c.baseline[0].ops == 0 || c.intake[0].ops == 0 {
-		t.Errorf("baseline did %d ops, intake %d: want both above zero", c.baseline[0].ops, c.intake[0].ops)
+	if len(c.modes) != 2 {
+		t.Fatalf("got %d modes, want cold and warm", len(c.modes))
+	}
+	if c.baseline[0].ops == 0 || c.modes[0].intake[0].ops == 0 || c.modes[1].intake[0].ops == 0 {
+		t.Errorf("baseline did %d ops, cold intake %d, warm intake %d: want all above zero", c.baseline[0].ops,
+			c.modes[0].intake[0].ops, c.modes[1].intake[0].ops)
 	}
 	if n := res.errors(); n != 0 {
 		t.Errorf("%d operations failed, first: %q", n, res.errorSamples)
 	}
-	if c.baseline[0].cpu.self <= 0 || c.intake[0].cpu.self <= 0 {
-		t.Errorf("CPU time of this process: baseline %v, intake %v; want both above zero", c.baseline[0].cpu.self, c.intake[0].cpu.self)
+	if c.baseline[0].cpu.self <= 0 || c.modes[0].intake[0].cpu.self <= 0 {
+		t.Errorf("CPU time of this process: baseline %v, intake %v; want both above zero", c.baseline[0].cpu.self, c.modes[0].intake[0].cpu.self)
 	}
-	if res.handoffs < int64(c.intake[0].ops) {
-		t.Errorf("%d handoffs stored, fewer than the %d answered 201 in the window", res.handoffs, c.intake[0].ops)
+	if answered := c.modes[0].intake[0].ops + c.modes[1].intake[0].ops; res.handoffs < int64(answered) {
+		t.Errorf("%d handoffs stored, fewer than the %d answered 201 in the windows", res.handoffs, answered)
+	}
+	// Nobody is online: every warm package ended its warm phase at once, and told its bot.
+	if res.warmTimeouts != res.warm {
+		t.Errorf("%d warm packages, %d warm_timeout webhooks: want one each", res.warm, res.warmTimeouts)
 	}
 
 	left, err := loadtest.DatabaseExists(t.Context(), pgtest.AdminURL(), res.database)

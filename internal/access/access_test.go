@@ -182,7 +182,7 @@ func TestDisableWithdrawsTheHeldPackagesApproval(t *testing.T) {
 	var assignee *int64
 	if err := f.db.QueryRow(ctx, `SELECT h.status, h.assignee_id, a.state,
 			(SELECT string_agg(e.kind, ',' ORDER BY e.seq) FROM events e WHERE e.handoff_id = h.id),
-			(SELECT string_agg(w.event, ',' ORDER BY w.created_at, w.event_id) FROM webhook_outbox w WHERE w.handoff_id = h.handoff_id),
+			(SELECT string_agg(w.event, ',' ORDER BY w.id) FROM webhook_outbox w WHERE w.handoff_id = h.handoff_id),
 			(SELECT e.detail->>'reason' FROM events e WHERE e.handoff_id = h.id AND e.kind = 'approval_withdrawn')
 		FROM handoffs h JOIN approvals a ON a.handoff_id = h.id WHERE a.id = $1`, approvalID).
 		Scan(&status, &assignee, &state, &kinds, &hooks, &reason); err != nil {
@@ -191,10 +191,11 @@ func TestDisableWithdrawsTheHeldPackagesApproval(t *testing.T) {
 	if status != "queued" || assignee != nil || state != "withdrawn" {
 		t.Errorf("after disabling the requester: package %s held by %v, request %s; want queued, nobody, withdrawn", status, assignee, state)
 	}
-	if want := "queued,accepted,approval_requested,approval_withdrawn,released"; kinds != want {
+	// The package is warm and nobody is online: its warm phase ended as it came in.
+	if want := "queued,warm_timeout,accepted,approval_requested,approval_withdrawn,released"; kinds != want {
 		t.Errorf("the package's log %s, want %s", kinds, want)
 	}
-	if want := "queued,accepted,approval_requested,approval_withdrawn"; hooks != want {
+	if want := "queued,warm_timeout,accepted,approval_requested,approval_withdrawn"; hooks != want {
 		t.Errorf("the bot's webhooks %s, want %s", hooks, want)
 	}
 	if reason != "assignee_disabled" {

@@ -530,7 +530,7 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 			}
 		}
 		if h.Warm {
-			if err := endWarm(ctx, tx, change, WarmReturnedToBot); err != nil {
+			if err := endWarm(ctx, tx, change, handoff.WarmReturnedToBot); err != nil {
 				return err
 			}
 		}

@@ -61,7 +61,7 @@ func (a *Service) Cancel(ctx context.Context, apiKeyID int64, queueIDs []int64, 
 		// The warm phase ends before the package does, in the bot's order too: one statement's
 		// rows are numbered in no particular order.
 		if warm {
-			if err := events.Queue(b, warmEnded(c, WarmCanceled)); err != nil {
+			if err := events.Queue(b, warmEnded(c, handoff.WarmCanceled)); err != nil {
 				return err
 			}
 		}

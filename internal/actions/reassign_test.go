@@ -31,8 +31,9 @@ func TestReassignMovesTheHoldAndTellsTheBot(t *testing.T) {
 	if st, who := d.status(t, id); st != "accepted" || who == nil || *who != blake.ID {
 		t.Fatalf("after the reassign: %s by %v, want accepted by blake (%d)", st, who, blake.ID)
 	}
-	if got := d.webhookEvents(t, id); got != "queued,accepted,reassigned" {
-		t.Fatalf("webhooks %q, want queued,accepted,reassigned", got)
+	// The package is warm and nobody is online: its warm phase ended as it came in.
+	if got := d.webhookEvents(t, id); got != "queued,warm_timeout,accepted,reassigned" {
+		t.Fatalf("webhooks %q, want queued,warm_timeout,accepted,reassigned", got)
 	}
 	var assignee, detail string
 	if err := d.db.QueryRow(ctx, `SELECT payload->>'assignee' FROM webhook_outbox WHERE handoff_id = $1 AND event = 'reassigned'`, id).

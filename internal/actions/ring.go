@@ -22,21 +22,6 @@ import (
 // package's row lock orders the offers of one package, and the agent's index entry makes a second
 // instance's offer to the same agent wait and then find the conflict.
 
-// Reasons a warm phase ends without an accept, as the bot's warm_timeout names them. Every warm
-// package's phase ends with exactly one accepted or warm_timeout, whatever path it takes: the
-// last four name a package that left its queue while still warm.
-const (
-	WarmNoAgentOnline = "no_agent_online"
-	WarmAllDeclined   = "all_declined"
-	WarmWaitedTooLong = "waited_too_long"
-	// WarmAgentGone: the agent it rang last went offline (closed the desk, or their instance
-	// died) and nobody else is left to ring.
-	WarmAgentGone     = "agent_gone"
-	WarmCanceled      = "canceled"
-	WarmExpired       = "expired"
-	WarmReturnedToBot = "returned_to_bot"
-)
-
 // How an offer ended (offers.outcome, and the offer_ended event's detail).
 const (
 	offerAccepted  = "accepted"
@@ -161,38 +146,6 @@ func missedEnough(ctx context.Context, tx pgx.Tx, w warmRow) (bool, error) {
 	return missed == before, err
 }
 
-// candidate is an online member of the package's queue, in the order the fair choice tries them.
-type candidate struct {
-	id     int64
-	name   string
-	passed bool // rung for this package before, or rejected it
-	free   bool // room for one more, no reservation or ring pending
-}
-
-// candidatesSQL lists the queue's members who may be rung (ringable: a desk page open on a live
-// instance, and available), best first:
-// the preferred agent, then whoever's last offer or accept is oldest (never first), then whoever
-// holds fewer packages, then the lowest user id, so that the order is total.
-// $1 queue, $2 package row, $3 rejected_by, $4 needs a supervisor, $5 preferred email.
-const candidatesSQL = `
-	WITH m AS (
-		SELECT u.id, u.display_name, u.email, u.capacity, u.role,
-			(SELECT count(*) FROM handoffs x WHERE x.assignee_id = u.id AND x.closed_at IS NULL) AS holding
-		FROM queue_members qm JOIN users u ON u.id = qm.user_id JOIN ringable r ON r.user_id = u.id
-		WHERE qm.queue_id = $1 AND NOT u.disabled
-	)
-	SELECT m.id, m.display_name,
-		m.id = ANY ($3::bigint[]) OR EXISTS (SELECT 1 FROM offers o WHERE o.handoff_id = $2 AND o.user_id = m.id),
-		m.holding < m.capacity
-			AND NOT EXISTS (SELECT 1 FROM handoffs x WHERE x.assignee_id = m.id AND x.status = 'reserved')
-			AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.user_id = m.id AND o.ended_at IS NULL)
-			AND (NOT $4 OR m.role <> 'agent')
-	FROM m
-	ORDER BY lower(m.email) = lower($5) DESC,
-		greatest((SELECT max(o.offered_at) FROM offers o WHERE o.user_id = m.id),
-			(SELECT max(x.accepted_at) FROM handoffs x WHERE x.assignee_id = m.id AND x.accepted_at IS NOT NULL)) ASC NULLS FIRST,
-		m.holding, m.id`
-
 // ring offers the locked warm package to the first qualifying agent, or ends its warm phase when
 // nobody is left or it waited too long. A package whose agents are all busy stays in its warm
 // phase, and the sweeper tries again, at the latest when its warm wait runs out. It returns the
@@ -202,34 +155,20 @@ func (a *Service) ring(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w warmRow, 
 		return nil, nil
 	}
 	if !now.Before(*w.warmUntil) {
-		return nil, warmTimeout(b, w, WarmWaitedTooLong, now)
+		return nil, warmTimeout(b, w, handoff.WarmWaitedTooLong, now)
 	}
-	rows, err := tx.Query(ctx, candidatesSQL, w.queueID, w.id, w.rejectedBy, w.needsSupervisor, w.preferred)
+	cs, err := queue.RingableFor(ctx, tx, w.queue, w.id, w.rejectedBy)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
-		var c candidate
-		return c, row.Scan(&c.id, &c.name, &c.passed, &c.free)
-	})
-	if err != nil {
-		return nil, err
-	}
-	left := 0
-	for _, c := range cs {
-		if c.passed {
-			continue
-		}
-		left++
-		if !c.free {
-			continue
-		}
+	order := queue.OrderRing(cs, w.preferred, w.needsSupervisor)
+	for _, c := range order.Now {
 		// A second instance ringing the same agent for another package waits here on the index
 		// entry, and then finds the conflict: the agent is busy and the next one is tried.
 		var offerID int64
 		err := tx.QueryRow(ctx, `
 			INSERT INTO offers (handoff_id, user_id, offered_at, until) VALUES ($1, $2, $3, $3)
-			ON CONFLICT DO NOTHING RETURNING id`, w.id, c.id, now).Scan(&offerID)
+			ON CONFLICT DO NOTHING RETURNING id`, w.id, c.UserID, now).Scan(&offerID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -244,11 +183,10 @@ func (a *Service) ring(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w warmRow, 
 			until = *w.warmUntil
 		}
 		b.Queue(`UPDATE offers SET offered_at = $2, until = $3 WHERE id = $1`, offerID, at, until)
-		b.Queue(`UPDATE handoffs SET offered_to = $2, offered_until = $3, updated_at = $4 WHERE id = $1`, w.id, c.id, until, at)
-		return &Ringing{Agent: c.name, Until: until}, events.Queue(b, w.change(events.Change{Kind: events.Offered,
-			Status: w.status, UserID: c.id, At: at, Detail: map[string]any{"agent": c.name, "until": until}}))
+		b.Queue(`UPDATE handoffs SET offered_to = $2, offered_until = $3, updated_at = $4 WHERE id = $1`, w.id, c.UserID, until, at)
+		return &Ringing{Agent: c.Name, Until: until}, events.Queue(b, w.change(events.Change{Status: w.status, At: at}.Rings(c.UserID, c.Name, until)))
 	}
-	if len(cs) > 0 && left > 0 {
+	if order.Left > 0 {
 		a.ringDue(*w.warmUntil)
 		return nil, nil
 	}
@@ -260,11 +198,11 @@ func (a *Service) ring(ctx context.Context, tx pgx.Tx, b *pgx.Batch, w warmRow, 
 	}
 	switch {
 	case last != nil && *last == offerWithdrawn:
-		return nil, warmTimeout(b, w, WarmAgentGone, now)
+		return nil, warmTimeout(b, w, handoff.WarmAgentGone, now)
 	case len(cs) == 0:
-		return nil, warmTimeout(b, w, WarmNoAgentOnline, now)
+		return nil, warmTimeout(b, w, handoff.WarmNoAgentOnline, now)
 	}
-	return nil, warmTimeout(b, w, WarmAllDeclined, now)
+	return nil, warmTimeout(b, w, handoff.WarmAllDeclined, now)
 }
 
 // warmTimeout ends the package's warm phase: it waits in its queue like any other, and the bot
@@ -339,8 +277,10 @@ func (a *Service) advance(ctx context.Context, rowID int64, skip bool, why func(
 	return rang, err
 }
 
-// Ring offers a warm package that has just come in to its first agent. It answers who it rings,
-// or, when it rings nobody, the queue's estimated wait.
+// Ring offers a warm package that has come in to its first agent, when intake left that to the
+// desk (a replay asks again; a batch that lost the race for its agents twice), and answers who it
+// rings, or, when it rings nobody, the queue's estimated wait. A package intake rang already
+// answers the ring it has.
 func (a *Service) Ring(ctx context.Context, publicID string) (Ringing, error) {
 	var rowID, queueID int64
 	if err := a.db.QueryRow(ctx, `SELECT id, queue_id FROM handoffs WHERE handoff_id = $1`, publicID).Scan(&rowID, &queueID); err != nil {
@@ -353,7 +293,7 @@ func (a *Service) Ring(ctx context.Context, publicID string) (Ringing, error) {
 	if err != nil || rang != nil {
 		return derefRinging(rang), err
 	}
-	wait, err := EstimatedWait(ctx, a.db, queueID)
+	wait, err := queue.EstimatedWait(ctx, a.db, queueID)
 	return Ringing{EstimatedWait: wait}, err
 }
 
@@ -477,6 +417,10 @@ func warmEnded(c events.Change, reason string) events.Change {
 		Kind: events.WarmTimeout, Status: c.Status, Reason: reason, At: c.At, PackageTrace: c.PackageTrace, Trace: c.Trace}
 }
 
+// RingDue tells this instance's sweeper when a ring that intake started runs out, or the warm
+// wait of a package it left waiting for a busy agent ends (intake.Intake.OnRing).
+func (a *Service) RingDue(at time.Time) { a.ringDue(at) }
+
 // ringDue tells the sweeper when a ring this instance made runs out, so that it is timed out on
 // time rather than at the next sweep.
 func (a *Service) ringDue(at time.Time) {
@@ -484,19 +428,6 @@ func (a *Service) ringDue(at time.Time) {
 	case a.due <- at:
 	default:
 	}
-}
-
-// EstimatedWait is how long a package that rings nobody may expect to wait in the queue: the
-// median time to accept of the queue's last 50 accepted packages of the past day, or, without
-// any, the queue's SLA (docs/warm.md).
-func EstimatedWait(ctx context.Context, db queue.Querier, queueID int64) (time.Duration, error) {
-	var wait time.Duration
-	err := db.QueryRow(ctx, `
-		SELECT coalesce((SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY took) FROM (
-			SELECT accepted_at - created_at AS took FROM handoffs
-			WHERE queue_id = $1 AND accepted_at IS NOT NULL AND accepted_at > now() - interval '1 day'
-			ORDER BY accepted_at DESC LIMIT 50) recent), (SELECT sla FROM queues WHERE id = $1))`, queueID).Scan(&wait)
-	return wait, err
 }
 
 // Missed is a ring the agent let run out, as their pages list it.

@@ -66,7 +66,7 @@ func (a *Service) sweep(ctx context.Context, update string, kind events.Kind, st
 					return err
 				}
 				if warm {
-					warms = append(warms, warmEnded(c, WarmExpired))
+					warms = append(warms, warmEnded(c, handoff.WarmExpired))
 				}
 				changes = append(changes, c)
 			}

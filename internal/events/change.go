@@ -109,6 +109,13 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 	return webhook.Queue(b, hooks...)
 }
 
+// Rings makes c the start of a ring: the warm package c is about rings the agent userID, named
+// agent, until until. Its detail names both, for the package's timeline and the agent's pages.
+func (c Change) Rings(userID int64, agent string, until time.Time) Change {
+	c.Kind, c.UserID, c.Detail = Offered, userID, map[string]any{"agent": agent, "until": until}
+	return c
+}
+
 func nonZero(id int64) *int64 {
 	if id == 0 {
 		return nil

@@ -40,6 +40,21 @@ const (
 	ReasonOpenHandoff   = "open_handoff"
 )
 
+// Reasons a warm phase ends without an accept, as the bot's warm_timeout names them (docs/warm.md).
+// Every warm package's phase ends with exactly one accepted or warm_timeout, whatever path it
+// takes: the last four name a package that left its queue while still warm.
+const (
+	WarmNoAgentOnline = "no_agent_online"
+	WarmAllDeclined   = "all_declined"
+	WarmWaitedTooLong = "waited_too_long"
+	// WarmAgentGone: the agent it rang last went offline (closed the desk, or their instance
+	// died) and nobody else is left to ring.
+	WarmAgentGone     = "agent_gone"
+	WarmCanceled      = "canceled"
+	WarmExpired       = "expired"
+	WarmReturnedToBot = "returned_to_bot"
+)
+
 // ReturnReasons are why a human sent the conversation back to the bot. They feed the bots' evals.
 func ReturnReasons() []string {
 	return []string{"resolved_by_policy", "wrong_escalation", "needs_more_info", "out_of_scope", "duplicate"}

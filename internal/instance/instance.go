@@ -93,8 +93,10 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		}
 	})
 	opts.Server.AllowPrivateWebhooks = opts.Webhook.AllowPrivate
+	in := intake.New(db, time.Now, changed, opts.Tracing)
+	in.OnRing(work.RingDue)
 	srv, err := server.New(opts.Server, logger, db, people, queue.NewService(db),
-		intake.New(db, time.Now, changed, opts.Tracing), work, board.New(db), hub, presence, counts, opts.Tracing)
+		in, work, board.New(db), hub, presence, counts, opts.Tracing)
 	if err != nil {
 		// Unused, they only give their ports back; the server's error is the one to report.
 		_ = ln.Close()

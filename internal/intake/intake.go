@@ -58,19 +58,27 @@ type Receipt struct {
 	Position int `json:"position"`
 	// Escalated is set when a long handoff chain sent the package to the queue's escalation target.
 	Escalated bool `json:"escalated,omitempty"`
-	// A warm package's first ring: the agent it rings, or, when it rings nobody, the queue's
-	// estimated wait (actions.Ring).
+	// A warm package's first ring, decided in its batch: the agent it rings, or, when it rings
+	// nobody, the queue's estimated wait. Neither is set on a replay, or when the batch lost the
+	// race for its agents twice: RingDecided tells, and actions.Ring answers them instead.
 	OfferedTo            string `json:"offered_to,omitempty"`
 	EstimatedWaitSeconds *int   `json:"estimated_wait_seconds,omitempty"`
 	// Replayed is set when the same id and body had already been accepted.
 	Replayed bool `json:"-"`
 }
 
+// RingDecided reports whether the receipt of a queued warm package says whom it rings or how long
+// it may wait.
+func (r Receipt) RingDecided() bool { return r.OfferedTo != "" || r.EstimatedWaitSeconds != nil }
+
 // Intake puts packages from bots into queues.
 type Intake struct {
 	db      *pgxpool.Pool
 	now     func() time.Time
 	changed func() // called after a commit, to wake the live desk
+	// ringDue is told, after a commit, when the earliest ring the batch started runs out or the
+	// earliest warm wait of a package it left waiting ends (see OnRing).
+	ringDue func(time.Time)
 	// batches carries packages to PostgreSQL in batches. Only intake transactions take the
 	// contact locks, so a batch waits at worst on another instance's batch.
 	batches *commit.Convoy[*submission]
@@ -91,10 +99,15 @@ func New(db *pgxpool.Pool, now func() time.Time, changed func(), traces *tracing
 	if traces == nil {
 		traces = tracing.Off()
 	}
-	in := &Intake{db: db, now: now, changed: changed, tracing: traces}
+	in := &Intake{db: db, now: now, changed: changed, ringDue: func(time.Time) {}, tracing: traces}
 	in.batches = commit.NewConvoy(takeBatch, in.write)
 	return in
 }
+
+// OnRing makes intake tell due, after each commit that rang an agent or left a warm package
+// waiting for one, when the earliest of those rings or warm waits runs out: the desk's sweeper
+// (actions.Service.RingDue) ends them on time, not at its next tick. Call it before Submit.
+func (in *Intake) OnRing(due func(time.Time)) { in.ringDue = due }
 
 // submission is a package on its way into a batch, and then the answer for its bot.
 type submission struct {
@@ -230,7 +243,7 @@ func (in *Intake) write(batch []*submission) {
 	defer cancel()
 	ctx, span := in.startBatch(ctx, batch)
 	defer span.End()
-	queued, err := in.writeBatch(ctx, batch)
+	queued, due, err := in.writeRinging(ctx, batch)
 	if err != nil && len(batch) > 1 {
 		for _, s := range batch {
 			in.write([]*submission{s})
@@ -240,14 +253,16 @@ func (in *Intake) write(batch []*submission) {
 	if errors.Is(err, errIDTakenMeanwhile) {
 		// The id's owner has committed, so reading again finds it and answers as any later request
 		// would be answered: a replay, a conflict, or an id another key took.
-		batch[0].receipt = Receipt{}
-		queued, err = in.writeBatch(ctx, batch)
+		queued, due, err = in.writeRinging(ctx, batch)
 	}
 	if err != nil {
 		batch[0].receipt, batch[0].err = Receipt{}, err
 	}
 	if queued {
 		in.changed()
+	}
+	if !due.IsZero() {
+		in.ringDue(due)
 	}
 	for _, s := range batch {
 		close(s.done)
@@ -268,21 +283,41 @@ func (in *Intake) startBatch(ctx context.Context, batch []*submission) (context.
 		trace.WithAttributes(attribute.Int("handoff.batch_size", len(batch))))
 }
 
+// writeRinging writes the batch deciding its warm packages' first rings. A batch that lost the
+// race for an agent (errRingRaced) reads again: the agent another transaction rang meanwhile is
+// busy now, and the next one is rung. Should that race be lost too, the batch's warm packages are
+// written ringing nobody yet, and rung once committed as a replay is (actions.Ring).
+func (in *Intake) writeRinging(ctx context.Context, batch []*submission) (bool, time.Time, error) {
+	queued, due, err := in.writeBatch(ctx, batch, true)
+	if errors.Is(err, errRingRaced) {
+		queued, due, err = in.writeBatch(ctx, batch, true)
+	}
+	if errors.Is(err, errRingRaced) {
+		queued, due, err = in.writeBatch(ctx, batch, false)
+	}
+	return queued, due, err
+}
+
 // writeBatch runs the batch's transaction on a connection of its own and reports whether it
-// queued any package.
-func (in *Intake) writeBatch(ctx context.Context, batch []*submission) (bool, error) {
+// queued any package, and when the earliest ring or warm wait it started runs out (zero if
+// none). ring decides the first ring of its warm packages; without it they are written ringing
+// nobody yet. Every submission's answer is set afresh.
+func (in *Intake) writeBatch(ctx context.Context, batch []*submission, ring bool) (bool, time.Time, error) {
+	for _, s := range batch {
+		s.receipt, s.err = Receipt{}, nil
+	}
 	conn, err := in.db.Acquire(ctx)
 	if err != nil {
-		return false, err
+		return false, time.Time{}, err
 	}
 	defer conn.Release()
-	queued, err := in.submit(ctx, conn.Conn(), batch)
+	queued, due, err := in.submit(ctx, conn.Conn(), batch, ring)
 	if err != nil {
 		// The connection may sit in an open or failed transaction. Should ROLLBACK fail too, the
 		// pool sees the transaction still open on release and discards the connection.
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	}
-	return queued, err
+	return queued, due, err
 }
 
 // admission is a package that passed every check, and where it goes.
@@ -293,20 +328,29 @@ type admission struct {
 	rank         int
 	offeredTo    *int64
 	offeredUntil *time.Time
-	warmUntil    *time.Time // a warm package's end of ringing
+	warmUntil    *time.Time // a warm package's end of ringing, while it rings or waits for an agent
+	// A warm package's first ring: the agent it rings, from ringAt; or, when nobody of its queue
+	// is online, its warm phase ends at once (warmEnded), at ringAt.
+	rings     *queue.Ringable
+	ringAt    time.Time
+	warmEnded bool
 }
 
 // submit decides on every package of the batch and writes the admitted ones, in two round trips:
 // one that begins, takes the contacts' locks and reads everything the decisions need, and one that
 // writes and commits. Only a queue that overflows when nobody is online, a long handoff chain, a
 // preferred agent or a replay of a waiting package costs more. A refusal answers its own package;
-// any other error fails the batch, and the caller rolls back.
-func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, batch []*submission) (bool, error) {
+// any other error fails the batch, and the caller rolls back. It returns when the earliest ring
+// or warm wait it started runs out.
+func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, batch []*submission, ring bool) (bool, time.Time, error) {
 	now := in.now()
-	s, err := readSituation(ctx, conn, batch, now)
+	s, err := readSituation(ctx, conn, batch, now, ring)
 	if err != nil {
-		return false, err
+		return false, time.Time{}, err
 	}
+	// A ring starts once its package's row is written, on the desk's clock: after the reads,
+	// which may have waited for the contacts' locks.
+	s.ringAt = in.now()
 	var admitted []admission
 	for i, sub := range batch {
 		a, err := in.decide(ctx, conn, s, i, sub, now)
@@ -314,24 +358,41 @@ func (in *Intake) submit(ctx context.Context, conn *pgx.Conn, batch []*submissio
 		case isRefusal(err):
 			sub.err = err
 		case err != nil:
-			return false, err
+			return false, time.Time{}, err
 		case a != nil:
 			admitted = append(admitted, *a)
 		}
 	}
 	if len(admitted) == 0 {
 		_, err := conn.Exec(ctx, "COMMIT")
-		return false, err
+		return false, time.Time{}, err
 	}
 	if err := writeAdmitted(ctx, conn, admitted, now); err != nil {
 		var pgErr *pgconn.PgError
-		if len(batch) == 1 && errors.As(err, &pgErr) && pgErr.ConstraintName == "handoffs_handoff_id_key" {
-			return false, errIDTakenMeanwhile
+		switch {
+		case len(batch) == 1 && errors.As(err, &pgErr) && pgErr.ConstraintName == "handoffs_handoff_id_key":
+			return false, time.Time{}, errIDTakenMeanwhile
+		case errors.As(err, &pgErr) && pgErr.ConstraintName == "offers_live_agent_idx":
+			return false, time.Time{}, errRingRaced
 		}
-		return false, err
+		return false, time.Time{}, err
 	}
-	return true, nil
+	var due time.Time
+	for _, a := range admitted {
+		at := a.warmUntil
+		if a.rings != nil {
+			at = a.offeredUntil
+		}
+		if at != nil && (due.IsZero() || at.Before(due)) {
+			due = *at
+		}
+	}
+	return true, due, nil
 }
+
+// errRingRaced is a batch whose ring of an agent found another ring of theirs, which another
+// transaction made after the batch read them free.
+var errRingRaced = errors.New("another transaction rang an agent this batch rang")
 
 // errIDTakenMeanwhile is a package's id taken by another transaction between the package's read
 // and its insert. Its message is for the rare bot that sees it: after a commit that took the id,
@@ -393,23 +454,67 @@ func (in *Intake) decide(ctx context.Context, conn *pgx.Conn, s situation, i int
 	if err != nil {
 		return nil, err
 	}
-	// A warm package rings its agents once committed (actions.Ring), its preferred agent first;
-	// a cold one gives its preferred agent a head start.
-	var offeredTo *int64
-	var offeredUntil, warm *time.Time
-	if p.TransferMode == handoff.TransferModeWarm {
-		until := now.Add(q.WarmWait)
-		warm = &until
-	} else if offeredTo, offeredUntil, err = offer(ctx, conn, q, p.PreferredAgent, now); err != nil {
-		return nil, err
-	}
 	priority := p.Priority
 	if priority == "" {
 		priority = handoff.Priority(q.DefaultPriority)
 	}
 	sub.receipt = Receipt{HandoffID: p.HandoffID, Status: handoff.StatusQueued, Queue: q.Name, Escalated: escalated}
-	return &admission{s: sub, id: s.ids[i], queue: q, rank: priority.Rank(), offeredTo: offeredTo, offeredUntil: offeredUntil,
-		warmUntil: warm}, nil
+	a := &admission{s: sub, id: s.ids[i], queue: q, rank: priority.Rank()}
+	// A warm package rings its agents, its preferred agent first; a cold one gives its preferred
+	// agent a head start.
+	if p.TransferMode == handoff.TransferModeWarm {
+		return a, in.ring(ctx, conn, s, a, now)
+	}
+	a.offeredTo, a.offeredUntil, err = offer(ctx, conn, q, p.PreferredAgent, now)
+	return a, err
+}
+
+// ring decides a warm package's first ring as actions.Ring would once it is stored, by the same
+// rule (queue.OrderRing), from its queue's members as the batch read them: it rings the first who
+// may be rung and whom no package before it in the batch rings, or waits for one of them while
+// they are busy, or, when nobody of the queue is online, ends its warm phase at once. The receipt
+// says whom it rings, or the queue's estimated wait. Left undecided (s.ringable nil), the package
+// rings nobody yet and actions.Ring rings it once committed.
+func (in *Intake) ring(ctx context.Context, conn *pgx.Conn, s situation, a *admission, now time.Time) error {
+	warmUntil := now.Add(a.queue.WarmWait)
+	a.warmUntil = &warmUntil
+	if s.ringable == nil {
+		return nil
+	}
+	if _, read := s.waits[a.queue.ID]; !read {
+		// Escalated or overflowed to a queue the batch did not read: its own reads, once.
+		members, err := queue.RingableFor(ctx, conn, a.queue.Name, 0, nil)
+		if err != nil {
+			return err
+		}
+		wait, err := queue.EstimatedWait(ctx, conn, a.queue.ID)
+		if err != nil {
+			return err
+		}
+		s.ringable[a.queue.ID], s.waits[a.queue.ID] = members, wait
+	}
+	members := s.ringable[a.queue.ID]
+	order := queue.OrderRing(members, a.s.p.PreferredAgent, false)
+	for _, m := range order.Now {
+		if s.rung[m.UserID] {
+			continue
+		}
+		s.rung[m.UserID] = true
+		// A ring never outlasts the warm wait, so waited_too_long comes on time.
+		until := s.ringAt.Add(a.queue.AcceptWindow)
+		if warmUntil.Before(until) {
+			until = warmUntil
+		}
+		a.rings, a.ringAt, a.offeredTo, a.offeredUntil = &m, s.ringAt, &m.UserID, &until
+		a.s.receipt.OfferedTo = m.Name
+		return nil
+	}
+	if order.Left == 0 {
+		a.warmUntil, a.warmEnded, a.ringAt = nil, true, s.ringAt
+	}
+	wait := int(s.waits[a.queue.ID].Round(time.Second).Seconds())
+	a.s.receipt.EstimatedWaitSeconds = &wait
+	return nil
 }
 
 // idTaken answers a handoff id that another key used first. Ids are unique across keys, so no
@@ -456,6 +561,23 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 			Trace: a.s.trace, PackageTrace: a.s.trace,
 		}
 	}
+	// The warm phase's start, after every package's queued: the ring, or the warm_timeout of a
+	// package whose queue has nobody online, which its bot hears right after queued.
+	var rung newOffers
+	for i, a := range admitted {
+		c := changes[i]
+		c.ActorBot, c.Reason = nil, ""
+		switch {
+		case a.rings != nil:
+			c.At = a.ringAt
+			changes = append(changes, c.Rings(a.rings.UserID, a.rings.Name, *a.offeredUntil))
+			rung.add(a)
+		case a.warmEnded:
+			// At the rings' time, not the package's: a bot orders its webhooks by occurred_at.
+			c.Kind, c.Reason, c.At = events.WarmTimeout, handoff.WarmNoAgentOnline, a.ringAt
+			changes = append(changes, c)
+		}
+	}
 	b := &pgx.Batch{}
 	b.Queue(`
 		INSERT INTO handoffs (id, handoff_id, api_key_id, queue_id, status, priority_rank, contact_id, source_agent,
@@ -472,6 +594,7 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 			AS t(id, handoff_id, api_key_id, queue_id, priority_rank, contact_id, source_agent,
 				package, body_sha256, expires_at, offered_to, offered_until, warm_until, trace_parent)`,
 		ids, handoffIDs, keys, queues, ranks, contacts, sources, packages, digests, expires, offeredTo, offeredUntil, now, warmUntil, traces)
+	rung.queue(b)
 	if err := events.Queue(b, changes...); err != nil {
 		return err
 	}
@@ -493,6 +616,49 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 	return conn.SendBatch(ctx, b).Close()
 }
 
+// newOffers are the offers of a batch's first rings, one per agent.
+type newOffers struct {
+	handoffs, agents []int64
+	at, until        []time.Time
+}
+
+func (r *newOffers) add(a admission) {
+	r.handoffs, r.agents = append(r.handoffs, a.id), append(r.agents, a.rings.UserID)
+	r.at, r.until = append(r.at, a.ringAt), append(r.until, *a.offeredUntil)
+}
+
+// queue adds the offers to b, after their packages' rows. Their agents were free when the batch
+// read them; another transaction that rang one of them since makes the insert fail on
+// offers_live_agent_idx (errRingRaced), and the batch reads again. Ordered by agent, so that two
+// batches ringing the same agents take their index entries in the same order and cannot deadlock.
+//
+// An insert that waited for another transaction's ring of the same agent to end (a ring made
+// after the batch's read, and ended since) starts its ring after that end, as actions.Ring stamps
+// its rings once written: the agent's rings never overlap in the log. The second statement, with
+// a snapshot taken after the insert, moves such a ring (offered_at, until, the package's
+// offered_until) past that end; it changes nothing otherwise.
+func (r *newOffers) queue(b *pgx.Batch) {
+	if len(r.agents) == 0 {
+		return
+	}
+	b.Queue(`
+		INSERT INTO offers (handoff_id, user_id, offered_at, until)
+		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[], $4::timestamptz[]) ORDER BY 2`,
+		r.handoffs, r.agents, r.at, r.until)
+	b.Queue(`
+		WITH late AS (
+			SELECT o.id, o.handoff_id, prev.ended_at - o.offered_at AS shift
+			FROM offers o CROSS JOIN LATERAL (
+				SELECT p.ended_at FROM offers p WHERE p.user_id = o.user_id AND p.id <> o.id
+				ORDER BY p.offered_at DESC LIMIT 1) prev
+			WHERE o.handoff_id = ANY ($1::bigint[]) AND o.ended_at IS NULL AND prev.ended_at > o.offered_at),
+		moved AS (
+			UPDATE offers o SET offered_at = o.offered_at + late.shift, until = least(o.until + late.shift, h.warm_until)
+			FROM late JOIN handoffs h ON h.id = late.handoff_id WHERE o.id = late.id
+			RETURNING o.handoff_id, o.until)
+		UPDATE handoffs h SET offered_until = moved.until FROM moved WHERE h.id = moved.handoff_id`, r.handoffs)
+}
+
 // situation is what intake reads before deciding on a batch: packages seen before (by handoff
 // id), the target queues (by name), each package's guard counts and an id for each new row.
 type situation struct {
@@ -500,6 +666,13 @@ type situation struct {
 	queues  map[string]queue.Queue
 	guards  []guardCounts
 	ids     []int64
+	// For the warm packages' first rings: the ringable members and the estimated wait of their
+	// queues (by id; ringable is nil when the batch does not decide rings), the agents the batch
+	// rings, and when its rings start.
+	ringable map[int64][]queue.Ringable
+	waits    map[int64]time.Duration
+	rung     map[int64]bool
+	ringAt   time.Time
 }
 
 // replay is the stored package a handoff id was first used for.
@@ -520,21 +693,29 @@ type guardCounts struct {
 }
 
 // readSituation begins the transaction, takes the batch's contact locks and then reads, in the
-// same round trip, everything the decisions need. Statements of a batch run in order, so the
+// same round trip, everything the decisions need: with ring, that includes the ringable members
+// and the estimated wait of the warm packages' queues. Statements of a batch run in order, so the
 // reads see the data as of after the locks were granted. Every batch takes its locks in the order
 // of their keys, so two batches sharing contacts cannot deadlock on them.
-func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now time.Time) (situation, error) {
+func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now time.Time, ring bool) (situation, error) {
 	n := len(batch)
 	s := situation{replays: map[string]replay{}, queues: map[string]queue.Queue{}, guards: make([]guardCounts, n)}
 	handoffIDs, contacts, sources, targets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	// The queues each package's key may use, as (package, queue) pairs: the guards count nothing
 	// outside them.
 	var scopeOf, scopeQueues []int64
+	var warmTargets []string
 	for i, sub := range batch {
 		handoffIDs[i], contacts[i], sources[i], targets[i] = sub.p.HandoffID, sub.p.Contact.ID, sub.p.SourceAgent, sub.p.TargetProfile
 		for _, q := range sub.sender.QueueIDs {
 			scopeOf, scopeQueues = append(scopeOf, int64(i+1)), append(scopeQueues, q)
 		}
+		if sub.p.TransferMode == handoff.TransferModeWarm && !slices.Contains(warmTargets, sub.p.TargetProfile) {
+			warmTargets = append(warmTargets, sub.p.TargetProfile)
+		}
+	}
+	if ring {
+		s.ringable, s.waits, s.rung = map[int64][]queue.Ringable{}, map[int64]time.Duration{}, map[int64]bool{}
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -589,6 +770,15 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 		}
 		return rows.Err()
 	})
+	if ring && len(warmTargets) > 0 {
+		// Planned afresh, the members' read (three views and five subqueries) costs PostgreSQL
+		// ten times what running it does; the generic plan walks the same indexes whatever the
+		// queues' names.
+		b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+		queue.QueueRingable(b, warmTargets, func(members map[int64][]queue.Ringable) { s.ringable = members })
+		queue.QueueEstimatedWaits(b, warmTargets, func(waits map[int64]time.Duration) { s.waits = waits })
+		b.Queue("SET LOCAL plan_cache_mode TO DEFAULT")
+	}
 	// The sequence by the name the migration gives it: pg_get_serial_sequence would search the
 	// catalog for it on every call.
 	b.Queue(`SELECT nextval('handoffs_id_seq') FROM generate_series(1, $1)`, n).Query(func(rows pgx.Rows) error {
@@ -596,7 +786,8 @@ func readSituation(ctx context.Context, conn *pgx.Conn, batch []*submission, now
 		s.ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 		return err
 	})
-	return s, conn.SendBatch(ctx, b).Close()
+	err := conn.SendBatch(ctx, b).Close()
+	return s, err
 }
 
 // check applies the target queue's guards to the contact's recent handoffs.

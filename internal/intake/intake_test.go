@@ -29,7 +29,7 @@ type testDesk struct {
 	packages handofftest.Numbered
 }
 
-func newDesk(t *testing.T, queues ...string) *testDesk {
+func newDesk(t testing.TB, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
 	d := &testDesk{db: db, queues: queue.NewService(db), intake: New(db, time.Now, nil, nil)}
@@ -50,7 +50,7 @@ func newDesk(t *testing.T, queues ...string) *testDesk {
 }
 
 // batchOf prepares packages for Intake.write as Submit would.
-func (d *testDesk) batchOf(t *testing.T, packages ...handoff.Package) []*submission {
+func (d *testDesk) batchOf(t testing.TB, packages ...handoff.Package) []*submission {
 	t.Helper()
 	var batch []*submission
 	for _, p := range packages {
@@ -133,9 +133,12 @@ func TestBatchAnswersEachPackage(t *testing.T) {
 	if n := d.count(t, `SELECT count(*) FROM handoffs`); n != 3 {
 		t.Errorf("%d handoffs stored, want 3", n)
 	}
-	for _, table := range []string{"events", "webhook_outbox"} {
-		if n := d.count(t, `SELECT count(*) FROM `+table); n != 3 {
-			t.Errorf("%d rows in %s, want one per queued package: 3", n, table)
+	// The packages are warm and nobody is online: each one's warm phase ended as it came in.
+	for _, of := range []string{"events WHERE kind", "webhook_outbox WHERE event"} {
+		for _, kind := range []string{"queued", "warm_timeout"} {
+			if n := d.count(t, `SELECT count(*) FROM `+of+` = $1`, kind); n != 3 {
+				t.Errorf("%d %s rows in %s, want one per queued package: 3", n, kind, of)
+			}
 		}
 	}
 }

@@ -130,8 +130,9 @@ func (s *Server) submit(c echo.Context) (intake.Receipt, error) {
 	if err != nil {
 		s.followUnanswered(err, pkg.HandoffID)
 	}
-	// A replay answers as the first answer did: who it rings now, or the estimate.
-	if err == nil && receipt.Status == handoff.StatusQueued && pkg.TransferMode == handoff.TransferModeWarm {
+	// Intake decided a warm package's first ring with its batch. A replay answers as the first
+	// answer did, who it rings now or the estimate, and so does a package intake left to ring.
+	if err == nil && receipt.Status == handoff.StatusQueued && pkg.TransferMode == handoff.TransferModeWarm && !receipt.RingDecided() {
 		s.ring(c.Request().Context(), &receipt)
 	}
 	return receipt, err

@@ -59,7 +59,9 @@ func (s *Server) handleSW4RM(c echo.Context) error {
 	}
 	// A warm request (preserve_history) rings an agent as the desk's own warm packages do.
 	if receipt.Status == handoff.StatusQueued && pkg.TransferMode == handoff.TransferModeWarm {
-		s.ring(ctx, &receipt)
+		if !receipt.RingDecided() {
+			s.ring(ctx, &receipt)
+		}
 		if receipt.OfferedTo != "" {
 			metadata["offered_to"] = receipt.OfferedTo
 		} else if receipt.EstimatedWaitSeconds != nil {

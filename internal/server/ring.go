@@ -109,9 +109,10 @@ func (s *Server) handleDecline(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/queues/"+from)
 }
 
-// ring offers a warm package that was just admitted to its first agent, and fills in the answer:
-// who it rings, or the queue's estimated wait. A failure to ring loses nothing: the package is
-// committed and the sweeper rings it, so the bot still gets its 201, with no promise in it.
+// ring offers a warm package whose first ring intake did not decide (a replay, or a batch that
+// lost the race for its agents) to its first agent, and fills in the answer: who it rings, or the
+// queue's estimated wait. A failure to ring loses nothing: the package is committed and the
+// sweeper rings it, so the bot still gets its 201, with no promise in it.
 func (s *Server) ring(ctx context.Context, r *intake.Receipt) {
 	rang, err := s.actions.Ring(ctx, r.HandoffID)
 	if err != nil {

@@ -130,13 +130,16 @@ func insert(events []Event) (string, []any, error) {
 		traces[i], packageTraces[i] = e.Trace, e.PackageTrace
 	}
 	// An event for a key without a webhook URL is settled as it is written, rather than claimed
-	// and updated by a deliverer later for nothing.
+	// and updated by a deliverer later for nothing. The rows take their ids in the order given,
+	// whatever order the join yields, since a package's events are delivered in the order of
+	// their ids (its queued before its warm_timeout, written together by intake).
 	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state, trace_parent, package_trace)
 		SELECT e.event_id, e.api_key_id, e.handoff_id, e.event, e.payload,
 			CASE WHEN k.webhook_url IS NULL THEN 'no_endpoint' ELSE 'pending' END, e.trace_parent, e.package_trace
 		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]::jsonb[], $6::text[], $7::text[])
-			AS e(event_id, api_key_id, handoff_id, event, payload, trace_parent, package_trace)
-		LEFT JOIN api_keys k ON k.id = e.api_key_id`,
+			WITH ORDINALITY AS e(event_id, api_key_id, handoff_id, event, payload, trace_parent, package_trace, i)
+		LEFT JOIN api_keys k ON k.id = e.api_key_id
+		ORDER BY e.i`,
 		[]any{ids, keys, handoffs, names, bodies, traces, packageTraces}, nil
 }
 

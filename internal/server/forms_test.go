@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,7 +60,7 @@ func TestEveryFormPostRedirectsAndSaysWhatItDid(t *testing.T) {
 		n++
 		pkg := harbor(t, func(p map[string]any) {
 			p["target_profile"], p["transfer_mode"] = queueName, "cold"
-			p["contact"].(map[string]any)["id"] = "cust_form_" + string(rune('a'+n))
+			p["contact"].(map[string]any)["id"] = "cust_form_" + strconv.Itoa(n)
 			if refund != "" {
 				p["refund"] = map[string]any{"amount": refund, "currency": "USD"}
 			}

@@ -109,6 +109,37 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 	return webhook.Queue(b, hooks...)
 }
 
+// QueueRings adds the log rows of rings whose offers the batch has written before them: each at
+// its offer's offered_at and with its until as the offers row holds them. Intake stamps a batch's
+// rings before it writes them, and moves a ring past the end of one its agent had meanwhile
+// (intake's newOffers); the log must tell the moved times, or an agent's rings would overlap in it.
+func QueueRings(b *pgx.Batch, cs ...Change) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	var handoffs, queues, agents []int64
+	var details []string
+	for _, c := range cs {
+		if c.Kind != Offered {
+			return fmt.Errorf("record ring of %s: kind %q is not a ring", c.PublicID, c.Kind)
+		}
+		withoutUntil := c
+		withoutUntil.Detail = maps.Clone(c.Detail)
+		delete(withoutUntil.Detail, "until")
+		detail, err := withoutUntil.detail()
+		if err != nil {
+			return err
+		}
+		handoffs, queues, agents, details = append(handoffs, c.HandoffID), append(queues, c.QueueID), append(agents, c.UserID), append(details, string(detail))
+	}
+	b.Queue(`INSERT INTO events (at, kind, queue_id, handoff_id, subject_user, detail)
+		SELECT o.offered_at, 'offered', t.queue_id, t.handoff_id, t.agent, t.detail || jsonb_build_object('until', o.until)
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]::jsonb[]) WITH ORDINALITY AS t(handoff_id, queue_id, agent, detail, n)
+		JOIN offers o ON o.handoff_id = t.handoff_id AND o.user_id = t.agent AND o.ended_at IS NULL
+		ORDER BY t.n`, handoffs, queues, agents, details)
+	return nil
+}
+
 // Rings makes c the start of a ring: the warm package c is about rings the agent userID, named
 // agent, until until. Its detail names both, for the package's timeline and the agent's pages.
 func (c Change) Rings(userID int64, agent string, until time.Time) Change {

@@ -564,13 +564,14 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 	// The warm phase's start, after every package's queued: the ring, or the warm_timeout of a
 	// package whose queue has nobody online, which its bot hears right after queued.
 	var rung newOffers
+	var rings []events.Change
 	for i, a := range admitted {
 		c := changes[i]
 		c.ActorBot, c.Reason = nil, ""
 		switch {
 		case a.rings != nil:
 			c.At = a.ringAt
-			changes = append(changes, c.Rings(a.rings.UserID, a.rings.Name, *a.offeredUntil))
+			rings = append(rings, c.Rings(a.rings.UserID, a.rings.Name, *a.offeredUntil))
 			rung.add(a)
 		case a.warmEnded:
 			// At the rings' time, not the package's: a bot orders its webhooks by occurred_at.
@@ -596,6 +597,9 @@ func writeAdmitted(ctx context.Context, conn *pgx.Conn, admitted []admission, no
 		ids, handoffIDs, keys, queues, ranks, contacts, sources, packages, digests, expires, offeredTo, offeredUntil, now, warmUntil, traces)
 	rung.queue(b)
 	if err := events.Queue(b, changes...); err != nil {
+		return err
+	}
+	if err := events.QueueRings(b, rings...); err != nil {
 		return err
 	}
 	// With the parameters in view the planner always finds a custom plan cheaper, and planning

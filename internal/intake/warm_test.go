@@ -330,4 +330,15 @@ func TestBatchRingStartsAfterTheRingItWaitedFor(t *testing.T) {
 		t.Errorf("the ring runs until %s (the package says %s), want the accept window from its start, within the warm wait",
 			until, offeredUntil)
 	}
+	// The log, which the timeline, the audit and make soak's overlap check read, tells the moved ring.
+	var loggedAt, loggedUntil time.Time
+	if err := d.db.QueryRow(ctx, `
+		SELECT e.at, (e.detail->>'until')::timestamptz FROM events e JOIN handoffs h ON h.id = e.handoff_id
+		WHERE h.handoff_id = $1 AND e.kind = 'offered'`, batch[0].p.HandoffID).Scan(&loggedAt, &loggedUntil); err != nil {
+		t.Fatalf("the batch's ring in the log: %v", err)
+	}
+	if !loggedAt.Equal(offeredAt) || !loggedUntil.Equal(until) {
+		t.Errorf("the log has the ring from %s until %s; the offer runs from %s until %s",
+			loggedAt.Format(time.StampMicro), loggedUntil.Format(time.StampMicro), offeredAt.Format(time.StampMicro), until.Format(time.StampMicro))
+	}
 }

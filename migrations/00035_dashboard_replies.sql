@@ -6,9 +6,12 @@ SET LOCAL lock_timeout = '1s';
 -- The dashboard's figures of replies (docs/metrics.md): time to first reply, and each agent's
 -- packages, times, replies, drafts sent as is and edit distances. Each row of the rollup now also
 -- holds, for the packages that arrived in its hour, those that got a reply and a histogram of the
--- times from arrival to the first (bins as accept_bins'), and per desk user (by id) their part:
--- {"<user id>": {handled, accept_bins, resolved, resolve_bins, replies, drafts, as_is, edit_bins}},
--- edit_bins counting characters in the bins of seconds. drafts and as_is now count the replies to
+-- times from arrival to the first (bins as accept_bins'), and per desk user their part: agents
+-- (their ids) and agent_figures (each agent's handled, resolved, replies, drafts and as_is, then
+-- the histograms of their times to accept, to resolution and of their edit distances in
+-- characters, each as its first non-zero bin, its length and its counts: dashboard.packAgents).
+-- Binary integer arrays rather than a jsonb object, which is parsed and printed as text at every
+-- refresh: a busy queue's hour holds dozens of agents. drafts and as_is now count the replies to
 -- the hour's packages, in the queue each package is in now, as every other figure counts: a
 -- drill-down to /packages then lists exactly the packages a figure counted.
 --
@@ -18,7 +21,8 @@ SET LOCAL lock_timeout = '1s';
 -- Read does not use until then.
 ALTER TABLE dashboard_hours ADD COLUMN replied integer NOT NULL DEFAULT 0,
     ADD COLUMN reply_bins integer[] NOT NULL DEFAULT '{}',
-    ADD COLUMN by_agent jsonb NOT NULL DEFAULT '{}';
+    ADD COLUMN agents bigint[] NOT NULL DEFAULT '{}',
+    ADD COLUMN agent_figures integer[] NOT NULL DEFAULT '{}';
 ALTER TABLE dashboard_rollup ADD COLUMN version integer NOT NULL DEFAULT 1;
 
 -- A reassignment names the agent the package went to as its subject (events.Kind.NamesPerson), as
@@ -42,4 +46,4 @@ ALTER TABLE events ADD CONSTRAINT events_subject_user CHECK ((subject_user IS NO
         'user_created', 'user_changed', 'user_enabled', 'password_reset', 'password_changed',
         'offered', 'offer_ended'))) NOT VALID;
 ALTER TABLE dashboard_rollup DROP COLUMN version;
-ALTER TABLE dashboard_hours DROP COLUMN by_agent, DROP COLUMN reply_bins, DROP COLUMN replied;
+ALTER TABLE dashboard_hours DROP COLUMN agent_figures, DROP COLUMN agents, DROP COLUMN reply_bins, DROP COLUMN replied;

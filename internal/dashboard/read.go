@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -133,11 +132,7 @@ func (s *Stats) sum(hs []*hour, q queues) times {
 				s.Series[i].Resolved += h.Resolved
 				t.series[i].merge(h.ResolveBins)
 			}
-			for k, a := range h.Agents {
-				id, err := strconv.ParseInt(k, 10, 64)
-				if err != nil {
-					continue // no row holds another key: Refresh writes them from user ids
-				}
+			for id, a := range h.Agents {
 				if t.agents[id] == nil {
 					t.agents[id] = &agentHour{}
 				}

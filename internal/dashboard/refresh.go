@@ -171,13 +171,14 @@ func refresh(ctx context.Context, db DB, rebuild bool) (Refreshed, error) {
 func write(ctx context.Context, tx pgx.Tx, grain int, hs map[hourKey]*hour) error {
 	rows := make([][]any, 0, len(hs))
 	for _, h := range hs {
+		agents, figures := packAgents(h.Agents)
 		rows = append(rows, []any{h.Hour, grain, h.Queue, h.In, h.Accepted, h.Resolved, h.Rejected, h.Returned, h.Expired, h.Canceled,
 			h.Repeats, h.ByTrigger, h.BySource, h.ReturnedBy, []int32(h.AcceptBins), []int32(h.ResolveBins), h.Drafts, h.AsIs,
-			h.Replied, []int32(h.ReplyBins), h.Agents})
+			h.Replied, []int32(h.ReplyBins), agents, figures})
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"dashboard_hours"}, []string{"hour", "hours", "queue_id", "packages", "accepted",
 		"resolved", "rejected", "returned", "expired", "canceled", "repeats", "by_trigger", "by_source", "returned_by",
-		"accept_bins", "resolve_bins", "drafts", "as_is", "replied", "reply_bins", "by_agent"}, pgx.CopyFromRows(rows))
+		"accept_bins", "resolve_bins", "drafts", "as_is", "replied", "reply_bins", "agents", "agent_figures"}, pgx.CopyFromRows(rows))
 	return err
 }
 

@@ -2,8 +2,9 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"math"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,9 +106,9 @@ type hour struct {
 	// unchanged. Replied are the packages that got a reply, ReplyBins the times to the first.
 	Drafts, AsIs, Replied int
 	ReplyBins             histogram
-	// Agents are the figures of each desk user (by id, as text: a jsonb object's keys) who holds
-	// one of the hour's packages with an accept standing or sent a reply to one.
-	Agents map[string]*agentHour
+	// Agents are the figures of each desk user (by id) who holds one of the hour's packages with an
+	// accept standing or sent a reply to one.
+	Agents map[int64]*agentHour
 }
 
 // agentHour is one agent's part of an hour: the packages whose accept stands with them (Handled),
@@ -115,14 +116,77 @@ type hour struct {
 // those to a draft and those sent as is, and the edit distances (in characters) of those to a
 // draft, in bins as durations are.
 type agentHour struct {
-	Handled     int       `json:"handled"`
-	AcceptBins  histogram `json:"accept_bins"`
-	Resolved    int       `json:"resolved"`
-	ResolveBins histogram `json:"resolve_bins"`
-	Replies     int       `json:"replies"`
-	Drafts      int       `json:"drafts"`
-	AsIs        int       `json:"as_is"`
-	EditBins    histogram `json:"edit_bins"`
+	Handled, Resolved, Replies, Drafts, AsIs int
+	AcceptBins, ResolveBins, EditBins        histogram
+}
+
+// The rollup stores an hour's agents as two arrays, agents (their ids) and agent_figures (their
+// figures one after the other, in the same order), which PostgreSQL and pgx read and write as
+// binary integers: an hour of a busy queue holds dozens of agents, and a jsonb object of them
+// was read and written as text at every refresh (4 s to write a 100,000-package desk's rollup
+// instead of 0.3). An agent's figures are Handled, Resolved, Replies, Drafts and AsIs, then each
+// histogram as its first non-zero bin, its length from there, and its counts: an agent's hour
+// holds a few durations, whose bins lie close together.
+
+// packAgents lays out an hour's agents for the rollup's columns.
+func packAgents(agents map[int64]*agentHour) (ids []int64, figures []int32) {
+	ids = make([]int64, 0, len(agents))
+	for id := range agents {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	figures = []int32{} // an hour without agents is an empty array, not a null
+	for _, id := range ids {
+		a := agents[id]
+		figures = append(figures, int32(a.Handled), int32(a.Resolved), int32(a.Replies), int32(a.Drafts), int32(a.AsIs))
+		for _, h := range []histogram{a.AcceptBins, a.ResolveBins, a.EditBins} {
+			first := slices.IndexFunc(h, func(n int32) bool { return n != 0 })
+			if first < 0 {
+				figures = append(figures, 0, 0)
+				continue
+			}
+			figures = append(figures, int32(first), int32(len(h)-first))
+			figures = append(figures, h[first:]...)
+		}
+	}
+	return ids, figures
+}
+
+// unpackAgents reads an hour's agents back from the rollup's columns.
+func unpackAgents(ids []int64, figures []int32) (map[int64]*agentHour, error) {
+	agents := make(map[int64]*agentHour, len(ids))
+	next := func(n int) ([]int32, error) {
+		if len(figures) < n {
+			return nil, fmt.Errorf("dashboard: the rollup's agent figures end early")
+		}
+		v := figures[:n]
+		figures = figures[n:]
+		return v, nil
+	}
+	for _, id := range ids {
+		counts, err := next(5)
+		if err != nil {
+			return nil, err
+		}
+		a := &agentHour{Handled: int(counts[0]), Resolved: int(counts[1]), Replies: int(counts[2]), Drafts: int(counts[3]), AsIs: int(counts[4])}
+		for _, h := range []*histogram{&a.AcceptBins, &a.ResolveBins, &a.EditBins} {
+			span, err := next(2)
+			if err != nil {
+				return nil, err
+			}
+			bins, err := next(int(span[1]))
+			if err != nil {
+				return nil, err
+			}
+			*h = make(histogram, int(span[0])+len(bins))
+			copy((*h)[span[0]:], bins)
+		}
+		agents[id] = a
+	}
+	if len(figures) != 0 {
+		return nil, fmt.Errorf("dashboard: the rollup's agent figures hold %d numbers more than its agents", len(figures))
+	}
+	return agents, nil
 }
 
 func (a *agentHour) add(o *agentHour) {
@@ -138,11 +202,10 @@ func (a *agentHour) add(o *agentHour) {
 
 // agent is the part of the hour of the user with id.
 func (h *hour) agent(id int64) *agentHour {
-	k := strconv.FormatInt(id, 10)
-	a := h.Agents[k]
+	a := h.Agents[id]
 	if a == nil {
 		a = &agentHour{AcceptBins: histogram{}, ResolveBins: histogram{}, EditBins: histogram{}}
-		h.Agents[k] = a
+		h.Agents[id] = a
 	}
 	return a
 }
@@ -154,7 +217,7 @@ type hourKey struct {
 
 func newHour(k hourKey) *hour {
 	return &hour{Hour: k.hour, Queue: k.queue, ByTrigger: map[string]int{}, BySource: map[string]int{}, ReturnedBy: map[string]int{},
-		AcceptBins: histogram{}, ResolveBins: histogram{}, ReplyBins: histogram{}, Agents: map[string]*agentHour{}}
+		AcceptBins: histogram{}, ResolveBins: histogram{}, ReplyBins: histogram{}, Agents: map[int64]*agentHour{}}
 }
 
 // hourOf cuts time at the hour as an absolute instant (UTC hours), whatever the session's zone.
@@ -340,7 +403,8 @@ func (h *hour) add(o *hour) {
 func stored(ctx context.Context, db DB, ids []int64, grain int, in spans) ([]*hour, error) {
 	rows, err := db.Query(ctx, `
 		SELECT d.hour, d.queue_id, d.packages, d.accepted, d.resolved, d.rejected, d.returned, d.expired, d.canceled, d.repeats,
-			d.by_trigger, d.by_source, d.returned_by, d.accept_bins, d.resolve_bins, d.drafts, d.as_is, d.replied, d.reply_bins, d.by_agent
+			d.by_trigger, d.by_source, d.returned_by, d.accept_bins, d.resolve_bins, d.drafts, d.as_is, d.replied, d.reply_bins, d.agents,
+			d.agent_figures
 		FROM unnest($3::timestamptz[], $4::timestamptz[]) AS s(from_, to_)
 		JOIN dashboard_hours d ON d.queue_id = ANY($1) AND d.hours = $2 AND d.hour >= s.from_ AND d.hour < s.to_`,
 		ids, grain, in.from, in.to)
@@ -349,9 +413,15 @@ func stored(ctx context.Context, db DB, ids []int64, grain int, in spans) ([]*ho
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*hour, error) {
 		var h hour
-		err := row.Scan(&h.Hour, &h.Queue, &h.In, &h.Accepted, &h.Resolved, &h.Rejected, &h.Returned, &h.Expired, &h.Canceled,
+		var agents []int64
+		var figures []int32
+		if err := row.Scan(&h.Hour, &h.Queue, &h.In, &h.Accepted, &h.Resolved, &h.Rejected, &h.Returned, &h.Expired, &h.Canceled,
 			&h.Repeats, &h.ByTrigger, &h.BySource, &h.ReturnedBy, &h.AcceptBins, &h.ResolveBins, &h.Drafts, &h.AsIs, &h.Replied, &h.ReplyBins,
-			&h.Agents)
+			&agents, &figures); err != nil {
+			return nil, err
+		}
+		var err error
+		h.Agents, err = unpackAgents(agents, figures)
 		return &h, err
 	})
 }

@@ -176,3 +176,26 @@ func TestRefreshSkipsWhileAnotherRuns(t *testing.T) {
 		t.Errorf("refresh after: %+v, %v; want the first build", r, err)
 	}
 }
+
+// An hour's agents come back from the rollup's arrays as they went in, histograms and all.
+func TestAgentsPackAndUnpack(t *testing.T) {
+	in := map[int64]*agentHour{
+		7:  {Handled: 3, Resolved: 2, Replies: 4, Drafts: 3, AsIs: 1, AcceptBins: histogram{0, 0, 0, 2, 0, 1}, ResolveBins: histogram{}, EditBins: histogram{1, 0, 2}},
+		42: {Replies: 1, AcceptBins: histogram{}, ResolveBins: histogram{0, 0, 0, 0, 0, 0, 0, 0, 1}, EditBins: histogram{}},
+	}
+	ids, figures := packAgents(in)
+	out, err := unpackAgents(ids, figures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, a := range in {
+		b := out[id]
+		if b == nil || a.Handled != b.Handled || a.Resolved != b.Resolved || a.Replies != b.Replies || a.Drafts != b.Drafts || a.AsIs != b.AsIs ||
+			!slices.Equal(a.AcceptBins, b.AcceptBins) || !slices.Equal(a.ResolveBins, b.ResolveBins) || !slices.Equal(a.EditBins, b.EditBins) {
+			t.Errorf("agent %d: %+v came back as %+v", id, a, b)
+		}
+	}
+	if _, err := unpackAgents(ids, figures[:len(figures)-1]); err == nil {
+		t.Errorf("figures cut short read back without an error")
+	}
+}

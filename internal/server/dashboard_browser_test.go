@@ -148,13 +148,10 @@ func TestBrowserDrillDownFromTheDashboard(t *testing.T) {
 		if c.figure == "repeat contacts" {
 			checkA11y(t, ctx, axe, "/dashboard")
 		}
-		shown := evalString(t, ctx, `document.querySelector(`+jsString(c.link)+`).textContent`)
-		if err := chromedp.Do(ctx, chromedp.Click(c.link), chromedp.WaitVisible(`[data-testid="search-count"]`)); err != nil {
-			t.Fatalf("click %s: %v", c.figure, err)
-		}
-		if path := evalString(t, ctx, `location.pathname`); path != "/packages" {
-			t.Errorf("%s opens %s, want /packages", c.figure, path)
-		}
+		// Found and clicked in one step: the page's socket replaces the figures with fresh ones
+		// as it connects, which a node looked up first may not outlive.
+		shown := evalString(t, ctx, `(() => { const a = document.querySelector(`+jsString(c.link)+`); a.click(); return a.textContent })()`)
+		acrossPages(t, ctx, c.figure+" opening /packages", `location.pathname === "/packages" && !!document.querySelector('[data-testid="search-count"]')`)
 		if got := listed(t, ctx); !slices.Equal(got, c.want) {
 			t.Errorf("%s (%s on the dashboard) lists %v, want %v", c.figure, shown, got, c.want)
 		}
@@ -211,11 +208,14 @@ func TestBrowserReassignFromTheRoster(t *testing.T) {
 		t.Errorf("the roster offers %q, want Blake alone (Alex holds it; the supervisor works no queue)", options)
 	}
 	checkA11y(t, sup, axe, "/dashboard with a held package")
-	if err := chromedp.Do(sup, chromedp.SetValue(row+` [data-testid="roster-reassign-to"]`, "blake@example.com")); err != nil {
-		t.Fatalf("choose Blake on the roster: %v", err)
-	}
-	if err := chromedp.Do(sup, chromedp.Evaluate[chromedp.Void](`window.beforeMove = true`),
-		chromedp.Click(row+` [data-testid="roster-reassign-button"]`)); err != nil {
+	// Chosen and sent in one step: the roster is replaced live as the others' pages come and go,
+	// which a node looked up first may not outlive.
+	if err := chromedp.Do(sup, chromedp.Evaluate[chromedp.Void](`(() => {
+		window.beforeMove = true;
+		const row = document.querySelector('`+row+`');
+		row.querySelector('[data-testid="roster-reassign-to"]').value = "blake@example.com";
+		row.querySelector('[data-testid="roster-reassign-button"]').click();
+	})()`)); err != nil {
 		t.Fatalf("reassign from the roster: %v", err)
 	}
 	acrossPages(t, sup, "the dashboard again, the roster showing Blake holding it",

@@ -138,14 +138,14 @@ func packAgents(agents map[int64]*agentHour) (ids []int64, figures []int32) {
 	figures = []int32{} // an hour without agents is an empty array, not a null
 	for _, id := range ids {
 		a := agents[id]
-		figures = append(figures, int32(a.Handled), int32(a.Resolved), int32(a.Replies), int32(a.Drafts), int32(a.AsIs))
+		figures = append(figures, int32(a.Handled), int32(a.Resolved), int32(a.Replies), int32(a.Drafts), int32(a.AsIs)) //nolint:gosec // G115: one agent's packages and replies in one hour
 		for _, h := range []histogram{a.AcceptBins, a.ResolveBins, a.EditBins} {
 			first := slices.IndexFunc(h, func(n int32) bool { return n != 0 })
 			if first < 0 {
 				figures = append(figures, 0, 0)
 				continue
 			}
-			figures = append(figures, int32(first), int32(len(h)-first))
+			figures = append(figures, int32(first), int32(len(h)-first)) //nolint:gosec // G115: a histogram has a few dozen bins
 			figures = append(figures, h[first:]...)
 		}
 	}

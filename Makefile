@@ -152,8 +152,9 @@ bench-dashboard:
 		TEST_DATABASE_URL="$$url" $(GO) test ./internal/dashboard -run '^$$' -bench Dashboard -benchtime 1x -timeout 60m -v
 
 ## bench-search: seeds 1,000,000 packages (several minutes; BENCH_PACKAGES=100000 for a quick run), then
-## times /packages' first page for the searches people type, as a supervisor and as an agent, beside
-## a plain index lookup and a count(*) of a queue in the same run, with the machine's load average.
+## times /packages' first page for the searches people type and the counts a dashboard figure's link
+## makes, as a supervisor and as an agent, beside a plain index lookup and a count(*) of a queue in the
+## same run, with the machine's load average.
 bench-search:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test ./internal/search -run '^$$' -bench Search -benchtime 1x -timeout 90m -v

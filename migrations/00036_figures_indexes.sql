@@ -10,7 +10,9 @@ SET lock_timeout = '1s';
 -- handoffs_dashboard_idx (00015) with the package's id and its holder: the rollup reads each hour's
 -- packages from the index alone, and now the agent whose accept stands and the id their replies
 -- are found by. Without them every read of an hour visits the heap, whose rows carry the whole
--- package: a refresh after an hour's activity took 9.7 s instead of 0.5 (make bench-dashboard).
+-- package: with the replies read by a join, a refresh after an hour's activity took 9.7 s; with
+-- these indexes and each package's replies looked up on its own, 1.5 s (0.5 s before 00035's
+-- figures; docs/metrics.md, make bench-dashboard).
 DROP INDEX CONCURRENTLY IF EXISTS handoffs_figures_idx;
 CREATE INDEX CONCURRENTLY handoffs_figures_idx ON handoffs (queue_id, created_at)
     INCLUDE (id, status, accepted_at, closed_at, rejections, outcome, trigger, source_agent, repeat_contact, assignee_id);

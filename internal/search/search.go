@@ -450,11 +450,13 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 		st.args["until"] = f.Until
 		where = append(where, `h.created_at < @until`)
 	}
-	for name, v := range map[string]*bool{"accepted": f.Accepted, "rejected": f.Rejected, "open": f.Open} {
-		if v != nil {
-			st.args[name] = *v
-			where = append(where, map[string]string{"accepted": `(h.accepted_at IS NOT NULL)`, "rejected": `(h.rejections > 0)`,
-				"open": `(h.closed_at IS NULL)`}[name]+` = @`+name)
+	for _, b := range []struct {
+		name, is string
+		v        *bool
+	}{{"accepted", `h.accepted_at IS NOT NULL`, f.Accepted}, {"rejected", `h.rejections > 0`, f.Rejected}, {"open", `h.closed_at IS NULL`, f.Open}} {
+		if b.v != nil {
+			st.args[b.name] = *b.v
+			where = append(where, `(`+b.is+`) = @`+b.name)
 		}
 	}
 	if f.Agent != "" {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/commit"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/events"
@@ -32,6 +33,7 @@ import (
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/tracing"
+	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // MaxNoteChars caps every reason and note an agent writes. The notes table holds 4,000
@@ -634,12 +636,20 @@ func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r
 		if r.Text, err = draft.Fill(r.Text); err != nil {
 			return err
 		}
+		thread, err := conversation.State(ctx, tx, h.ID, now)
+		if err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
+		// The reply joins the thread, answering the customer's latest message: the bot relays it
+		// and reads it back in order with GET …/messages.
+		sent := conversation.AppendReply(b, h.ID, thread, user.ID, r.Text, now)
 		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: p.DraftReply, Reply: r}); err != nil {
 			return err
 		}
 		if err := record(ctx, b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,
-			Assignee: user.DisplayName, Text: r.Text, At: now, Detail: map[string]any{"tags": r.Tags}}), nil); err != nil {
+			Assignee: user.DisplayName, Text: r.Text, At: now, Detail: map[string]any{"tags": r.Tags, "seq": sent.Seq},
+			Message: &webhook.Message{ID: sent.MessageID, Seq: sent.Seq, InReplyTo: sent.InReplyTo}}), nil); err != nil {
 			return err
 		}
 		return tx.SendBatch(ctx, b).Close()

@@ -44,8 +44,10 @@ type Change struct {
 	Approval *webhook.Approval
 	// Refund is what a resolution as refunded paid back against what was asked, for the webhook.
 	Refund *handoff.RefundOutcome
-	Detail map[string]any
-	At     time.Time
+	// Message is the thread's message a reply sent or a reopen came with, for the webhook.
+	Message *webhook.Message
+	Detail  map[string]any
+	At      time.Time
 	// UserID is the person whose access changed, for the kinds that change it.
 	UserID int64
 	// Trace is the stored context of the span that made the change, and PackageTrace the
@@ -88,8 +90,8 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 			hooks = append(hooks, webhook.Event{
 				HandoffID: c.PublicID, APIKeyID: c.APIKeyID, Event: string(c.Kind), Status: string(c.Status), Queue: c.Queue,
 				Reason: c.Reason, Note: c.Note, Outcome: c.Outcome, Assignee: c.Assignee, Text: c.Text, Approval: c.Approval, Refund: (*webhook.Refund)(c.Refund), OccurredAt: c.At,
-				SecondsToAccept: c.SecondsToAccept,
-				Trace:           c.Trace, PackageTrace: c.PackageTrace,
+				SecondsToAccept: c.SecondsToAccept, Message: c.Message,
+				Trace: c.Trace, PackageTrace: c.PackageTrace,
 			})
 		}
 	}

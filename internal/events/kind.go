@@ -81,6 +81,13 @@ const (
 	// A supervisor moved a held package to another agent of its queue, or took it over themselves
 	// (actions.Reassign): the bot hears the new agent's name, the previous holder's pages move.
 	Reassigned Kind = "reassigned"
+
+	// The conversation after the handoff (internal/conversation). Message: a message joined the
+	// package's thread (detail: its seq and role); every open view of the package shows it, and the
+	// bot, which sent it, hears nothing back. Reopened: a customer's message reopened a package
+	// resolved within its queue's reopen window: the bot hears it waits for an agent again.
+	Message  Kind = "message"
+	Reopened Kind = "reopened"
 )
 
 // Kinds lists every kind.
@@ -91,7 +98,7 @@ func Kinds() []Kind {
 		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
 		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered,
 		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn,
-		SSOSettingsChanged, Noted, Reassigned}
+		SSOSettingsChanged, Noted, Reassigned, Message, Reopened}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a
@@ -119,7 +126,7 @@ func (k Kind) Configures() bool {
 // kinds (a reservation, its release, presence) are no business of the bot's.
 func (k Kind) TellsBot() bool {
 	switch k {
-	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply, WarmTimeout, Reassigned:
+	case Queued, Accepted, Rejected, Transferred, ReturnedToBot, Resolved, Expired, Canceled, Reply, WarmTimeout, Reassigned, Reopened:
 		return true
 	case ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn:
 		return true

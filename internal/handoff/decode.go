@@ -1,11 +1,15 @@
 package handoff
 
 import (
+	"cmp"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-playground/validator/v10"
 )
 
 // Decode reads a package from a request body and checks it against the rules
@@ -38,6 +42,30 @@ func Decode(body []byte) (Package, error) {
 	}
 	p.timesToUTC()
 	return p, NewValidationError(append(r.Problems(), p.fieldErrors()...))
+}
+
+// DecodeObject reads body into dst, a pointer to a struct with json and validate tags, by the
+// rules Decode applies to a package: a *SyntaxError for a body that is not JSON, a
+// *ValidationError naming every unknown member (as "not a field of " + what), value of the wrong
+// JSON type and broken rule at once. Other documents of the bot API (a conversation's message)
+// then answer exactly as a package does.
+func DecodeObject(body []byte, dst any, what string) error {
+	r := NewReader(body)
+	r.object = what
+	v := reflect.ValueOf(dst).Elem()
+	isObject := r.Object("a JSON object", func(name string) { readField(r, v, name) })
+	if err := r.End(); err != nil {
+		return err
+	}
+	if !isObject {
+		return NewValidationError(r.Problems())
+	}
+	var errs []FieldError
+	verrs, _ := errors.AsType[validator.ValidationErrors](check.validate.Struct(dst))
+	for _, fe := range verrs {
+		errs = append(errs, fieldError(fe))
+	}
+	return NewValidationError(append(r.Problems(), errs...))
 }
 
 // timesToUTC keeps the instants and drops the sender's offsets, which mean
@@ -99,6 +127,18 @@ func readValue(r *Reader, dst reflect.Value) bool {
 			dst.SetString(s)
 		}
 		return ok
+	case reflect.Int64:
+		n, ok := r.Number("a whole number")
+		if !ok {
+			return false
+		}
+		i, err := n.Int64()
+		if err != nil {
+			r.Problem(RuleType, "must be a whole number")
+			return false
+		}
+		dst.SetInt(i)
+		return true
 	case reflect.Bool:
 		b, ok := r.Bool("a boolean")
 		if ok {
@@ -146,7 +186,7 @@ func readField(r *Reader, dst reflect.Value, name string) {
 	fields := structFields(dst.Type())
 	i, ok := fields.index[name]
 	if !ok {
-		r.Unknown("the handoff package (schema v1)")
+		r.Unknown(cmp.Or(r.object, "the handoff package (schema v1)"))
 		return
 	}
 	f := dst.Field(i)

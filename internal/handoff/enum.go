@@ -102,7 +102,7 @@ func Roles() []Role {
 // any other value. The validator's oneof rule, its error messages and the JSON
 // Schema generator all read the lists through it.
 func allowedValues(v any) ([]string, bool) {
-	switch v.(type) {
+	switch v := v.(type) {
 	case TransferMode:
 		return asStrings(TransferModes()), true
 	case Trigger:
@@ -115,6 +115,8 @@ func allowedValues(v any) ([]string, bool) {
 		return asStrings(Channels()), true
 	case Role:
 		return asStrings(Roles()), true
+	case interface{ AllowedValues() []string }: // the enums of other documents of the bot API
+		return v.AllowedValues(), true
 	}
 	return nil, false
 }

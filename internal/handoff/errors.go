@@ -60,6 +60,8 @@ type FieldError struct {
 // field path.
 type ValidationError struct {
 	Fields []FieldError
+	// Subject names what broke the rules when it is not a package, such as "message".
+	Subject string
 }
 
 func (e *ValidationError) Error() string {

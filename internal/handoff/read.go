@@ -33,6 +33,9 @@ type Reader struct {
 	path []byte // of the value being read
 
 	problems []FieldError
+	// object names the document in a complaint about an unknown member:
+	// "the handoff package (schema v1)" unless DecodeObject says otherwise.
+	object string
 	// members lists the members of the objects being read, innermost
 	// object last, so that a member given again can drop the problems of
 	// the earlier one.

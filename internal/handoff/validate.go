@@ -92,6 +92,10 @@ func newChecker() *checker {
 		u, err := url.Parse(s)
 		return err == nil && u.IsAbs()
 	})
+	c.register("https", func(s string, _ validator.FieldLevel) bool {
+		u, err := url.Parse(s)
+		return err == nil && u.Scheme == "https" && u.Host != ""
+	})
 	c.register("notblank", func(s string, _ validator.FieldLevel) bool { return strings.TrimSpace(s) != "" })
 	c.register(ruleSchemaVersion, func(s string, _ validator.FieldLevel) bool { return c.version.MatchString(s) })
 	c.register("handoff_id", func(s string, _ validator.FieldLevel) bool { return c.handoffID.MatchString(s) })
@@ -265,6 +269,10 @@ func describe(fe validator.FieldError) string {
 		return "must be an ISO 4217 currency code, like USD"
 	case "handoff_id":
 		return "must use only A-Z a-z 0-9 _ . : -"
+	case "https":
+		return "must be an https URL, like https://files.example.com/receipt.pdf"
+	case "min":
+		return "must be at least " + fe.Param()
 	case "single_paragraph":
 		return "must be a single paragraph, without blank lines"
 	case "amount":

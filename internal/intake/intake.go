@@ -800,7 +800,8 @@ func (g guardCounts) check(q queue.Queue, p handoff.Package, now time.Time) erro
 	case q.Guards.OneOpen && g.openID != nil:
 		return &desk.Error{
 			Code: desk.Conflict, Reason: handoff.ReasonOpenHandoff, Details: map[string]string{"open_handoff_id": *g.openID},
-			Message: fmt.Sprintf("contact %s already has handoff %s open; resume or cancel it first", p.Contact.ID, *g.openID),
+			Message: fmt.Sprintf("contact %s already has handoff %s open: post the customer's messages to it (POST /api/v1/handoffs/%s/messages), or cancel it first",
+				p.Contact.ID, *g.openID, *g.openID),
 		}
 	case g.hourly >= q.Guards.ContactHourly:
 		return refused(handoff.ReasonContactHourly, g.oldestHourly.Add(time.Hour).Sub(now),
@@ -810,7 +811,8 @@ func (g guardCounts) check(q queue.Queue, p handoff.Package, now time.Time) erro
 			"contact %s already had %d handoffs in the last day (limit %d)", p.Contact.ID, g.daily, q.Guards.ContactDaily)
 	case g.lastPair != nil:
 		return refused(handoff.ReasonCircular, g.lastPair.Add(q.Guards.PairCooldown).Sub(now),
-			"%s already handed contact %s to queue %s in the last %s", p.SourceAgent, p.Contact.ID, q.Name, q.Guards.PairCooldown)
+			"%s already handed contact %s to queue %s in the last %s; a customer who writes again after a resolve is no new handoff: post their message to that handoff (POST /api/v1/handoffs/{id}/messages), which reopens it within the queue's reopen window",
+			p.SourceAgent, p.Contact.ID, q.Name, q.Guards.PairCooldown)
 	}
 	return nil
 }

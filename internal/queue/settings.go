@@ -118,6 +118,14 @@ func Settings() []Setting {
 				q.WarmWait, err = parseDuration(v, "warm wait", time.Second)
 				return
 			}},
+		{Field: "reopen_window", Label: "Reopen window", Input: InputDuration,
+			Help:   "A customer who writes again this long after a resolve reopens the package, offered first to the agent who resolved it; later, the bot hands off anew. 0s: never reopen.",
+			Get:    func(q Queue) []string { return one(FormatDuration(q.ReopenWindow)) },
+			Column: "reopen_window", Value: func(q Queue) any { return q.ReopenWindow },
+			Set: func(q *Queue, v []string) (err error) {
+				q.ReopenWindow, err = parseDuration(v, "reopen window", 0)
+				return
+			}},
 		{Field: "missed_rings_away", Label: "Missed rings before away", Input: InputNumber,
 			Help:   "An agent who lets this many rings in a row run out is set to away and told why.",
 			Get:    func(q Queue) []string { return one(strconv.Itoa(q.MissedRingsAway)) },
@@ -263,7 +271,8 @@ func Defaults() Queue {
 		PIIMinRole: "supervisor", TransferPolicy: []string{"children", "parent", "peers"}, MaxRejections: 3,
 		Guards:         Guards{ContactHourly: 3, ContactDaily: 10, PairCooldown: 30 * time.Minute, ChainLimit: 3, OneOpen: true},
 		OverflowPolicy: "accept", AcceptWindow: DefaultAcceptWindow, WarmWait: DefaultWarmWait, MissedRingsAway: DefaultMissedRingsAway,
-		Currency: DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
+		ReopenWindow: DefaultReopenWindow,
+		Currency:     DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
 }
 
 // Values spells every setting of q as the form shows it, by field.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,7 +141,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		body.Error = "malformed JSON: " + syntax.Error()
 	case errors.As(err, &invalid):
 		body.Fields = invalid.Fields
-		body.Error = fmt.Sprintf("the package is invalid: %d field(s) break the rules, listed in fields", len(invalid.Fields))
+		body.Error = fmt.Sprintf("the %s is invalid: %d field(s) break the rules, listed in fields", cmp.Or(invalid.Subject, "package"), len(invalid.Fields))
 	case errors.As(err, &de):
 		body.Reason, body.Details = de.Reason, de.Details
 		setRetryAfter(c, de)

@@ -116,6 +116,9 @@ func (s *Server) routes() {
 	bot.GET("/handoffs", s.handleListHandoffs)
 	bot.GET("/handoffs/:id", s.handleGetHandoff)
 	bot.POST("/handoffs/:id/cancel", s.handleCancelHandoff)
+	// The conversation after the handoff: the customer's messages in, the thread back out.
+	bot.POST("/handoffs/:id/messages", s.handlePostMessage)
+	bot.GET("/handoffs/:id/messages", s.handleMessages)
 	bot.POST("/sw4rm/handoff-requests", s.handleSW4RM)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.NewHTTPError(http.StatusNotFound, "no such page") })

@@ -39,10 +39,22 @@ type Event struct {
 	// SecondsToAccept is, on accepted, how long the package waited for its agent: what the
 	// customer of a warm transfer waited through.
 	SecondsToAccept *float64
-	OccurredAt      time.Time
+	// Message is the message of the thread the change is about: a reply's, or the customer's
+	// message that reopened the package.
+	Message    *Message
+	OccurredAt time.Time
 	// Trace and PackageTrace are the stored contexts of the span that made the change and of the
 	// package's span (tracing.Stored), which the delivery's span links to; nil while tracing is off.
 	Trace, PackageTrace *string
+}
+
+// Message names a message of the package's thread (internal/conversation), which the bot reads
+// whole with GET /api/v1/handoffs/{id}/messages.
+type Message struct {
+	ID  string
+	Seq int
+	// InReplyTo is, on a reply, the seq of the customer message it answers.
+	InReplyTo *int
 }
 
 // Approval is the refund approval an approval_* event is about.
@@ -77,9 +89,14 @@ type payload struct {
 	Assignee   string    `json:"assignee,omitempty"`
 	Text       string    `json:"text,omitempty"`
 	// SecondsToAccept is set on accepted.
-	SecondsToAccept *float64  `json:"seconds_to_accept,omitempty"`
-	Approval        *Approval `json:"approval,omitempty"`
-	Refund          *Refund   `json:"refund,omitempty"`
+	SecondsToAccept *float64 `json:"seconds_to_accept,omitempty"`
+	// The thread's message the event is about: a reply's id, seq and the customer message it
+	// answers; a reopen's customer message.
+	MessageID string    `json:"message_id,omitempty"`
+	Seq       int       `json:"seq,omitempty"`
+	InReplyTo *int      `json:"in_reply_to,omitempty"`
+	Approval  *Approval `json:"approval,omitempty"`
+	Refund    *Refund   `json:"refund,omitempty"`
 }
 
 // Queue adds the outbox insert of events to a batch that the caller sends inside its
@@ -107,7 +124,7 @@ func insert(events []Event) (string, []any, error) {
 		// 128 random bits need no coordination between instances to stay unique; the bot dedupes
 		// redeliveries on this id.
 		ids[i] = "evt_" + rand.Text()
-		body, err := json.Marshal(payload{
+		p := payload{
 			EventID:         ids[i],
 			Event:           e.Event,
 			HandoffID:       e.HandoffID,
@@ -122,7 +139,11 @@ func insert(events []Event) (string, []any, error) {
 			SecondsToAccept: e.SecondsToAccept,
 			Approval:        e.Approval,
 			Refund:          e.Refund,
-		})
+		}
+		if m := e.Message; m != nil {
+			p.MessageID, p.Seq, p.InReplyTo = m.ID, m.Seq, m.InReplyTo
+		}
+		body, err := json.Marshal(p)
 		if err != nil {
 			return "", nil, fmt.Errorf("enqueue webhook %s for %s: %w", e.Event, e.HandoffID, err)
 		}

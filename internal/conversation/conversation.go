@@ -1,0 +1,252 @@
+// Package conversation is a package's thread after the handoff (SPEC §2a): every message the
+// customer writes, the bot's own while no agent holds the package, and every reply an agent sends,
+// in one order per package. It owns the messages table and every read of it; the rules of who may
+// post when are the desk's (internal/actions), which appends here inside its own transaction, with
+// the change's event and webhook, under the package's row lock.
+package conversation
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoffdesk/desk/internal/handoff"
+)
+
+// Role is who wrote a message.
+type Role string
+
+const (
+	User      Role = "user"      // the customer, relayed by the bot
+	Assistant Role = "assistant" // the bot itself, while no agent holds the package
+	Agent     Role = "agent"     // a desk agent's reply
+)
+
+// AllowedValues lists the roles a bot may post: agents reply at the desk.
+func (Role) AllowedValues() []string { return []string{string(User), string(Assistant)} }
+
+// Limits of the thread. A package takes at least 120 messages a minute (SPEC §2a): a customer who
+// pastes a long text as a burst of lines must not be cut off, a runaway relay must.
+const (
+	MaxTextChars   = 8000
+	MaxAttachments = 10
+	PerMinute      = 300
+	MaxMessages    = 2000
+)
+
+// Attachment is a link the customer sent: the desk stores links, never files.
+type Attachment struct {
+	URL         string `json:"url" validate:"required,max=2048,https"`
+	Name        string `json:"name,omitempty" validate:"max=255"`
+	ContentType string `json:"content_type,omitempty" validate:"max=255"`
+	Size        *int64 `json:"size,omitempty" validate:"omitnil,min=0"`
+}
+
+// Incoming is a message a bot posts (POST /api/v1/handoffs/{id}/messages).
+type Incoming struct {
+	MessageID   string       `json:"message_id" validate:"required,max=128,handoff_id"`
+	Role        Role         `json:"role" validate:"required,oneof"`
+	Text        string       `json:"text" validate:"required,notblank,max=8000"`
+	At          *time.Time   `json:"at,omitzero"`
+	DraftReply  string       `json:"draft_reply,omitempty" validate:"max=8000"`
+	Attachments []Attachment `json:"attachments,omitempty" validate:"max=10,dive"`
+}
+
+// Decode reads a message from a request body: a *handoff.SyntaxError for a body that is not JSON,
+// a *handoff.ValidationError naming every bad field, as a package's are.
+func Decode(body []byte) (Incoming, error) {
+	var m Incoming
+	err := handoff.DecodeObject(body, &m, "a message")
+	var fields []handoff.FieldError
+	var invalid *handoff.ValidationError
+	switch {
+	case errors.As(err, &invalid):
+		fields = invalid.Fields
+	case err != nil:
+		return Incoming{}, err
+	}
+	if m.DraftReply != "" && m.Role != User {
+		fields = append(fields, handoff.FieldError{Field: "draft_reply", Rule: "user_only",
+			Message: "draft_reply drafts the answer to a customer's message: send it on a message with role user"})
+	}
+	if len(fields) > 0 {
+		return Incoming{}, &handoff.ValidationError{Subject: "message", Fields: fields}
+	}
+	if m.At != nil {
+		*m.At = m.At.UTC()
+	}
+	return m, nil
+}
+
+// digest is what identifies a bot's message for its replay: the same id with the same body answers
+// again, with another body is refused. The time it was received is no part of it.
+func (m Incoming) digest() []byte {
+	body, _ := json.Marshal(m) // a struct of strings, times and ints always encodes
+	sum := sha256.Sum256(body)
+	return sum[:]
+}
+
+// Message is one message of the thread.
+type Message struct {
+	Seq         int          `json:"seq"`
+	MessageID   string       `json:"message_id"`
+	Role        Role         `json:"role"`
+	Text        string       `json:"text"`
+	At          time.Time    `json:"at"`
+	Author      string       `json:"author,omitempty"` // agents: their display name
+	AuthorID    *int64       `json:"-"`
+	DraftReply  string       `json:"-"` // the co-pilot's, never the bot's to read back
+	Attachments []Attachment `json:"attachments"`
+	// InReplyTo is, on an agent's reply, the seq of the customer message it answers.
+	InReplyTo *int `json:"in_reply_to,omitempty"`
+}
+
+// Thread is where a package's thread stands, read under the package's row lock before a message
+// is appended.
+type Thread struct {
+	Last int // the last seq; 0 for none
+	// FromBot counts the bot's messages, in all and in the minute before the read.
+	FromBot, FromBotLastMinute int
+	// LastCustomer is the seq of the customer's latest message (0: none yet).
+	LastCustomer int
+}
+
+// State reads the thread of the locked package rowID as of now.
+func State(ctx context.Context, tx pgx.Tx, rowID int64, now time.Time) (Thread, error) {
+	var t Thread
+	err := tx.QueryRow(ctx, `
+		SELECT coalesce(max(seq), 0), count(*) FILTER (WHERE role <> 'agent'),
+			count(*) FILTER (WHERE role <> 'agent' AND received_at > $2::timestamptz - interval '1 minute'),
+			coalesce(max(seq) FILTER (WHERE role = 'user'), 0)
+		FROM messages WHERE handoff_id = $1`, rowID, now).Scan(&t.Last, &t.FromBot, &t.FromBotLastMinute, &t.LastCustomer)
+	return t, err
+}
+
+// Posted is a bot's message in the thread.
+type Posted struct {
+	HandoffID string `json:"handoff_id"`
+	MessageID string `json:"message_id"`
+	Seq       int    `json:"seq"`
+	// Replayed: the message was in the thread already, with the same body.
+	Replayed bool `json:"-"`
+	// Reopened: the customer's message reopened the resolved package.
+	Reopened bool `json:"-"`
+}
+
+// ErrOtherBody is a message id the thread holds with another body.
+var ErrOtherBody = errors.New("message id already used with another body")
+
+// Replay finds the bot's message messageID in the thread of rowID: ok false when it is not there,
+// ErrOtherBody when it is with another body.
+func Replay(ctx context.Context, tx pgx.Tx, rowID int64, m Incoming) (seq int, ok bool, err error) {
+	var digest []byte
+	err = tx.QueryRow(ctx, `SELECT seq, body_sha256 FROM messages WHERE handoff_id = $1 AND message_id = $2`, rowID, m.MessageID).
+		Scan(&seq, &digest)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	case string(digest) != string(m.digest()):
+		return seq, true, ErrOtherBody
+	}
+	return seq, true, nil
+}
+
+// Append adds the bot's message m to b as the thread's message seq, received at now.
+func Append(b *pgx.Batch, rowID int64, seq int, m Incoming, now time.Time) {
+	at := now
+	if m.At != nil {
+		at = *m.At
+	}
+	attachments := m.Attachments
+	if attachments == nil {
+		attachments = []Attachment{}
+	}
+	b.Queue(`
+		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, draft_reply, attachments, body_sha256)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), $9, $10)`,
+		rowID, seq, m.MessageID, m.Role, m.Text, at, now, m.DraftReply, attachments, m.digest())
+}
+
+// Reply is an agent's reply as the thread holds it.
+type Reply struct {
+	MessageID string
+	Seq       int
+	InReplyTo *int
+}
+
+// AppendReply adds an agent's reply to b as the thread's next message after t, answering the
+// customer's latest message, if any.
+func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text string, now time.Time) Reply {
+	r := Reply{MessageID: "reply_" + rand.Text(), Seq: t.Last + 1}
+	if t.LastCustomer > 0 {
+		r.InReplyTo = &t.LastCustomer
+	}
+	b.Queue(`
+		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, author_id, in_reply_to)
+		VALUES ($1, $2, $3, 'agent', $4, $5, $5, $6, $7)`, rowID, r.Seq, r.MessageID, text, now, authorID, r.InReplyTo)
+	return r
+}
+
+// Read returns the thread of rowID after seq after, in order.
+func Read(ctx context.Context, db querier, rowID int64, after int) ([]Message, error) {
+	rows, err := db.Query(ctx, `
+		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to
+		FROM messages m LEFT JOIN users u ON u.id = m.author_id
+		WHERE m.handoff_id = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3`, rowID, after, MaxMessages*2)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
+		var m Message
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo)
+		return m, err
+	})
+}
+
+// MaskFor masks the thread for a viewer: the contact's values and the queue's PII entity values
+// in every text a message carries, as the package's own free text is masked.
+func MaskFor(msgs []Message, p handoff.Package, v handoff.Visibility) []Message {
+	if v.PII {
+		return msgs
+	}
+	mask := p.NoteMaskFor(v)
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		m.Text, m.DraftReply = mask(m.Text), mask(m.DraftReply)
+		if len(m.Attachments) > 0 {
+			as := make([]Attachment, len(m.Attachments))
+			for j, a := range m.Attachments {
+				a.Name, a.URL = mask(a.Name), mask(a.URL)
+				as[j] = a
+			}
+			m.Attachments = as
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// CheckLimits refuses a bot's message the thread t has no room for, saying when to try again.
+func (t Thread) CheckLimits() (retryAfter time.Duration, err error) {
+	switch {
+	case t.FromBot >= MaxMessages:
+		return 0, fmt.Errorf("the thread holds %d messages from the bot, the most a package takes: hand off again with a new package", MaxMessages)
+	case t.FromBotLastMinute >= PerMinute:
+		return 10 * time.Second, fmt.Errorf("the thread took %d messages in the last minute, the most it takes: send the rest in a moment", PerMinute)
+	}
+	return 0, nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}

@@ -290,3 +290,98 @@ func TestConcurrentRelaysKeepEachRelaysOrder(t *testing.T) {
 		last[r] = n + 1
 	}
 }
+
+// An instance killed with kill -9 while a relay posts to it loses no message it answered: every
+// message that got a 201 is in the thread afterwards, once, read through the surviving instance,
+// and a relay that retries what got no answer finds each of those there exactly once too.
+func TestKilledInstanceKeepsEveryAnsweredMessage(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	doomed, kill := d.killable(t)
+	client := &http.Client{Timeout: 10 * time.Second}
+	post := func(base string, i int) (int, error) {
+		body := fmt.Sprintf(`{"message_id":"k%d","role":"user","text":"message %d"}`, i, i)
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/handoffs/"+d.id+"/messages", strings.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+d.key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	answered := map[int]bool{}
+	var unanswered []int
+	killed := false
+	for i := 0; i < 400 && len(unanswered) == 0; i++ {
+		if i == 40 {
+			// The kill lands while the relay is posting: the next posts find the instance gone
+			// mid-request or refused.
+			go kill()
+			killed = true
+		}
+		status, err := post(doomed.URL, i)
+		switch {
+		case err == nil && status == http.StatusCreated:
+			answered[i] = true
+		case err == nil:
+			t.Fatalf("message %d: %d", i, status)
+		default:
+			unanswered = append(unanswered, i)
+		}
+	}
+	if !killed || len(unanswered) == 0 {
+		t.Fatalf("the instance answered every message; answered %d", len(answered))
+	}
+	th := d.thread(t, 0)
+	have := map[string]int{}
+	for _, m := range th {
+		have[m.MessageID]++
+	}
+	for i := range answered {
+		if have[fmt.Sprintf("k%d", i)] != 1 {
+			t.Errorf("answered message k%d is in the thread %d times", i, have[fmt.Sprintf("k%d", i)])
+		}
+	}
+	// The relay retries what got no answer on the surviving instance: each lands once, whether the
+	// dead instance had committed it or not.
+	for _, i := range unanswered {
+		if status, err := post(d.URL, i); err != nil || (status != http.StatusCreated && status != http.StatusOK) {
+			t.Fatalf("retry of k%d: %d %v", i, status, err)
+		}
+	}
+	th = d.thread(t, 0)
+	for i, m := range th {
+		if m.Seq != i+1 {
+			t.Fatalf("seq %d at %d: a gap after the kill", m.Seq, i)
+		}
+	}
+	if len(th) != len(answered)+len(unanswered) {
+		t.Errorf("the thread holds %d messages, want %d answered and %d retried", len(th), len(answered), len(unanswered))
+	}
+	t.Logf("%d answered before the kill, %d retried after", len(answered), len(unanswered))
+}
+
+// A package takes at least 120 messages a minute (SPEC §2a): a burst of 150 customer lines all
+// land, and the refusal past the per-minute cap is a 429 that says when to send the rest.
+func TestPackageTakesMessagesAtChatSpeed(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	for i := range 150 {
+		expect(t, fmt.Sprintf("line %d", i), d.post(t, map[string]any{"message_id": fmt.Sprintf("l%d", i), "role": "user", "text": "a line"}),
+			http.StatusCreated)
+	}
+	if _, err := d.DB.Exec(t.Context(), `INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, body_sha256)
+		SELECT h.id, 150 + g, 'bulk' || g, 'user', 'x', now(), now(), '\x00' FROM handoffs h, generate_series(1, $2) g WHERE h.handoff_id = $1`,
+		d.id, conversation.PerMinute-150); err != nil {
+		t.Fatal(err)
+	}
+	ans := d.post(t, map[string]any{"message_id": "over", "role": "user", "text": "one too many"})
+	if ans.Status != http.StatusTooManyRequests || ans.Header.Get("Retry-After") == "" || !strings.Contains(ans.Raw, "in a moment") {
+		t.Errorf("past %d a minute: %d %s (Retry-After %q)", conversation.PerMinute, ans.Status, ans.Raw, ans.Header.Get("Retry-After"))
+	}
+}

@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-dashboard bench-migrate bench-search soak db-stop clean screenshots
+.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-conversation bench-dashboard bench-migrate bench-search soak db-stop clean screenshots
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -108,6 +108,11 @@ bench-webhook:
 bench-warm:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchwarm $(BENCH_FLAGS)
+
+## bench-conversation: the conversation across two instances (a customer message POSTed to A → the frame carrying it on the agent's socket on B, vs bare NOTIFY→LISTEN) and messages/s at 8 and 64 relays vs raw INSERT of the same rows, ~2 minutes.
+bench-conversation:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) run ./cmd/benchconversation $(BENCH_FLAGS)
 
 ## bench-export: the eval export of 10,000 and 100,000 records vs a bare scan of the same rows, ~1 minute.
 bench-export:

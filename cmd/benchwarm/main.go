@@ -24,12 +24,9 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/instance"
@@ -80,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 
 	// The bot's receiver: when each webhook arrived, by handoff and event.
-	hooks := newArrivals()
+	hooks := loadtest.NewArrivals()
 	hookLn, hookURL, err := loadtest.Listen()
 	if err != nil {
 		return err
@@ -92,7 +89,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 			Event     *string `json:"event"`
 			HandoffID *string `json:"handoff_id"`
 		}{&h.Event, &h.HandoffID}) == nil {
-			hooks.mark(h.Event + " " + h.HandoffID)
+			hooks.Mark(h.Event + " " + h.HandoffID)
 		}
 	})}
 	go func() { _ = hookSrv.Serve(hookLn) }()
@@ -117,7 +114,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		urls = append(urls, base)
 	}
 	a, b := urls[0], urls[1]
-	if err := waitReady(ctx, a, b); err != nil {
+	if err := loadtest.WaitReady(ctx, a, b); err != nil {
 		return err
 	}
 
@@ -147,7 +144,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		return err
 	}
 	cleanup.Add(frames.close)
-	if err := waitOnline(ctx, db, agent.ID); err != nil {
+	if err := loadtest.WaitOnline(ctx, db, agent.ID); err != nil {
 		return err
 	}
 
@@ -174,18 +171,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 			seen = "ring " + id
 		}
 		started := time.Now()
-		if err := post(ctx, client, a+"/api/v1/handoffs", "application/json", string(body), key.Key, http.StatusCreated); err != nil {
+		if err := loadtest.Post(ctx, client, a+"/api/v1/handoffs", "application/json", string(body), key.Key, http.StatusCreated); err != nil {
 			return err
 		}
-		at, err := frames.wait(ctx, seen)
+		at, err := frames.Wait(ctx, seen)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i, err)
 		}
 		clicked := time.Now()
-		if err := post(ctx, client, b+"/handoffs/"+id+"/accept", "application/x-www-form-urlencoded", "", "", http.StatusSeeOther); err != nil {
+		if err := loadtest.Post(ctx, client, b+"/handoffs/"+id+"/accept", "application/x-www-form-urlencoded", "", "", http.StatusSeeOther); err != nil {
 			return err
 		}
-		hooked, err := hooks.wait(ctx, "accepted "+id)
+		hooked, err := hooks.Wait(ctx, "accepted "+id)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i, err)
 		}
@@ -194,7 +191,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		} else {
 			card, coldAccept = append(card, at.Sub(started)), append(coldAccept, hooked.Sub(clicked))
 		}
-		if err := post(ctx, client, b+"/handoffs/"+id+"/resolve", "application/x-www-form-urlencoded", "code=solved", "", http.StatusSeeOther); err != nil {
+		if err := loadtest.Post(ctx, client, b+"/handoffs/"+id+"/resolve", "application/x-www-form-urlencoded", "code=solved", "", http.StatusSeeOther); err != nil {
 			return err
 		}
 	}
@@ -212,53 +209,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	return nil
 }
 
-// arrivals records when each awaited thing happened, for a waiter that may come before or after.
-type arrivals struct {
-	mu   sync.Mutex
-	at   map[string]time.Time
-	wake chan struct{}
-}
-
-func newArrivals() *arrivals {
-	return &arrivals{at: map[string]time.Time{}, wake: make(chan struct{}, 1)}
-}
-
-func (a *arrivals) mark(what string) {
-	now := time.Now()
-	a.mu.Lock()
-	if _, ok := a.at[what]; !ok {
-		a.at[what] = now
-	}
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (a *arrivals) wait(ctx context.Context, what string) (time.Time, error) {
-	timeout := time.After(10 * time.Second)
-	for {
-		a.mu.Lock()
-		at, ok := a.at[what]
-		a.mu.Unlock()
-		if ok {
-			return at, nil
-		}
-		select {
-		case <-a.wake:
-		case <-time.After(time.Millisecond):
-		case <-timeout:
-			return time.Time{}, fmt.Errorf("%s did not arrive within 10s", what)
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		}
-	}
-}
-
 // socket is the agent's websocket on B, its frames' fragments recorded as they arrive.
 type socket struct {
-	*arrivals
+	*loadtest.Arrivals
 	conn *websocket.Conn
 }
 
@@ -277,7 +230,7 @@ func watch(ctx context.Context, client *http.Client, base string) (*socket, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &socket{arrivals: newArrivals(), conn: conn}
+	s := &socket{Arrivals: loadtest.NewArrivals(), conn: conn}
 	go func() {
 		for {
 			var f struct {
@@ -288,68 +241,12 @@ func watch(ctx context.Context, client *http.Client, base string) (*socket, erro
 			}
 			for _, fr := range f.Fragments {
 				if m := ringOf.FindStringSubmatch(fr.HTML); fr.Target == "ring" && m != nil {
-					s.mark("ring " + m[1])
+					s.Mark("ring " + m[1])
 				} else if fr.Op == "upsert" {
-					s.mark(fr.Target)
+					s.Mark(fr.Target)
 				}
 			}
 		}
 	}()
 	return s, nil
-}
-
-func post(ctx context.Context, client *http.Client, u, contentType, body, bearer string, want int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", contentType)
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != want {
-		return fmt.Errorf("POST %s: %d, want %d: %s", u, resp.StatusCode, want, answer)
-	}
-	return nil
-}
-
-func waitReady(ctx context.Context, urls ...string) error {
-	for _, u := range urls {
-		for {
-			resp, err := http.Get(u + "/readyz") //nolint:gosec // G107: our own instance on loopback.
-			if err == nil {
-				_ = resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if err := loadtest.Sleep(ctx, 20*time.Millisecond); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// waitOnline waits for the agent's presence, which the socket's instance writes.
-func waitOnline(ctx context.Context, db *pgxpool.Pool, userID int64) error {
-	for range 500 {
-		var online bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM presence WHERE user_id = $1)`, userID).Scan(&online); err != nil {
-			return err
-		}
-		if online {
-			return nil
-		}
-		if err := loadtest.Sleep(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("the agent was not online after 10s")
 }

@@ -303,8 +303,9 @@ func TestMakeTargetsExist(t *testing.T) {
 type route struct{ method, path string }
 
 // routes reads every route the server registers from internal/server's source: each call of
-// GET, POST, PUT, PATCH, DELETE, Match, Any or StaticFS on the echo instance or a group of it, the
-// group's prefix joined on. Routes added later are found with no change here.
+// GET, POST, PUT, PATCH, DELETE, Match, Any or StaticFS on the echo instance or a group of it, with
+// a path literal or string constant, the group's prefix joined on. Routes added later are found
+// with no change here.
 func routes(t *testing.T) []route {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -327,6 +328,29 @@ func routes(t *testing.T) []route {
 		}
 		files = append(files, f)
 	}
+	// A path may be a string constant of the package rather than a literal.
+	consts := map[string]string{}
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if vs, ok := n.(*ast.ValueSpec); ok {
+				for i, name := range vs.Names {
+					if i < len(vs.Values) {
+						if v, ok := stringLit(vs.Values[i]); ok {
+							consts[name.Name] = v
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	pathOf := func(e ast.Expr) (string, bool) {
+		if id, ok := e.(*ast.Ident); ok {
+			v, ok := consts[id.Name]
+			return v, ok
+		}
+		return stringLit(e)
+	}
 	// Groups first: g := e.Group("/api/v1", …), nested groups joined.
 	prefix := map[string]string{}
 	for changed := true; changed; {
@@ -346,7 +370,7 @@ func routes(t *testing.T) []route {
 				if !ok || sel.Sel.Name != "Group" || len(call.Args) == 0 {
 					return true
 				}
-				lit, ok := stringLit(call.Args[0])
+				lit, ok := pathOf(call.Args[0])
 				if !ok {
 					return true
 				}
@@ -379,21 +403,21 @@ func routes(t *testing.T) []route {
 			}
 			switch m := sel.Sel.Name; m {
 			case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS":
-				if p, ok := stringLit(call.Args[0]); ok {
+				if p, ok := pathOf(call.Args[0]); ok {
 					out = append(out, route{m, base + p})
 				}
 			case "Any":
-				if p, ok := stringLit(call.Args[0]); ok {
+				if p, ok := pathOf(call.Args[0]); ok {
 					for _, method := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
 						out = append(out, route{method, base + p})
 					}
 				}
 			case "StaticFS", "Static":
-				if p, ok := stringLit(call.Args[0]); ok {
+				if p, ok := pathOf(call.Args[0]); ok {
 					out = append(out, route{"GET", base + p + "/*"}, route{"HEAD", base + p + "/*"})
 				}
 			case "Match":
-				p, ok := stringLit(call.Args[1])
+				p, ok := pathOf(call.Args[1])
 				methods, isList := call.Args[0].(*ast.CompositeLit)
 				if !ok || !isList {
 					return true

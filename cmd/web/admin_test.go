@@ -20,7 +20,7 @@ var (
 	queueTarget = regexp.MustCompile(`^/admin/queues/([0-9]+)$`)
 )
 
-// TestReadmeWalkthrough is README.md's "Run the desk without SQL", as `make run` serves it: log in
+// TestReadmeWalkthrough is docs/admins.md's "A first setup, in the console", as `make run` serves it: log in
 // as the demo admin, create a queue, a user and a key in /admin, post a package with the new key,
 // and find it on the new user's queue page.
 func TestReadmeWalkthrough(t *testing.T) {

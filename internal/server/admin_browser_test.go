@@ -40,7 +40,7 @@ func adminLogin(t *testing.T, ctx context.Context, base, email string) {
 	}
 }
 
-// TestBrowserAdminWalkthrough is the README's walk through the console: an admin creates a queue,
+// TestBrowserAdminWalkthrough is docs/admins.md's walk through the console: an admin creates a queue,
 // a user and a key in /admin; a package posted with the new key shows on the new user's queue
 // page; the admin lowers the queue's PII role and the user's open package shows the contact on
 // its next render; the admin revokes the key and its next request gets 401.

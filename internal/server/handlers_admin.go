@@ -765,7 +765,7 @@ func (s *Server) handleAdminCreateKey(c echo.Context) error {
 	return s.render(c, http.StatusCreated, views.SecretPage(views.SecretView{Viewer: *viewer(c), Title: "Key " + issued.Name + " created",
 		Note: "The key and its signing secret are shown this once: give them to the bot now. Bots send the key as " +
 			"\"Authorization: Bearer <key>\" and verify webhooks with the secret, with any Standard Webhooks library " +
-			"(README, \"Verifying a webhook\").",
+			"(docs/bots.md, \"Verifying a webhook\").",
 		Secrets: []views.Option{{Label: "key", Value: issued.Key}, {Label: "signing-secret", Value: issued.WebhookSecret}},
 		Back:    "/admin/keys/" + strconv.FormatInt(issued.ID, 10)}))
 }

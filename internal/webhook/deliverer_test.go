@@ -31,7 +31,7 @@ func within(t *testing.T, what string, got, want time.Time, tolerance time.Durat
 	}
 }
 
-// verifies is the README's recipe for bot authors: HMAC-SHA256 under the webhook secret of the
+// verifies is docs/bots.md's recipe for bot authors (the deprecated headers): HMAC-SHA256 under the webhook secret of the
 // X-Handoff-Timestamp header, a dot and the raw body, compared in constant time with each v1 entry
 // of X-Handoff-Webhook-Signature.
 func verifies(secret, timestamp string, body []byte, header string) bool {
@@ -46,7 +46,7 @@ func verifies(secret, timestamp string, body []byte, header string) bool {
 	return false
 }
 
-// verifiesStandard is the README's Standard Webhooks recipe without a library: HMAC-SHA256 under
+// verifiesStandard is docs/bots.md's Standard Webhooks recipe without a library: HMAC-SHA256 under
 // the base64 key after "whsec_" of the Webhook-Id, the Webhook-Timestamp and the body, compared in
 // constant time with each v1 entry of Webhook-Signature; now is the bot's clock.
 func verifiesStandard(secret string, h http.Header, body []byte, now time.Time) bool {

@@ -166,7 +166,7 @@ func insert(events []Event) (string, []any, error) {
 
 // The headers a bot checks a delivery with. Every delivery is signed per the Standard Webhooks
 // specification (standardwebhooks.com), so that its reference libraries and Svix's verify it as
-// they are; and, for a deprecation period the README states, as the desk signed before. Every
+// they are; and, for a deprecation period docs/bots.md states, as the desk signed before. Every
 // signature covers the timestamp, so that a delivery captured on its way cannot be replayed
 // later: the bot refuses a timestamp too far from its own clock, and changing the timestamp breaks
 // the signature. Each attempt is stamped and signed afresh, so a retry an hour later still passes
@@ -183,7 +183,7 @@ const (
 	// verify. A secret rotation sends one per secret ("v1=<new>, v1=<old>") and a later scheme
 	// can stand beside v1, neither changing the header's format again.
 	signatureHeader = "X-Handoff-Webhook-Signature"
-	// The signature of the body alone, as before v1: kept while bots move over (see the README),
+	// The signature of the body alone, as before v1: kept while bots move over (see docs/bots.md),
 	// because bots that check only it would otherwise refuse every delivery.
 	legacySignatureHeader = "X-Handoff-Signature"
 )

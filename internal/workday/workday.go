@@ -7,7 +7,7 @@
 //
 // The Chromium test (internal/server) walks it against a test desk and checks each page with
 // axe-core; `make screenshots` (cmd/screenshots) walks it against the demo desk and photographs
-// the README's pictures at its steps. Both see the day the same way, through Step.
+// the pictures of docs/agents.md at its steps. Both see the day the same way, through Step.
 package workday
 
 import (

@@ -144,6 +144,7 @@
         list.insertBefore(el, before);
       }
     }
+    dropDeclined();
     if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
     mark = frame.mark || mark;
     document.body.dataset.mark = mark;
@@ -199,6 +200,13 @@
       decline(form);
     }
   });
+  // declined holds the rings this page declined. A frame rendered before a decline committed can
+  // arrive after the decline's answer and bring its card back; the desk never rings an agent twice
+  // for one package, so a declined ring's card is dropped from every frame for the page's life.
+  const declined = new Set();
+  function dropDeclined() {
+    for (const id of declined) document.querySelector(`#ring [data-handoff="${CSS.escape(id)}"]`)?.remove();
+  }
   async function decline(form) {
     const card = form.closest("[data-handoff]");
     const say = (text) => {
@@ -212,7 +220,8 @@
       // The desk answers a decline with a redirect: the ring is gone, and the socket's frame
       // brings the slot as it is now. The page stays, so it says what happened itself.
       if (r.type === "opaqueredirect") {
-        if (card) card.remove();
+        if (card) declined.add(card.dataset.handoff);
+        dropDeclined();
         const announcer = document.getElementById("announcer");
         if (announcer) announcer.textContent = form.dataset.done;
         return;

@@ -18,7 +18,8 @@
 
   const announcer = document.getElementById("announcer");
   const said = [...document.querySelectorAll("[data-announce]")].map((el) => el.dataset.announce).filter(Boolean);
-  if (announcer && said.length) setTimeout(() => { announcer.textContent = said.join(" "); }, 100);
+  // Something the page said meanwhile (a ring declined in place) is newer, and is not overwritten.
+  if (announcer && said.length) setTimeout(() => { if (!announcer.textContent) announcer.textContent = said.join(" "); }, 100);
 
   if (window.top === window.self) return;
   const framable = (url) => url.origin === location.origin && /^\/(sidebar\/|mine$|login$)/.test(url.pathname);

@@ -46,7 +46,7 @@ func (a *Service) PostMessage(ctx context.Context, apiKeyID int64, queueIDs []in
 	ctx, span := a.tracing.Act(ctx, "handoff.message", handoffID)
 	defer func() { tracing.End(span, err) }()
 	posted = conversation.Posted{HandoffID: handoffID, MessageID: m.MessageID}
-	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+	err = a.inTx(ctx, func(tx pgx.Tx, _ time.Time) error {
 		var r threadRow
 		err := tx.QueryRow(ctx, `
 			SELECT h.id, h.handoff_id, h.status, h.queue_id, q.name, h.api_key_id, h.assignee_id, h.closed_at, h.contact_id,
@@ -63,7 +63,7 @@ func (a *Service) PostMessage(ctx context.Context, apiKeyID int64, queueIDs []in
 		}
 		tracing.LinkPackage(ctx, r.trace)
 		// Stamped once the row is ours, so that the thread's times follow its order.
-		now = a.now()
+		now := a.now()
 		seq, replay, err := conversation.Replay(ctx, tx, r.id, m)
 		if errors.Is(err, conversation.ErrOtherBody) {
 			return &desk.Error{Code: desk.Conflict, Reason: "message_id_reused", Details: map[string]string{"seq": fmt.Sprint(seq)},

@@ -68,12 +68,10 @@ const DefaultRequestTimeout = 30 * time.Second
 
 // Server is the desk's HTTP server.
 type Server struct {
-	cfg    Config
-	logger *slog.Logger
-	db     *pgxpool.Pool
-	// reads is the pool of the reads a person's words make costly (search, the audit page): its
-	// statements are cut at a quarter of RequestTimeout (postgres.Reads).
-	reads    *pgxpool.Pool
+	cfg      Config
+	logger   *slog.Logger
+	db       *pgxpool.Pool
+	reads    *pgxpool.Pool // search and the audit page, cut at a quarter of RequestTimeout (postgres.Reads)
 	auth     *auth.Service
 	access   *access.Service
 	queues   *queue.Service

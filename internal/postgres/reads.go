@@ -12,13 +12,14 @@ import (
 
 // Reads opens a second pool on db's database for the reads whose cost a person's words decide
 // (a search, the audit): each statement there is cut by the server after statementTimeout, and
-// the pool holds at most half of db's connections (at least two). A costly read then waits for
-// one of these connections, or is cut, rather than hold one that an agent's queue page, an
-// accept or a bot's intake needs. Like Open's pool it connects on first use and takes db's
-// acquire deadline and tracing.
+// the pool holds half as many connections as db (at least four: two people's searches, at the
+// per-person cap, leave room for a third's). A costly read then waits for one of these
+// connections, or is cut, rather than hold one that an agent's queue page, an accept or a bot's
+// intake needs. Like Open's pool it connects on first use and takes db's acquire deadline and
+// tracing.
 func Reads(ctx context.Context, db *pgxpool.Pool, statementTimeout time.Duration) (*pgxpool.Pool, error) {
 	cfg := db.Config()
-	cfg.MaxConns = max(2, cfg.MaxConns/2)
+	cfg.MaxConns = max(4, cfg.MaxConns/2)
 	cfg.MinConns, cfg.MinIdleConns = 0, 0
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
 	return pgxpool.NewWithConfig(ctx, cfg)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 )
 
@@ -30,21 +31,36 @@ type costlyReads struct {
 	inFlight map[int64]int
 }
 
-// capCostly lets a person's request through while they have fewer than maxCostlyReads costly
-// reads in flight, and refuses it otherwise with 429, a Retry-After and what is running: what is
-// the person's own to wait for. what names the read, e.g. "search".
-func (s *Server) capCostly(what string) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			userID := currentUser(c).ID
-			if !s.costly.take(userID) {
-				return &desk.Error{Code: desk.RateLimited, Reason: "too_many_reads", RetryAfter: retryCostly,
-					Message: fmt.Sprintf("this %s was not started: you have %d searches, audit pages or exports running already, "+
-						"the most one person may run at once; try again when one has finished", what, maxCostlyReads)}
-			}
-			defer s.costly.give(userID)
+// costlyRoutes are the routes of those reads, each with what the refusal calls it.
+var costlyRoutes = map[string]string{
+	"/packages":            "search",
+	"/packages/export.csv": "export",
+	"/audit":               "audit page",
+	"/audit/export.csv":    "export",
+	"/audit/export.jsonl":  "export",
+	"/evals/export.jsonl":  "export",
+}
+
+// capCostly lets a person's request for a costly route through while they have fewer than
+// maxCostlyReads of them in flight, and refuses it otherwise with 429, a Retry-After and what is
+// running: the person's own to wait for. It runs right after the session is loaded, before the
+// pages' other look-ups (the ring, what the person holds), so that a refusal costs the desk one
+// query however fast a script sends them. A request without a session goes on to be refused by
+// its route's role check.
+func (s *Server) capCostly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		what, costly := costlyRoutes[c.Path()]
+		user, signedIn := c.Get(userKey).(auth.User)
+		if !costly || !signedIn {
 			return next(c)
 		}
+		if !s.costly.take(user.ID) {
+			return &desk.Error{Code: desk.RateLimited, Reason: "too_many_reads", RetryAfter: retryCostly,
+				Message: fmt.Sprintf("this %s was not started: you have %d searches, audit pages or exports running already, "+
+					"the most one person may run at once; try again when one has finished", what, maxCostlyReads)}
+		}
+		defer s.costly.give(user.ID)
+		return next(c)
 	}
 }
 

@@ -45,6 +45,9 @@ func (f floodRun) retry() string {
 // see, so each match is checked against the package as the agent sees it.
 const floodQuery = "/packages?q=555"
 
+// floodSettle is how long a flood runs before the page is timed.
+const floodSettle = time.Second
+
 // flood fills a queue, times another agent's page over it alone, then again while the first agent
 // keeps cfg.floodSearchers searches in flight, twice: retrying a 429 after its Retry-After, then
 // at once. Each flood lasts as long as the page loop, and at most floodLimit.
@@ -129,9 +132,11 @@ func (b *bench) floodWhile(ctx context.Context, base, flooder string, f floodRun
 			}
 		})
 	}
+	// The page is timed once the flood is steady: every searcher has started, and a second passed.
 	for started.Load() < int64(b.cfg.floodSearchers) && floodCtx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
+	_ = loadtest.Sleep(floodCtx, floodSettle)
 	page, err := loop()
 	stop()
 	wg.Wait()

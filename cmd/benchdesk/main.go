@@ -140,7 +140,7 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs.IntVar(&cfg.pageConcurrency, "page-concurrency", 4, "5: concurrent requests")
 	fs.IntVar(&cfg.floodPackages, "flood-packages", 20000, "6: packages in the queue the flood searches and the other agent pages")
 	fs.IntVar(&cfg.floodSearchers, "flood-searchers", 16, "6: searches the flooding agent keeps in flight")
-	fs.IntVar(&cfg.floodRequests, "flood-requests", 100, "6: the other agent's page GETs, one at a time, quiet and flooded")
+	fs.IntVar(&cfg.floodRequests, "flood-requests", 300, "6: the other agent's page GETs, one at a time, quiet and flooded")
 	fs.DurationVar(&cfg.floodLimit, "flood-limit", time.Minute, "6: the flood stops after this long (the run stays bounded)")
 	fs.DurationVar(&cfg.collectTimeout, "collect-timeout", 15*time.Second, "1, 2: how long to wait for every socket to receive a card")
 	fs.BoolVar(&cfg.playAutovacuum, "play-autovacuum", true, "on a PostgreSQL without autovacuum, vacuum and analyze each table past autovacuum's thresholds every second, as it would")

@@ -23,6 +23,12 @@ const (
 	// retryCostly is the Retry-After of a refused one: a search ends in well under a second as
 	// a rule.
 	retryCostly = 2 * time.Second
+	// refusalPause is how long a refusal waits before it is sent. A script that sent a refused
+	// search again at once, on 16 connections, made thousands of refusals a second, each a
+	// session look-up and a response: another agent's queue page went from 3 to 41 ms (p50, two
+	// cores; make bench-desk BENCH_FLAGS="-scenarios 6"). A refusal that takes half a second
+	// bounds that to 32 a second, for the price of a waiting goroutine.
+	refusalPause = 500 * time.Millisecond
 )
 
 // costlyReads counts each person's costly reads in flight on this instance.
@@ -55,6 +61,12 @@ func (s *Server) capCostly(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if !s.costly.take(user.ID) {
+			pause := time.NewTimer(refusalPause)
+			select {
+			case <-pause.C:
+			case <-c.Request().Context().Done():
+				pause.Stop()
+			}
 			return &desk.Error{Code: desk.RateLimited, Reason: "too_many_reads", RetryAfter: retryCostly,
 				Message: fmt.Sprintf("this %s was not started: you have %d searches, audit pages or exports running already, "+
 					"the most one person may run at once; try again when one has finished", what, maxCostlyReads)}

@@ -4,7 +4,7 @@ GO ?= go
 TEST_FLAGS ?= -timeout 12m
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-conversation bench-dashboard bench-migrate bench-search soak db-stop clean screenshots
+.PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-conversation bench-dashboard bench-migrate bench-search bench-events soak db-stop clean screenshots
 
 build:
 	$(GO) build -o bin/web ./cmd/web
@@ -155,6 +155,14 @@ screenshots: build
 bench-dashboard:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
 		TEST_DATABASE_URL="$$url" $(GO) test ./internal/dashboard -run '^$$' -bench Dashboard -benchtime 1x -timeout 60m -v
+
+## bench-events: grows the event log to 10,000, 100,000 and 1,000,000 events (seeded in SQL, under a minute;
+## BENCH_EVENTS=100000 for a quick run) and shows the live hub's idle read at each size: EXPLAIN (ANALYZE, BUFFERS)
+## of its custom and generic plans beside the statement it replaced, and the PostgreSQL CPU per read, which is
+## the share of a core an idle instance spends on it (one read a second), with the machine's load average.
+bench-events:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/localdb postgres)}" && \
+		TEST_DATABASE_URL="$$url" $(GO) test ./internal/events -run '^$$' -bench EventLog -benchtime 1x -timeout 10m -v
 
 ## bench-search: seeds 1,000,000 packages (several minutes; BENCH_PACKAGES=100000 for a quick run), then
 ## times /packages' first page for the searches people type and the counts a dashboard figure's link

@@ -5,7 +5,9 @@
 //  2. fan-out of one event to thousands of sockets, against a bare gorilla broadcast;
 //  3. server memory per idle socket, against the same bare gorilla server;
 //  4. agents racing Next→Accept→Resolve, against bare SKIP LOCKED claims;
-//  5. the queue page over a deep queue, against GET /healthz.
+//  5. the queue page over a deep queue, against GET /healthz;
+//  6. another agent's queue page while one agent floods the desk with searches, against the same
+//     page with nobody searching.
 //
 // Everything runs on loopback against a fresh database that is dropped at exit. The client
 // sockets live in a child process (this binary again, see farm.go), so the server's memory and
@@ -66,6 +68,8 @@ type config struct {
 	cpuProfile  string
 	memProfile  string
 	keep        bool // keep the bench database for inspection
+	// playAutovacuum: on a server without autovacuum, the tool vacuums as autovacuum would (vacuum.go).
+	playAutovacuum bool
 
 	users int // agents created; every socket and racer is one of them
 
@@ -86,6 +90,11 @@ type config struct {
 	pageRequests    int // 5: requests per loop
 	pageConcurrency int // 5
 
+	floodPackages  int           // 6: packages in the queue searched and paged
+	floodSearchers int           // 6: searches the flooding agent keeps in flight
+	floodRequests  int           // 6: the other agent's page GETs, quiet and flooded
+	floodLimit     time.Duration // 6: the flood stops after this, whatever the page loop
+
 	collectTimeout time.Duration // the longest a socket may take to receive a card before it counts as missed
 }
 
@@ -95,6 +104,7 @@ func (c config) runs2() bool {
 }
 func (c config) runs4() bool { return slices.Contains(c.scenarios, 4) }
 func (c config) runs5() bool { return slices.Contains(c.scenarios, 5) }
+func (c config) runs6() bool { return slices.Contains(c.scenarios, 6) }
 
 // quickSizes shrink every scenario for a smoke run; flags given explicitly still win.
 func quickSizes() map[string]string {
@@ -102,6 +112,7 @@ func quickSizes() map[string]string {
 		"users": "60", "latency-sockets": "50", "latency-packages": "40", "latency-rate": "40",
 		"fanout-sockets": "500", "fanout-events": "5", "race-packages": "1000", "race-agents": "20",
 		"page-packages": "1000", "page-requests": "50", "runs": "1", "webhook-watch": "2s",
+		"flood-packages": "1000", "flood-requests": "30",
 	}
 }
 
@@ -109,7 +120,7 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs := loadtest.NewFlagSet("benchdesk", getenv, &cfg.adminURL)
 	fs.StringVar(&cfg.examplePath, "example", "internal/handoff/testdata/harbor-v1.json", "the package the bodies are built from")
 	fs.IntVar(&cfg.serverConns, "server-conns", 16, "pool_max_conns of each of the two instances' pools")
-	scenarios := fs.String("scenarios", "1,2,3,4,5", "scenarios to run, comma-separated (2 and 3 run together)")
+	scenarios := fs.String("scenarios", "1,2,3,4,5,6", "scenarios to run, comma-separated (2 and 3 run together)")
 	fs.IntVar(&cfg.runs, "runs", 3, "rounds of the queue-page loops (5); the report shows the median round")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server side; the sockets are in a child)")
 	fs.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile of the server with the fan-out sockets open and idle (3)")
@@ -127,13 +138,18 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs.IntVar(&cfg.pagePackages, "page-packages", 10000, "5: open packages in the queue")
 	fs.IntVar(&cfg.pageRequests, "page-requests", 200, "5: requests per loop")
 	fs.IntVar(&cfg.pageConcurrency, "page-concurrency", 4, "5: concurrent requests")
+	fs.IntVar(&cfg.floodPackages, "flood-packages", 20000, "6: packages in the queue the flood searches and the other agent pages")
+	fs.IntVar(&cfg.floodSearchers, "flood-searchers", 16, "6: searches the flooding agent keeps in flight")
+	fs.IntVar(&cfg.floodRequests, "flood-requests", 300, "6: the other agent's page GETs, one at a time, quiet and flooded")
+	fs.DurationVar(&cfg.floodLimit, "flood-limit", time.Minute, "6: the flood stops after this long (the run stays bounded)")
 	fs.DurationVar(&cfg.collectTimeout, "collect-timeout", 15*time.Second, "1, 2: how long to wait for every socket to receive a card")
+	fs.BoolVar(&cfg.playAutovacuum, "play-autovacuum", true, "on a PostgreSQL without autovacuum, vacuum and analyze each table past autovacuum's thresholds every second, as it would")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the bench database at exit, for inspection (the report says how to connect)")
 	quick := loadtest.AddQuick(fs, "shrink every size for a smoke run (explicit flags still win)", quickSizes())
 	if err := quick.Parse(args); err != nil {
 		return config{}, "", err
 	}
-	if cfg.scenarios, err = loadtest.ParseScenarios(*scenarios, 5); err != nil {
+	if cfg.scenarios, err = loadtest.ParseScenarios(*scenarios, 6); err != nil {
 		return config{}, "", err
 	}
 	if cfg.raceVia != "http" && cfg.raceVia != "actions" {
@@ -142,13 +158,14 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	for name, v := range map[string]int{"server-conns": cfg.serverConns, "runs": cfg.runs, "users": cfg.users,
 		"latency-sockets": cfg.latencySockets, "latency-packages": cfg.latencyPackages, "fanout-sockets": cfg.fanoutSockets,
 		"fanout-events": cfg.fanoutEvents, "race-packages": cfg.racePackages, "race-agents": cfg.raceAgents,
-		"page-packages": cfg.pagePackages, "page-requests": cfg.pageRequests, "page-concurrency": cfg.pageConcurrency} {
+		"page-packages": cfg.pagePackages, "page-requests": cfg.pageRequests, "page-concurrency": cfg.pageConcurrency,
+		"flood-packages": cfg.floodPackages, "flood-searchers": cfg.floodSearchers, "flood-requests": cfg.floodRequests} {
 		if v <= 0 {
 			return config{}, "", fmt.Errorf("-%s must be positive", name)
 		}
 	}
-	if cfg.latencyRate <= 0 || cfg.collectTimeout <= 0 || cfg.raceLimit <= 0 || cfg.webhookWatch <= 0 {
-		return config{}, "", errors.New("-latency-rate, -collect-timeout, -race-limit and -webhook-watch must be positive")
+	if cfg.latencyRate <= 0 || cfg.collectTimeout <= 0 || cfg.raceLimit <= 0 || cfg.webhookWatch <= 0 || cfg.floodLimit <= 0 {
+		return config{}, "", errors.New("-latency-rate, -collect-timeout, -race-limit, -webhook-watch and -flood-limit must be positive")
 	}
 	if cfg.raceAgents > cfg.users {
 		return config{}, "", fmt.Errorf("-race-agents %d needs as many -users (%d)", cfg.raceAgents, cfg.users)

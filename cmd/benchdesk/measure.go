@@ -22,8 +22,10 @@ type result struct {
 	fanout   *fanoutResult
 	race     *raceResult
 	page     *pageResult
+	flood    *floodResult
 	warnings map[string]int // the desk's own warnings and errors during the run, by message
 	failures []string       // correctness checks that failed: the exit status
+	vacuums  string         // what the tool did in autovacuum's place ("" when autovacuum runs, or it did not)
 }
 
 func (r *result) fail(format string, args ...any) {
@@ -38,6 +40,10 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 	}
 	defer func() { err = errors.Join(err, teardown()) }()
 	res.database = b.dbName
+	if b.autovacuumOff && cfg.playAutovacuum {
+		v := playAutovacuum(ctx, b.db)
+		defer func() { v.stop(); res.vacuums = v.summary() }()
+	}
 
 	stopProfile, err := loadtest.StartCPUProfile(cfg.cpuProfile)
 	if err != nil {
@@ -76,6 +82,10 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 		}},
 		{cfg.runs5(), "5. queue page over a deep queue", func() (err error) {
 			res.page, err = b.queuePage(ctx, out, &res)
+			return err
+		}},
+		{cfg.runs6(), "6. another agent's queue page during one agent's search flood", func() (err error) {
+			res.flood, err = b.flood(ctx, out, &res)
 			return err
 		}},
 		{cfg.runs4(), "4. agents racing to accept", func() (err error) {

@@ -19,6 +19,7 @@ const (
 	targetPerSocket  = 12 * 1024 // bytes
 	targetAccepts    = 1500.0    // per second
 	targetPageP95    = 20 * time.Millisecond
+	targetFlood      = 2.0 // another agent's page during a search flood, × the same page quiet
 )
 
 func report(w io.Writer, res result, took time.Duration) {
@@ -88,6 +89,18 @@ func report(w io.Writer, res result, took time.Duration) {
 		}
 		row("5", "  board.Board.Waiting in-process (query + decoding), p50", loadtest.Millis(p.waiting), "", "", "", "info")
 	}
+	if f := res.flood; f != nil && len(f.quiet) > 0 {
+		quiet := loadtest.Percentile(f.quiet, 50)
+		for _, run := range f.floods {
+			flooded := loadtest.Percentile(run.page, 50)
+			row("6", fmt.Sprintf("another agent's queue page (%d open) while one agent keeps %d searches %s in flight (%s), p50", f.packages, f.searchers, f.query, run.retry()),
+				loadtest.Millis(flooded), "quiet p50 "+loadtest.Millis(quiet), ratio(flooded, quiet), fmt.Sprintf("≤ ×%.0f", targetFlood),
+				loadtest.Verdict(float64(flooded) <= targetFlood*float64(quiet)))
+			row("6", "  p90", loadtest.Millis(loadtest.Percentile(run.page, 90)), "quiet p90 "+loadtest.Millis(loadtest.Percentile(f.quiet, 90)),
+				ratio(loadtest.Percentile(run.page, 90), loadtest.Percentile(f.quiet, 90)), "", "info")
+			row("6", "  the flooder's answers by status", fmt.Sprint(run.answers), "one search alone p50 "+loadtest.Millis(f.searchP50), "", "", "info")
+		}
+	}
 	tw.Flush()
 
 	fmt.Fprintf(w, "\ncorrectness (these decide the exit status):\n")
@@ -108,6 +121,9 @@ func report(w io.Writer, res result, took time.Duration) {
 		fmt.Fprintf(w, "  5: pages answered 200 with their cards: %s (page 1 %d cards, page 2 %d; %d failed GETs)\n",
 			yes(p.errors.Count() == 0), p.cards1, p.cards2, p.errors.Count())
 	}
+	if f := res.flood; f != nil {
+		fmt.Fprintf(w, "  6: the other agent's pages answered 200: %s (%d failed GETs)\n", yes(f.errors.Count() == 0), f.errors.Count())
+	}
 	if len(res.warnings) > 0 {
 		var keys []string
 		for k := range res.warnings {
@@ -124,6 +140,9 @@ func report(w io.Writer, res result, took time.Duration) {
 	}
 	for _, f := range res.failures {
 		fmt.Fprintf(w, "  FAILED: %s\n", f)
+	}
+	if res.vacuums != "" {
+		fmt.Fprintf(w, "\nin autovacuum's place (it is off on this PostgreSQL), the tool ran: %s\n", res.vacuums)
 	}
 	fmt.Fprintf(w, "\ntotal %s; database %s\n", took.Round(time.Second), res.database)
 }

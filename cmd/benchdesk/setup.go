@@ -37,6 +37,7 @@ const (
 	queueFanout = "bench_fanout"
 	queueRace   = "bench_race"
 	queuePage   = "bench_page"
+	queueFlood  = "bench_flood"
 	password    = "bench-password-not-secret"
 	setupConns  = 8 // the tool's own pool: set-up inserts and checks
 )
@@ -62,6 +63,8 @@ type bench struct {
 	session []string         // desk_session token of each user
 	pkg     handoff.Package  // the example package, decoded once
 	body    map[string]any   // the example package as JSON, for bodies sent over HTTP
+	// autovacuumOff: the server runs without autovacuum, and the tool plays its part (vacuum.go).
+	autovacuumOff bool
 }
 
 // deskInstance is one desk as `web serve` runs it (instance.Run) on its own pool and listener.
@@ -161,9 +164,15 @@ func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown f
 		return nil, teardown, err
 	}
 	fmt.Fprintf(out, "PostgreSQL: %s\n", pgInfo)
-	if autovacuum != "on" {
-		fmt.Fprintf(out, "            (without autovacuum nothing analyzes the tables: the tool runs ANALYZE after each bulk fill, as autoanalyze would\n")
-		fmt.Fprintf(out, "            in a deployment; see scenario 5 for the plan the page query gets without it)\n")
+	if b.autovacuumOff = autovacuum != "on"; b.autovacuumOff {
+		fmt.Fprintf(out, "            autovacuum is OFF on this PostgreSQL, so nothing vacuums or analyzes the tables by itself: the tool runs ANALYZE\n")
+		fmt.Fprintf(out, "            after each bulk fill, and ")
+		if cfg.playAutovacuum {
+			fmt.Fprintf(out, "every %s vacuums or analyzes each table past autovacuum's thresholds (the table's own settings,\n", vacuumEvery)
+			fmt.Fprintf(out, "            migrations/00040, else the server's), as autovacuum would in a deployment (-play-autovacuum=false: it does not)\n")
+		} else {
+			fmt.Fprintf(out, "nothing else (-play-autovacuum=false): dead rows pile up as in no deployment (scenario 5 shows the plan without ANALYZE)\n")
+		}
 	}
 	fate := "dropped at exit"
 	if cfg.keep {
@@ -293,7 +302,7 @@ func startDesk(ctx context.Context, name, dbURL string, conns int, logger *slog.
 func (b *bench) createPeople(ctx context.Context) error {
 	queues := queue.NewService(b.db)
 	var ids []int64
-	for _, name := range []string{queueLive, queueFanout, queueRace, queuePage} {
+	for _, name := range []string{queueLive, queueFanout, queueRace, queuePage, queueFlood} {
 		q, err := queues.Create(ctx, queue.New{Name: name})
 		if err != nil {
 			return err

@@ -122,6 +122,10 @@ func Params() []string {
 // MaxQuery bounds the search box: a longer text is no search a person types.
 const MaxQuery = 200
 
+// MaxWords bounds the words of the search box: each is one more index lookup and one more
+// condition per package, and past a few they narrow nothing a person means.
+const MaxWords = 10
+
 // ParseFilter reads a Filter from query parameters. A parameter it does not know (besides those in
 // also, which the caller reads), one given twice or one it cannot read is a BadRequest naming it:
 // a misspelt filter must never list or export more than was asked.
@@ -143,6 +147,9 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 		Tag: q.Get("tag")}
 	if n := utf8.RuneCountInString(f.Q); n > MaxQuery {
 		return Filter{}, desk.BadParam("q", "the search is %d characters; at most %d are read", n, MaxQuery)
+	}
+	if n := len(Words(f.Q)); n > MaxWords {
+		return Filter{}, desk.BadParam("q", "the search has %d words; at most %d are read: keep the ones that tell the package apart", n, MaxWords)
 	}
 	if f.Status != "" && !slices.Contains(handoff.Statuses(), f.Status) {
 		return Filter{}, desk.BadParam("status", "status %q is not one of %s", f.Status, joined(handoff.Statuses()))

@@ -155,12 +155,28 @@ func TestHealthAndReadiness(t *testing.T) {
 	if resp, body := get(t, c, app.URL+"/readyz"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "ready") {
 		t.Errorf("/readyz = %d %q", resp.StatusCode, body)
 	}
-	// Without its migrations table the schema is not known to be current.
+	// A migration's or a maintenance job's lock on the migrations' table does not hold readiness:
+	// the instance saw every migration in place, and they stay (migrations only go forward).
+	tx, err := app.DB.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `LOCK TABLE goose_db_version IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get(t, c, app.URL+"/readyz"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "ready") {
+		t.Errorf("/readyz with the migrations' table locked = %d %q, want 200", resp.StatusCode, body)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A new instance (a new release's binary) whose migration the database lacks is not ready.
 	if _, err := app.DB.Exec(t.Context(), `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`); err != nil {
 		t.Fatal(err)
 	}
-	if resp, body := get(t, c, app.URL+"/readyz"); resp.StatusCode != http.StatusServiceUnavailable || body != "migrations pending\n" {
-		t.Errorf("/readyz with a migration missing = %d %q, want 503", resp.StatusCode, body)
+	fresh, _ := app.start(t)
+	if resp, body := get(t, c, fresh+"/readyz"); resp.StatusCode != http.StatusServiceUnavailable || body != "migrations pending\n" {
+		t.Errorf("/readyz of an instance started with a migration missing = %d %q, want 503", resp.StatusCode, body)
 	}
 	if resp, body := get(t, c, app.URL+"/no/such/page"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "no such page") {
 		t.Errorf("unknown page = %d", resp.StatusCode)

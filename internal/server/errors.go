@@ -40,6 +40,7 @@ var statusOf = map[string]int{
 const (
 	ReasonDatabaseUnavailable = "database_unavailable" // the database cannot be reached, or is shutting down
 	ReasonBusy                = "busy"                 // no answer within the deadline, or no free connection in time
+	ReasonTooSlow             = "too_slow"             // a search or audit page cut at the reads pool's statement timeout
 )
 
 // retryOutage is the Retry-After of those 503s: long enough for a restarting database or a
@@ -61,6 +62,10 @@ func unavailable(err error) *desk.Error {
 			Message: "the desk is too busy to answer in time; try again in a few seconds"}
 	case postgres.OutOfReach(err):
 		return databaseUnavailable()
+	case postgres.StatementTimedOut(err):
+		// The same read would be cut again: what helps is a narrower one, not a retry.
+		return &desk.Error{Code: desk.Unavailable, Reason: ReasonTooSlow,
+			Message: "this read took longer than the desk gives one search or audit page, and was stopped; narrow it (fewer or longer words, a queue, a shorter time span) and try again"}
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (s *Server) handleAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, next, err := audit.Page(ctx, s.db, user.Role, f, after)
+	entries, next, err := audit.Page(ctx, s.reads, user.Role, f, after)
 	if err != nil {
 		return err
 	}

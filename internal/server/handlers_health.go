@@ -30,7 +30,10 @@ func (s *Server) handleHealthz(c echo.Context) error {
 // binary knows, so a new instance takes no traffic before its schema is in place, and 503 while
 // the server drains before it stops. A pool whose every connection is busy is no outage: under
 // load every instance would be pulled at once. Then the database is asked on a connection of
-// its own.
+// its own. Nor is a lock on the migrations' table: once the database carried every migration this
+// binary knows, it goes on carrying them (migrations only go forward while instances run), so
+// readiness answers from that state and asks only whether the database answers, never waiting
+// behind a migration's or a maintenance job's lock.
 func (s *Server) handleReadyz(c echo.Context) error {
 	if s.draining.Load() {
 		return c.String(http.StatusServiceUnavailable, "draining\n")
@@ -44,12 +47,15 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	// Closing hands a pooled connection back, or closes the one of its own; neither can fail in
 	// a way that would change the answer.
 	defer func() { _ = db.Close() }()
-	pending, err := postgres.Pending(ctx, db)
-	if err != nil {
-		return c.String(http.StatusServiceUnavailable, "cannot read migration state\n")
-	}
-	if pending {
-		return c.String(http.StatusServiceUnavailable, "migrations pending\n")
+	if !s.migrated.Load() {
+		pending, err := postgres.Pending(ctx, db)
+		if err != nil {
+			return c.String(http.StatusServiceUnavailable, "cannot read migration state\n")
+		}
+		if pending {
+			return c.String(http.StatusServiceUnavailable, "migrations pending\n")
+		}
+		s.migrated.Store(true)
 	}
 	if busy {
 		return c.String(http.StatusOK, "ready (every pooled connection is busy)\n")

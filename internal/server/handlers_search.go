@@ -18,6 +18,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/search"
 	"github.com/handoffdesk/desk/views"
@@ -88,7 +89,7 @@ func (s *Server) searchCount(ctx context.Context, user auth.User, f search.Filte
 	counting, cancel := context.WithTimeout(ctx, countFor)
 	defer cancel()
 	n, err := s.search.Count(counting, user, f)
-	if err != nil && ctx.Err() == nil && errors.Is(counting.Err(), context.DeadlineExceeded) {
+	if err != nil && ctx.Err() == nil && (errors.Is(counting.Err(), context.DeadlineExceeded) || postgres.StatementTimedOut(err)) {
 		return &views.SearchCount{Uncounted: fmt.Sprintf("Not counted: counting took over %s; narrow the search to count it.", countFor)}, nil
 	}
 	if err != nil {

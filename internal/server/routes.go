@@ -12,7 +12,7 @@ import (
 // routes lists every route of the desk in one place, each with the least role it needs.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput,
+	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.capCostly, s.checkInput,
 		s.loadRing, s.loadHolding, s.loadNotice)
 
 	e.GET("/healthz", s.handleHealthz)
@@ -51,7 +51,8 @@ func (s *Server) routes() {
 	e.POST("/handoffs/:id/approval/withdraw", s.handleWithdrawApproval, agent, s.confirm(noticeApprovalWithdrawn))
 	e.POST("/handoffs/:id/decline", s.handleDecline, agent, s.confirm(noticeDeclined)) // a warm package's ring
 	e.POST("/me/status", s.handleSetStatus, agent, s.confirmBy(noticeStatus))          // available, break or away
-	// Search finds what the viewer may see; a supervisor moves a held package (actions.Check).
+	// Search finds what the viewer may see; a supervisor moves a held package (actions.Check). Search,
+	// the audit and the exports are capped per person (costlyRoutes).
 	e.GET("/packages", s.handleSearch, agent)
 	e.POST("/handoffs/:id/reassign", s.handleReassign, agent, s.confirm(noticeReassigned))
 	e.GET("/ws", s.handleSocket, agent)

@@ -26,6 +26,7 @@ import (
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/metrics"
+	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/search"
 	"github.com/handoffdesk/desk/internal/sso"
@@ -70,6 +71,7 @@ type Server struct {
 	cfg      Config
 	logger   *slog.Logger
 	db       *pgxpool.Pool
+	reads    *pgxpool.Pool // search and the audit page, cut at a quarter of RequestTimeout (postgres.Reads)
 	auth     *auth.Service
 	access   *access.Service
 	queues   *queue.Service
@@ -96,13 +98,17 @@ type Server struct {
 	shutdown chan struct{}
 	sockets  sync.WaitGroup
 	upgrader websocket.Upgrader
-	// userSockets counts each person's open sockets, to cap them.
+	// userSockets counts each person's open sockets, to cap them; costly their searches, audit
+	// pages and exports in flight.
 	userSockets userSockets
+	costly      costlyReads
 	// figures is the dashboard's figures shared between the sockets watching the same ones.
 	figures figuresShared
 
 	// draining is set once the server is asked to stop: /readyz fails from then on.
 	draining atomic.Bool
+	// migrated is set once /readyz saw the database carry every migration this binary knows.
+	migrated atomic.Bool
 	// after is the drain period's timer; tests end the drain when they are done with it.
 	after func(time.Duration) <-chan time.Time
 }
@@ -128,6 +134,10 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	reads, err := postgres.Reads(context.Background(), db, cfg.RequestTimeout/4)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:      cfg,
 		logger:   logger,
@@ -138,7 +148,8 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		intake:   intake,
 		actions:  actions,
 		board:    board,
-		search:   search.New(db),
+		reads:    reads,
+		search:   search.New(reads),
 		hub:      hub,
 		presence: presence,
 		metrics:  counts,
@@ -222,6 +233,7 @@ const (
 // after its answer, so load balancers move traffic away before a connection is refused. Then it
 // stops taking new requests and waits for in-flight ones (up to shutdownTimeout) before returning.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.reads.Close()
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -161,7 +161,9 @@ type deskError struct {
 	Message string
 }
 
-func (e *deskError) Error() string { return fmt.Sprintf("the desk answered %d: %s", e.Status, e.Message) }
+func (e *deskError) Error() string {
+	return fmt.Sprintf("the desk answered %d: %s", e.Status, e.Message)
+}
 
 // call sends body to the bot API and decodes a 2xx answer into out.
 func (d desk) call(ctx context.Context, method, path string, body, out any) error {

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/actions"
@@ -55,10 +57,24 @@ func ignoreConflict(err error) error {
 	return err
 }
 
+// demoChatQueue is the queue the demo chat's bot hands off to; demoChatAddr where serve -demo-chat
+// listens by default (`make run`), whose /webhook the demo key's webhooks go to.
+const (
+	demoChatQueue = "billing_t2"
+	demoChatAddr  = "127.0.0.1:8082"
+)
+
 func seedDemo(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
-	if err := parseFlags("seed-demo", args, stdout); err != nil {
+	chatAddr := demoChatAddr
+	if err := parseFlags("seed-demo", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&chatAddr, "demo-chat", chatAddr, "where serve -demo-chat listens: the demo bot key's webhooks go there")
+	}); err != nil {
 		return err
 	}
+	if err := loopback("-demo-chat", chatAddr, demoChatAddr); err != nil {
+		return err
+	}
+	webhookURL := "http://" + chatAddr + "/webhook"
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		queues, users := queue.NewService(db), auth.NewService(db)
 		for _, q := range demoQueues {
@@ -83,8 +99,14 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return fmt.Errorf("seed-demo: %w", err)
 		}
-		_, err = users.InsertAPIKeyWithSecrets(ctx, auth.NewAPIKey{Name: "demo-bot", QueueIDs: queueIDs}, demoBotKey, demoWebhookSecret)
-		if ignoreConflict(err) != nil {
+		// The demo chat's bot is the demo key's: its webhooks go to the chat, on this machine, which
+		// serve lets through as `make run` sets WEBHOOK_ALLOW_PRIVATE=1.
+		demoKey := auth.NewAPIKey{Name: "demo-bot", QueueIDs: queueIDs, WebhookURL: webhookURL, AllowPrivateWebhook: true}
+		_, err = users.InsertAPIKeyWithSecrets(ctx, demoKey, demoBotKey, demoWebhookSecret)
+		if desk.ErrorCode(err) == desk.Conflict {
+			err = pointDemoKey(ctx, db, users, demoKey)
+		}
+		if err != nil {
 			return fmt.Errorf("seed-demo: api key: %w", err)
 		}
 		if err := seedHistory(ctx, db, users, time.Now()); err != nil {
@@ -104,7 +126,20 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 				return err
 			}
 		}
-		_, err = fmt.Fprintf(stdout, "Demo bot key (queues billing_t2, tech_t2): %s\n", demoBotKey)
+		_, err = fmt.Fprintf(stdout, "Demo bot key (queues billing_t2, tech_t2): %s\n"+
+			"Its webhooks go to the demo chat, %s, signed with %s\n", demoBotKey, webhookURL, demoWebhookSecret)
+		return err
+	})
+}
+
+// pointDemoKey sends the webhooks of the demo key a database seeded before to the demo chat.
+func pointDemoKey(ctx context.Context, db *pgxpool.Pool, users *auth.Service, n auth.NewAPIKey) error {
+	k, err := users.APIKeyByName(ctx, n.Name)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := auth.SetKeyReach(ctx, tx, k.ID, auth.KeyReach{QueueIDs: n.QueueIDs, WebhookURL: n.WebhookURL, AllowPrivateWebhook: true})
 		return err
 	})
 }

@@ -148,7 +148,7 @@ var pageTemplate = template.Must(template.New("chat").Parse(`<!doctype html>
 hours, plans and delivery. Ask for a <strong>refund</strong>, or type <strong>human</strong>, and it hands
 you to a person at the desk (<a href="{{.DeskURL}}">{{.DeskURL}}</a>, sign in as an agent there); what
 you write then reaches them, and their replies appear here.</p>
-<ol id="lines" role="log" aria-label="Conversation" data-testid="lines"></ol>
+<div role="log" aria-label="Conversation"><ol id="lines" data-testid="lines"></ol></div>
 <form id="say" action="/say" method="post">
 <label for="text">Your message</label>
 <div class="row">

@@ -141,6 +141,28 @@ func TestMultiTurnLinesPassTheTrainersRules(t *testing.T) {
 			}
 		}
 	}
+
+	// A queue that withholds the transcript from the exporter's role withholds the thread too: the
+	// customer's words after the handoff are the conversation as much as those before it.
+	if _, err := d.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'admin', withhold_transcript = true WHERE name = 'billing_t2'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"records", "openai-sft"} {
+		lines := export("format=" + f)
+		if len(lines) == 0 {
+			t.Fatalf("%s withheld: no lines", f)
+		}
+		for _, line := range lines {
+			if strings.Contains(line, "How long does it take?") || strings.Contains(line, "charged twice for my subscription") {
+				t.Errorf("%s withheld: the conversation reaches the line\n%s", f, line)
+			}
+			if f != "records" {
+				if err := evalstest.Check(f, []byte(line)); err != nil {
+					t.Errorf("%s withheld: %v\n%s", f, err, line)
+				}
+			}
+		}
+	}
 }
 
 // lastUserTurn is the content of the last message of a line's prompt, which the rules hold to be

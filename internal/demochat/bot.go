@@ -119,7 +119,6 @@ func packageFor(c *chat, queue, trigger, asked string, transcript []turn, now ti
 		reason = "Refunds need a person (policy boundary)."
 		questions = []string{"Which order is the refund for?", "Is the order within the 30 days of the refund policy?"}
 	}
-	ok := false
 	return map[string]any{
 		"schema_version": "1.0",
 		"handoff_id":     fmt.Sprintf("demo_%s_%d", c.id, c.handoffs),
@@ -136,7 +135,7 @@ func packageFor(c *chat, queue, trigger, asked string, transcript []turn, now ti
 		"user_verified":         false,
 		"problem_statement":     problem,
 		"structured_entities":   map[string]any{"chat_id": c.id, "channel": "demo chat"},
-		"attempted_actions":     []map[string]any{{"tool": "faq_lookup", "result": "no answer the bot may give on its own", "ok": ok, "at": now}},
+		"attempted_actions":     []map[string]any{{"tool": "faq_lookup", "result": "no answer the bot may give on its own", "ok": false, "at": now}},
 		"open_questions":        questions,
 		"recommended_next_step": next,
 		"draft_reply":           draft,

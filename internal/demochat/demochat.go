@@ -69,7 +69,7 @@ type chat struct {
 	transcript []turn // the conversation with the bot, for the next package
 	handoffID  string // the package that holds the conversation now; "" while the bot does
 	handoffs   int    // packages made so far, for the next one's id
-	relayed    int    // messages relayed so far, for the next one's id
+	written    int    // messages the customer wrote, for the message_id of the next one relayed
 	subs       map[chan Line]struct{}
 }
 
@@ -244,8 +244,8 @@ func (s *Server) handle(ctx context.Context, c *chat, text string) int {
 	seq := s.add(c, Line{Who: Customer, Text: text, At: now})
 	s.mu.Lock()
 	handoffID := c.handoffID
-	c.relayed++
-	messageID := fmt.Sprintf("m%d", c.relayed)
+	c.written++
+	messageID := fmt.Sprintf("m%d", c.written)
 	s.mu.Unlock()
 	if handoffID != "" {
 		err := s.desk.relay(ctx, handoffID, messageID, text, draftFor(text), now)

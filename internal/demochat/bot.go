@@ -52,7 +52,7 @@ const fallbackDraft = "Thanks for the details, I'm looking into this for you now
 // words is text in lower case with its punctuation as spaces, to find whole words in.
 func words(text string) string {
 	return " " + strings.Join(strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9')
+		return (r < 'a' || r > 'z') && (r < '0' || r > '9')
 	}), " ") + " "
 }
 
@@ -180,7 +180,7 @@ func (d desk) call(ctx context.Context, method, path string, body, out any) erro
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return err

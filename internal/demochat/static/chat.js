@@ -47,6 +47,7 @@
       return;
     }
     input.value = "";
+    input.focus(); // the customer goes on typing, as in any chat
     status.textContent = "";
     fetch("/say", {
       method: "POST",

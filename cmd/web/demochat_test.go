@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // `make run`'s demo chat: seed-demo points the demo bot key's webhooks at the chat (on a database
@@ -29,6 +32,19 @@ func TestServeServesTheDemoChatWithTheSeededKey(t *testing.T) {
 	out, err := runCommand(t, getenv, "seed-demo", "-demo-chat", chatAddr)
 	if err != nil || !strings.Contains(out, "http://"+chatAddr+"/webhook, signed with "+demoWebhookSecret) {
 		t.Fatalf("seed-demo again, for a chat on %s: %v\n%s", chatAddr, err, out)
+	}
+	// The seeded history's webhooks are the demo's past: settled without a request, none left
+	// for the chat to hear about packages it never held.
+	conn, err := pgx.Connect(t.Context(), getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending, settled int
+	err = conn.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'no_endpoint') FROM webhook_outbox`).
+		Scan(&pending, &settled)
+	conn.Close(context.Background())
+	if err != nil || pending != 0 || settled == 0 {
+		t.Errorf("after seed-demo: %d webhooks pending, %d settled without an endpoint (%v); want none pending", pending, settled, err)
 	}
 	if _, err := runCommand(t, getenv, "seed-demo", "-demo-chat", "192.0.2.7:8082"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("seed-demo for a chat elsewhere: %v", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // The demo's secrets are fixed so that every `make run` can print them; they are for a local
@@ -99,12 +100,13 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return fmt.Errorf("seed-demo: %w", err)
 		}
-		// The demo chat's bot is the demo key's: its webhooks go to the chat, on this machine, which
-		// serve lets through as `make run` sets WEBHOOK_ALLOW_PRIVATE=1.
-		demoKey := auth.NewAPIKey{Name: "demo-bot", QueueIDs: queueIDs, WebhookURL: webhookURL, AllowPrivateWebhook: true}
+		// The demo key is seeded without a webhook URL, as a database seeded before is set back to,
+		// so that the history's webhooks settle as no_endpoint (settleWebhooks): they are the demo's
+		// past, about packages no chat holds.
+		demoKey := auth.NewAPIKey{Name: "demo-bot", QueueIDs: queueIDs}
 		_, err = users.InsertAPIKeyWithSecrets(ctx, demoKey, demoBotKey, demoWebhookSecret)
 		if desk.ErrorCode(err) == desk.Conflict {
-			err = pointDemoKey(ctx, db, users, demoKey)
+			err = setDemoKeyWebhook(ctx, db, users, demoKey)
 		}
 		if err != nil {
 			return fmt.Errorf("seed-demo: api key: %w", err)
@@ -117,6 +119,15 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		if err := seedRefunds(ctx, db, users); err != nil {
 			return fmt.Errorf("seed-demo: refunds: %w", err)
+		}
+		if err := settleWebhooks(ctx, db, logger); err != nil {
+			return fmt.Errorf("seed-demo: the history's webhooks: %w", err)
+		}
+		// Then the demo chat's bot is the demo key's: its webhooks go to the chat, on this machine,
+		// which serve lets through as `make run` sets WEBHOOK_ALLOW_PRIVATE=1.
+		demoKey.WebhookURL, demoKey.AllowPrivateWebhook = webhookURL, true
+		if err := setDemoKeyWebhook(ctx, db, users, demoKey); err != nil {
+			return fmt.Errorf("seed-demo: api key: %w", err)
 		}
 		if _, err := fmt.Fprintln(stdout, "Demo desk ready. Log in with any of these (password "+demoPassword+"):"); err != nil {
 			return err
@@ -132,16 +143,31 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 	})
 }
 
-// pointDemoKey sends the webhooks of the demo key a database seeded before to the demo chat.
-func pointDemoKey(ctx context.Context, db *pgxpool.Pool, users *auth.Service, n auth.NewAPIKey) error {
+// setDemoKeyWebhook sets the demo key's queues and webhook URL to n's.
+func setDemoKeyWebhook(ctx context.Context, db *pgxpool.Pool, users *auth.Service, n auth.NewAPIKey) error {
 	k, err := users.APIKeyByName(ctx, n.Name)
 	if err != nil {
 		return err
 	}
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		_, err := auth.SetKeyReach(ctx, tx, k.ID, auth.KeyReach{QueueIDs: n.QueueIDs, WebhookURL: n.WebhookURL, AllowPrivateWebhook: true})
+		_, err := auth.SetKeyReach(ctx, tx, k.ID, auth.KeyReach{QueueIDs: n.QueueIDs, WebhookURL: n.WebhookURL, AllowPrivateWebhook: n.AllowPrivateWebhook})
 		return err
 	})
+}
+
+// settleWebhooks runs the outbox's due rows through a deliverer until none is left due: those of
+// a key without a webhook URL, the demo key's while it is seeded, settle as no_endpoint without
+// a request. Any other key's go out as a running desk would send them. Bounded: a pass claims at
+// most a few rows per key.
+func settleWebhooks(ctx context.Context, db *pgxpool.Pool, logger *slog.Logger) error {
+	d := webhook.NewDeliverer(db, logger, webhook.Options{})
+	for range 1000 {
+		n, err := d.DeliverDue(ctx)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+	return nil
 }
 
 // demoReplies are packages the demo agent has already answered and resolved, so that a new desk

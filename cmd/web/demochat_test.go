@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -62,7 +63,11 @@ func TestServeServesTheDemoChatWithTheSeededKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if !strings.Contains(string(page), "sign in as agent@example.com, password "+demoPassword) {
+		t.Errorf("the chat page does not say how to sign in at the desk:\n%s", page)
+	}
 	u, _ := url.Parse(chatURL)
 	var chatID string
 	for _, c := range jar.Cookies(u) {

@@ -140,7 +140,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				return fmt.Errorf("-demo-chat: %w", err)
 			}
 			bot := demochat.New(demochat.Config{DeskURL: cfg.BaseURL, BotKey: demoBotKey, WebhookSecret: demoWebhookSecret,
-				Queue: demoChatQueue, Logger: logger})
+				Queue: demoChatQueue, SignIn: "sign in as " + demoUsers[0].user.Email + ", password " + demoPassword, Logger: logger})
 			go func() {
 				if err := demochat.Serve(ctx, chat, bot); err != nil {
 					logger.Warn("demo chat", "err", err)

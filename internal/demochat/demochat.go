@@ -36,7 +36,10 @@ type Config struct {
 	BotKey        string // the bot's API key
 	WebhookSecret string // the key's signing secret, whsec_…
 	Queue         string // the queue the bot hands off to (the package's target_profile)
-	Logger        *slog.Logger
+	// SignIn tells the newcomer how to sign in at the desk as an agent of Queue ("": the page says
+	// only "sign in as an agent").
+	SignIn string
+	Logger *slog.Logger
 }
 
 // Who wrote a line of the customer's page.
@@ -146,8 +149,8 @@ var pageTemplate = template.Must(template.New("chat").Parse(`<!doctype html>
 <h1>Demo customer chat</h1>
 <p class="intro">You are the customer, writing to a support bot. It answers questions about opening
 hours, plans and delivery. Ask for a <strong>refund</strong>, or type <strong>human</strong>, and it hands
-you to a person at the desk (<a href="{{.DeskURL}}">{{.DeskURL}}</a>, sign in as an agent there); what
-you write then reaches them, and their replies appear here.</p>
+you to a person at the desk (<a href="{{.DeskURL}}">{{.DeskURL}}</a>, {{if .SignIn}}{{.SignIn}}{{else}}sign in as an agent there{{end}});
+what you write then reaches them, and their replies appear here.</p>
 <div role="log" aria-label="Conversation"><ol id="lines" data-testid="lines"></ol></div>
 <form id="say" action="/say" method="post">
 <label for="text">Your message</label>
@@ -172,7 +175,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode}) //nolint:gosec // G124: plain HTTP on loopback, see above.
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pageTemplate.Execute(w, map[string]any{"DeskURL": s.cfg.DeskURL, "MaxText": MaxText}); err != nil {
+	if err := pageTemplate.Execute(w, map[string]any{"DeskURL": s.cfg.DeskURL, "SignIn": s.cfg.SignIn, "MaxText": MaxText}); err != nil {
 		s.cfg.Logger.Warn("demo chat page", "err", err)
 	}
 }

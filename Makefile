@@ -13,15 +13,19 @@ build:
 ## lets webhooks go to private addresses (WEBHOOK_ALLOW_PRIVATE=1), where a bot under development
 ## listens; set WEBHOOK_ALLOW_PRIVATE=0 to try the refusal. A demo CRM page on a second loopback
 ## origin (DEMO_CRM, default 127.0.0.1:8081) frames the sidebar of a seeded package, as a CRM embeds
-## it; FRAME_ANCESTORS names that origin.
+## it; FRAME_ANCESTORS names that origin. A demo customer chat (DEMO_CHAT, default 127.0.0.1:8082)
+## lets you be the customer: its bot hands off on "refund" or "human" with the demo bot key, whose
+## webhooks seed-demo points at the chat.
 run: build
 	@url="$${DATABASE_URL:-$$(scripts/localdb handoffdesk)}" && crm="$${DEMO_CRM:-127.0.0.1:8081}" && \
+		chat="$${DEMO_CHAT:-127.0.0.1:8082}" && \
 		DATABASE_URL="$$url" bin/web migrate && \
-		DATABASE_URL="$$url" bin/web seed-demo && \
+		DATABASE_URL="$$url" bin/web seed-demo -demo-chat "$$chat" && \
 		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
 		echo "The sidebar in a demo CRM: http://$$crm" && \
+		echo "Be the customer in the demo chat: http://$$chat" && \
 		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" \
-			FRAME_ANCESTORS="$${FRAME_ANCESTORS:-http://$$crm}" exec bin/web serve -demo-crm "$$crm"
+			FRAME_ANCESTORS="$${FRAME_ANCESTORS:-http://$$crm}" exec bin/web serve -demo-crm "$$crm" -demo-chat "$$chat"
 
 ## test: every test, against real PostgreSQL and headless Chromium; npm installs axe-core, which
 ## the accessibility test injects into the pages; scripts/promtool finds or unpacks the promtool

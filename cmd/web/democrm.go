@@ -87,18 +87,27 @@ func demoCRM(deskURL string) http.Handler {
 // demoCRMOrigin checks the demo CRM's address, a loopback host and port, and that the desk lets
 // its origin frame the sidebar, and returns that origin.
 func demoCRMOrigin(addr string, frameAncestors []string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port == "" {
-		return "", fmt.Errorf("-demo-crm: %q is not a host and port such as 127.0.0.1:8081", addr)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", fmt.Errorf("-demo-crm: %q is not a loopback address: the demo CRM is for a desk on this machine", addr)
+	if err := loopback("-demo-crm", addr, "127.0.0.1:8081"); err != nil {
+		return "", err
 	}
 	origin := "http://" + addr
 	if !slices.Contains(frameAncestors, origin) {
 		return "", fmt.Errorf("-demo-crm: FRAME_ANCESTORS must name %s, or the desk refuses to be framed by the demo CRM", origin)
 	}
 	return origin, nil
+}
+
+// loopback checks that a demo's address (of flag, such as example) is a loopback host and port:
+// the demos are for a desk on this machine.
+func loopback(flag, addr, example string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("%s: %q is not a host and port such as %s", flag, addr, example)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%s: %q is not a loopback address: the demo is for a desk on this machine", flag, addr)
+	}
+	return nil
 }
 
 // serveDemoCRM serves the demo CRM on ln until ctx ends.

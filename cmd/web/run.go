@@ -21,7 +21,8 @@ const usage = `usage: web [command] [flags]
 
 commands:
   serve        run the desk (the default) [--addr A] [--demo-crm 127.0.0.1:8081: also serve a demo CRM
-               page that frames the sidebar, on an origin FRAME_ANCESTORS names]
+               page that frames the sidebar, on an origin FRAME_ANCESTORS names] [--demo-chat 127.0.0.1:8082:
+               also serve a demo customer chat whose bot hands off to the desk with seed-demo's key]
   migrate      apply database migrations and exit: the deploy step; every other command refuses
                a database that lacks a migration this binary carries
   user add     --email E --name N --role agent|supervisor|admin --password P [--queues a,b] [--capacity N] [--sso-only]
@@ -37,7 +38,8 @@ commands:
   user sso-only --email E [--off]          password login off for the user (--off: on again)
   sso unknown-emails refuse|create         what signing in with an email no user has does
   sso unlink   --email E          forget the user's link to their account at the identity provider
-  seed-demo    create demo queues, users and a bot key, and print them
+  seed-demo    create demo queues, users and a bot key, and print them [--demo-chat 127.0.0.1:8082: where
+               the demo chat listens, which the bot key's webhooks go to]
   evals export [--format F] [--queue Q] [--source_agent A] [--kind K] [--since T] [--until T] [--redact] [--role R]
                the eval records as JSON lines on stdout, as GET /evals/export.jsonl gives them
   dashboard rebuild            compute the dashboard's rollup of every hour again (instances refresh it themselves)

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/actions"
@@ -18,6 +20,7 @@ import (
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 // The demo's secrets are fixed so that every `make run` can print them; they are for a local
@@ -55,10 +58,24 @@ func ignoreConflict(err error) error {
 	return err
 }
 
+// demoChatQueue is the queue the demo chat's bot hands off to; demoChatAddr where serve -demo-chat
+// listens by default (`make run`), whose /webhook the demo key's webhooks go to.
+const (
+	demoChatQueue = "billing_t2"
+	demoChatAddr  = "127.0.0.1:8082"
+)
+
 func seedDemo(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, logger *slog.Logger) error {
-	if err := parseFlags("seed-demo", args, stdout); err != nil {
+	chatAddr := demoChatAddr
+	if err := parseFlags("seed-demo", args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&chatAddr, "demo-chat", chatAddr, "where serve -demo-chat listens: the demo bot key's webhooks go there")
+	}); err != nil {
 		return err
 	}
+	if err := loopback("-demo-chat", chatAddr, demoChatAddr); err != nil {
+		return err
+	}
+	webhookURL := "http://" + chatAddr + "/webhook"
 	return withDB(ctx, getenv, logger, func(db *pgxpool.Pool) error {
 		queues, users := queue.NewService(db), auth.NewService(db)
 		for _, q := range demoQueues {
@@ -83,8 +100,15 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return fmt.Errorf("seed-demo: %w", err)
 		}
-		_, err = users.InsertAPIKeyWithSecrets(ctx, auth.NewAPIKey{Name: "demo-bot", QueueIDs: queueIDs}, demoBotKey, demoWebhookSecret)
-		if ignoreConflict(err) != nil {
+		// The demo key is seeded without a webhook URL, as a database seeded before is set back to,
+		// so that the history's webhooks settle as no_endpoint (settleWebhooks): they are the demo's
+		// past, about packages no chat holds.
+		demoKey := auth.NewAPIKey{Name: "demo-bot", QueueIDs: queueIDs}
+		_, err = users.InsertAPIKeyWithSecrets(ctx, demoKey, demoBotKey, demoWebhookSecret)
+		if desk.ErrorCode(err) == desk.Conflict {
+			err = setDemoKeyWebhook(ctx, db, users, demoKey)
+		}
+		if err != nil {
 			return fmt.Errorf("seed-demo: api key: %w", err)
 		}
 		if err := seedHistory(ctx, db, users, time.Now()); err != nil {
@@ -96,6 +120,15 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 		if err := seedRefunds(ctx, db, users); err != nil {
 			return fmt.Errorf("seed-demo: refunds: %w", err)
 		}
+		if err := settleWebhooks(ctx, db, logger); err != nil {
+			return fmt.Errorf("seed-demo: the history's webhooks: %w", err)
+		}
+		// Then the demo chat's bot is the demo key's: its webhooks go to the chat, on this machine,
+		// which serve lets through as `make run` sets WEBHOOK_ALLOW_PRIVATE=1.
+		demoKey.WebhookURL, demoKey.AllowPrivateWebhook = webhookURL, true
+		if err := setDemoKeyWebhook(ctx, db, users, demoKey); err != nil {
+			return fmt.Errorf("seed-demo: api key: %w", err)
+		}
 		if _, err := fmt.Fprintln(stdout, "Demo desk ready. Log in with any of these (password "+demoPassword+"):"); err != nil {
 			return err
 		}
@@ -104,9 +137,37 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 				return err
 			}
 		}
-		_, err = fmt.Fprintf(stdout, "Demo bot key (queues billing_t2, tech_t2): %s\n", demoBotKey)
+		_, err = fmt.Fprintf(stdout, "Demo bot key (queues billing_t2, tech_t2): %s\n"+
+			"Its webhooks go to the demo chat, %s, signed with %s\n", demoBotKey, webhookURL, demoWebhookSecret)
 		return err
 	})
+}
+
+// setDemoKeyWebhook sets the demo key's queues and webhook URL to n's.
+func setDemoKeyWebhook(ctx context.Context, db *pgxpool.Pool, users *auth.Service, n auth.NewAPIKey) error {
+	k, err := users.APIKeyByName(ctx, n.Name)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := auth.SetKeyReach(ctx, tx, k.ID, auth.KeyReach{QueueIDs: n.QueueIDs, WebhookURL: n.WebhookURL, AllowPrivateWebhook: n.AllowPrivateWebhook})
+		return err
+	})
+}
+
+// settleWebhooks runs the outbox's due rows through a deliverer until none is left due: those of
+// a key without a webhook URL, the demo key's while it is seeded, settle as no_endpoint without
+// a request. Any other key's go out as a running desk would send them. Bounded: a pass claims at
+// most a few rows per key.
+func settleWebhooks(ctx context.Context, db *pgxpool.Pool, logger *slog.Logger) error {
+	d := webhook.NewDeliverer(db, logger, webhook.Options{})
+	for range 1000 {
+		n, err := d.DeliverDue(ctx)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+	return nil
 }
 
 // demoReplies are packages the demo agent has already answered and resolved, so that a new desk

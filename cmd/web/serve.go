@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/handoffdesk/desk/internal/demochat"
 	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/server"
@@ -31,12 +32,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if addr == "" {
 		addr = ":8080"
 	}
-	var demoCRMAddr string
+	var demoCRMAddr, demoChatAddr string
 	if err := parseFlags("serve", args, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&addr, "addr", addr, "listen address")
 		fs.StringVar(&demoCRMAddr, "demo-crm", "", "also serve a demo CRM page that frames the sidebar, on this loopback address")
+		fs.StringVar(&demoChatAddr, "demo-chat", "", "also serve a demo customer chat, whose bot uses seed-demo's key, on this loopback address")
 	}); err != nil {
 		return err
+	}
+	if demoChatAddr != "" {
+		if err := loopback("-demo-chat", demoChatAddr, "127.0.0.1:8082"); err != nil {
+			return err
+		}
 	}
 	frameAncestors := strings.Fields(strings.ReplaceAll(getenv("FRAME_ANCESTORS"), ",", " "))
 	var crmOrigin string
@@ -125,6 +132,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				}
 			}()
 			logger.Info("demo CRM framing the sidebar", "url", crmOrigin)
+		}
+		if demoChatAddr != "" {
+			chat, err := net.Listen("tcp", demoChatAddr)
+			if err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("-demo-chat: %w", err)
+			}
+			bot := demochat.New(demochat.Config{DeskURL: cfg.BaseURL, BotKey: demoBotKey, WebhookSecret: demoWebhookSecret,
+				Queue: demoChatQueue, SignIn: "sign in as " + demoUsers[0].user.Email + ", password " + demoPassword, Logger: logger})
+			go func() {
+				if err := demochat.Serve(ctx, chat, bot); err != nil {
+					logger.Warn("demo chat", "err", err)
+				}
+			}()
+			logger.Info("demo customer chat, its bot handing off to the desk", "url", "http://"+demoChatAddr)
 		}
 		logger.Info("listening", "addr", ln.Addr().String(), "url", cfg.BaseURL, "login", cfg.BaseURL+"/login")
 		return instance.Run(ctx, opts, logger, db, ln)

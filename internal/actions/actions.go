@@ -611,9 +611,23 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 	return a.released(handoffID, from, err)
 }
 
+// turnDraft is the bot's draft of the turn a reply answers: the latest draft_reply the customer's
+// messages brought since the previous reply, else, for the first answer only, the package's own.
+// A later turn without a fresh draft was written from scratch: an older turn's draft answered
+// other words, and pairing it with this reply would teach a trainer a wrong preference. The first
+// answer prefers a customer message's draft to the package's for the same reason: it drafts an
+// answer to the message the reply answers, which the package's cannot.
+func turnDraft(t conversation.Turn, p handoff.Package) string {
+	if t.Draft == "" && t.FirstAnswer {
+		return p.DraftReply
+	}
+	return t.Draft
+}
+
 // Reply sends the customer the agent's reply on a package they accepted, through the package's
-// bot, and keeps it as an eval record against the bot's draft ("" when it had none: a reply
-// written from scratch). An agent may reply several times; each reply is a record of its own.
+// bot, and keeps it as an eval record of its turn: against the bot's draft of that turn ("" when
+// it had none: a reply written from scratch), after the conversation it answers. An agent may
+// reply several times; each reply is a record of its own.
 //
 // An agent whose role sees the package's contact masked edited the draft with tokens where the
 // hidden values are (handoff.Draft): the tokens they kept become the values again, exactly, in
@@ -640,11 +654,16 @@ func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r
 		if err != nil {
 			return err
 		}
+		turn, err := conversation.TurnOf(ctx, tx, h.ID, thread)
+		if err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		// The reply joins the thread, answering the customer's latest message: the bot relays it
 		// and reads it back in order with GET …/messages.
 		sent := conversation.AppendReply(b, h.ID, thread, user.ID, r.Text, now)
-		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now, Draft: p.DraftReply, Reply: r}); err != nil {
+		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now,
+			Draft: turnDraft(turn, p), InReplyTo: sent.InReplyTo, Before: turn.Before, Reply: r}); err != nil {
 			return err
 		}
 		if err := record(ctx, b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,

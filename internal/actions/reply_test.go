@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
@@ -120,6 +121,11 @@ func TestRepliesAreRecordedAndSentToTheBot(t *testing.T) {
 	}
 	d.clock.Advance(time.Minute)
 	second := "Hi Dana, the refund is on its way."
+	// The customer writes again, and the bot's fresh draft of the answer is sent as it is.
+	if _, err := d.actions.PostMessage(ctx, d.sender.APIKeyID, d.sender.QueueIDs, id,
+		conversation.Incoming{MessageID: "m1", Role: conversation.User, Text: "When?", DraftReply: second}); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.actions.Reply(ctx, alex, id, reply(t, second)); err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +350,89 @@ func TestNoteWithAMaskIsRefused(t *testing.T) {
 	_, err := d.actions.ReturnToBot(ctx, alex, id, "needs_more_info", "Ask for the card ending "+handoff.Masked+"34.")
 	if desk.ErrorCode(err) != desk.Invalid || !strings.Contains(desk.ErrorMessage(err), handoff.Masked) {
 		t.Fatalf("a note with a mask: %v, want a refusal naming it", err)
+	}
+}
+
+// Each reply is recorded against the draft of its turn: the package's for the first answer, the
+// latest draft the customer's messages brought since the previous reply for a later one, none
+// (written from scratch) when they brought none; with the customer message it answers and the
+// thread up to it.
+func TestEachReplyHoldsTheDraftOfItsTurn(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	id := d.submit(t, "billing", func(p *handoff.Package) { p.DraftReply = "The package's draft." })
+	if err := d.actions.Accept(ctx, alex, id); err != nil {
+		t.Fatal(err)
+	}
+	say := func(messageID, text, draft string) {
+		t.Helper()
+		if _, err := d.actions.PostMessage(ctx, d.sender.APIKeyID, d.sender.QueueIDs, id,
+			conversation.Incoming{MessageID: messageID, Role: conversation.User, Text: text, DraftReply: draft}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(text string) {
+		t.Helper()
+		d.clock.Advance(time.Second)
+		if err := d.actions.Reply(ctx, alex, id, reply(t, text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("First answer.")                   // seq 1
+	send("A second word on the same turn.") // seq 2
+	say("m1", "Which card?", "Draft A.")    // seq 3
+	say("m2", "The Visa one?", "Draft B.")  // seq 4
+	send("Yes, the Visa.")                  // seq 5
+	say("m3", "Thanks.", "")                // seq 6
+	send("You're welcome.")                 // seq 7
+
+	var got []string
+	rows, err := d.db.Query(ctx, `
+		SELECT e.draft, coalesce(e.in_reply_to, 0), coalesce((SELECT string_agg(m->>'seq' || ' ' || (m->>'role'), ', ') FROM jsonb_array_elements(e.thread) m), '')
+		FROM evals e JOIN handoffs h ON h.id = e.handoff_id WHERE h.handoff_id = $1 AND e.kind = 'reply' ORDER BY e.at`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var draft, thread string
+		var inReplyTo int
+		if err := rows.Scan(&draft, &inReplyTo, &thread); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%q answers %d after [%s]", draft, inReplyTo, thread))
+	}
+	want := []string{
+		`"The package's draft." answers 0 after []`,
+		`"" answers 0 after []`,
+		`"Draft B." answers 4 after [1 agent, 2 agent, 3 user, 4 user]`,
+		`"" answers 6 after [1 agent, 2 agent, 3 user, 4 user, 5 agent, 6 user]`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the replies' records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The first answer, when the customer wrote again before it with a fresh draft, is recorded
+// against that draft: it drafts the answer to the message the reply answers, the package's cannot.
+func TestFirstAnswerAfterACustomerMessageHoldsItsDraft(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	ctx := context.Background()
+	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing")
+	id := d.submit(t, "billing", func(p *handoff.Package) { p.DraftReply = "The package's draft." })
+	if _, err := d.actions.PostMessage(ctx, d.sender.APIKeyID, d.sender.QueueIDs, id,
+		conversation.Incoming{MessageID: "m1", Role: conversation.User, Text: "Hello?", DraftReply: "Sorry for the wait."}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.actions.Accept(ctx, alex, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.actions.Reply(ctx, alex, id, reply(t, "Sorry for the wait!")); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.evals(t, id); len(got) != 1 || deref(got[0].Draft) != "Sorry for the wait." {
+		t.Errorf("the first answer's record: %+v", got)
 	}
 }

@@ -202,6 +202,10 @@ func Read(ctx context.Context, db querier, rowID int64, after int) ([]Message, e
 			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to
 		FROM messages m LEFT JOIN users u ON u.id = m.author_id
 		WHERE m.handoff_id = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3`, rowID, after, MaxMessages*2)
+	return collect(rows, err)
+}
+
+func collect(rows pgx.Rows, err error) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +214,56 @@ func Read(ctx context.Context, db querier, rowID int64, after int) ([]Message, e
 		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo)
 		return m, err
 	})
+}
+
+// ContextMessages bounds the thread an agent's reply keeps as the conversation it answered: a
+// trainer's prompt carries the recent exchange (evals.PromptTurns turns), and a record that held
+// the whole thread at every reply would grow with the square of the thread.
+const ContextMessages = 50
+
+// Turn is what an agent's reply answers, read under the package's row lock before the reply is
+// appended: the eval record of the reply keeps it (SPEC §3, "every reply is an eval pair for its
+// turn").
+type Turn struct {
+	// Before is the thread up to the customer message the reply answers, that message last (its
+	// last ContextMessages messages; none when the customer has not written since the handoff).
+	// Drafts are not in it: a draft is no part of what the customer saw.
+	Before []Message
+	// Draft is the bot's draft of this turn: the latest draft_reply of a customer message since
+	// the previous reply ("" for none).
+	Draft string
+	// FirstAnswer: no agent has replied in the thread yet, so the package's own draft_reply is
+	// the draft of this turn when no customer message brought a fresher one.
+	FirstAnswer bool
+}
+
+// TurnOf reads the turn the next reply on the locked package rowID answers; t is the thread's
+// State read in the same transaction.
+func TurnOf(ctx context.Context, tx pgx.Tx, rowID int64, t Thread) (Turn, error) {
+	var turn Turn
+	var previous int
+	err := tx.QueryRow(ctx, `
+		WITH previous AS (SELECT coalesce(max(seq), 0) AS seq FROM messages WHERE handoff_id = $1 AND role = 'agent')
+		SELECT previous.seq, coalesce((SELECT m.draft_reply FROM messages m
+			WHERE m.handoff_id = $1 AND m.role = 'user' AND m.draft_reply IS NOT NULL AND m.seq > previous.seq
+			ORDER BY m.seq DESC LIMIT 1), '')
+		FROM previous`, rowID).Scan(&previous, &turn.Draft)
+	if err != nil {
+		return Turn{}, err
+	}
+	turn.FirstAnswer = previous == 0
+	if t.LastCustomer == 0 {
+		return turn, nil
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT * FROM (
+			SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
+				'', m.attachments, m.in_reply_to
+			FROM messages m LEFT JOIN users u ON u.id = m.author_id
+			WHERE m.handoff_id = $1 AND m.seq <= $2 ORDER BY m.seq DESC LIMIT $3) last
+		ORDER BY seq`, rowID, t.LastCustomer, ContextMessages)
+	turn.Before, err = collect(rows, err)
+	return turn, err
 }
 
 // MaskFor masks the thread for a viewer: the contact's values and the queue's PII entity values

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
@@ -286,7 +287,8 @@ func exportQuery(f Filter) (string, []any) {
 	sql := `
 		SELECT h.id, e.kind, h.handoff_id, e.source_agent, e.source_run_id, q.name, e.trigger, coalesce(e.locale, ''), e.at,
 			e.draft, e.final, e.word_diff, e.unified_diff, e.edit_distance_chars, e.edit_distance_words, e.accepted_as_is,
-			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, e.refund, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package
+			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, e.refund, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package,
+			e.in_reply_to, e.thread
 		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id`
 	if len(where) > 0 {
 		sql += "\n\t\tWHERE " + strings.Join(where, " AND ")
@@ -312,12 +314,15 @@ type row struct {
 	piiKeys                                             []string
 	withholdTranscript                                  bool
 	pkg                                                 []byte
+	inReplyTo                                           *int
+	thread                                              []ThreadMessage
 }
 
 func (r *row) dest() []any {
 	return []any{&r.rowID, &r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
 		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,
-		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.refund, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg}
+		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.refund, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg,
+		&r.inReplyTo, &r.thread}
 }
 
 type exporter struct {
@@ -333,10 +338,13 @@ func (x *exporter) encode(v any) error {
 	return x.enc.Encode(v)
 }
 
-// shown is a record's package and its texts as the exporter may see them.
+// shown is a record's package and its texts as the exporter may see them, and the thread before
+// the reply, which is the customer's words as the transcript is: redacted with it, and withheld
+// with it.
 type shown struct {
-	pkg  handoff.Package
-	text func(string) string
+	pkg    handoff.Package
+	text   func(string) string
+	thread []ThreadMessage
 }
 
 func (x *exporter) show(r *row) (shown, error) {
@@ -349,12 +357,24 @@ func (x *exporter) show(r *row) (shown, error) {
 	// are no text a customer should get, and a model trained on them would learn to write them.
 	if x.f.Redact || !v.PII {
 		masked, red := p.RedactFor(v)
-		return shown{masked, red.Text}, nil
+		var thread []ThreadMessage
+		if !v.WithholdTranscript && len(r.thread) > 0 {
+			thread = make([]ThreadMessage, len(r.thread))
+			for i, m := range r.thread {
+				m.Text = red.Text(m.Text)
+				thread[i] = m
+			}
+		}
+		return shown{masked, red.Text, thread}, nil
 	}
-	if fields := v.Unmasked(p); len(fields) > 0 {
+	fields := v.Unmasked(p)
+	if len(r.thread) > 0 && !slices.Contains(fields, handoff.FieldTranscript) {
+		fields = append(fields, handoff.FieldTranscript)
+	}
+	if len(fields) > 0 {
 		x.unmasked = append(x.unmasked, unmasked{r.rowID, fields})
 	}
-	return shown{p, func(text string) string { return text }}, nil
+	return shown{p, func(text string) string { return text }, r.thread}, nil
 }
 
 // decode reads a stored package with encoding/json/v2, which takes a third of the time v1 does,
@@ -383,7 +403,7 @@ func (x *exporter) write(r *row) error {
 		return x.encode(x.record(r, s))
 	}
 	draft, final := s.text(deref(r.draft)), s.text(deref(r.final))
-	prompt := promptOf(s.pkg, r.queue, r.sourceAgent)
+	prompt := promptOf(s.pkg, s.thread, r.queue, r.sourceAgent)
 	answer := func(text string) []Message { return []Message{{Role: "assistant", Content: text}} }
 	switch x.f.Format {
 	case FormatOpenAISFT:
@@ -439,6 +459,12 @@ type Record struct {
 	EscalationNeeded *bool  `json:"escalation_needed,omitempty"`
 	// Refund is, on a resolution as refunded, what was paid back against what was asked.
 	Refund *handoff.RefundOutcome `json:"refund,omitempty"`
+
+	// InReplyTo is, on a reply, the seq of the customer message it answered in the package's
+	// thread (none: it answered the package), and Thread the thread up to that message, the
+	// conversation after the package's transcript that the reply followed.
+	InReplyTo *int            `json:"in_reply_to,omitempty"`
+	Thread    []ThreadMessage `json:"thread,omitempty"`
 }
 
 func (x *exporter) record(r *row, s shown) Record {
@@ -456,6 +482,7 @@ func (x *exporter) record(r *row, s shown) Record {
 	if rec.Tags == nil {
 		rec.Tags = []string{}
 	}
+	rec.InReplyTo, rec.Thread = r.inReplyTo, s.thread
 	return rec
 }
 
@@ -519,19 +546,22 @@ type ktoLine struct {
 const PromptTurns = 10
 
 // promptOf is what the agent answered, as the trainers read a chat (see docs/evals.md): a system
-// message, then turns that alternate between the customer (user) and the bot (assistant), the
-// first and the last the customer's. The system message names the queue and the bot and, when
-// there is a conversation, carries the package (problem, entities, what the bot tried, next
-// step) and the bot's last words to the customer, which the agent's reply follows. With no
-// conversation (none sent, or withheld from the exporter) the package itself is the user turn.
+// message, then turns that alternate between the customer (user) and the bot or the agents
+// (assistant), the first and the last the customer's. The turns are the transcript's, then the
+// thread's up to the customer message the reply answered, so a package of five turns gives five
+// prompts, each ending on its own customer message. The system message names the queue and the
+// bot and, when there is a conversation, carries the package (problem, entities, what the bot
+// tried, next step) and the bot's last words to the customer, which the agent's reply follows.
+// With no conversation (none sent, or withheld from the exporter) the package itself is the user
+// turn. No draft is ever part of a prompt: a draft is the answer a pair compares, not the chat.
 //
 // The rules come from the readers: OpenAI's fine-tuning data checker (a string content in every
 // message, known roles and keys), TRL's apply_chat_template (a prompt's last message is the
 // user's, or TRL takes the reply for a continuation of the bot's), and the chat templates that
 // refuse two turns of one role in a row.
-func promptOf(p handoff.Package, queue, sourceAgent string) []Message {
+func promptOf(p handoff.Package, thread []ThreadMessage, queue, sourceAgent string) []Message {
 	framing := fmt.Sprintf("You are a support agent on the %s queue. The bot %s handed this conversation over to you.", queue, sourceAgent)
-	turns, botLast := conversation(p.Transcript)
+	turns, botLast := turnsOf(p.Transcript, thread)
 	if len(turns) == 0 {
 		return []Message{{Role: "system", Content: framing}, {Role: "user", Content: packageText(p)}}
 	}
@@ -542,21 +572,35 @@ func promptOf(p handoff.Package, queue, sourceAgent string) []Message {
 	return append([]Message{{Role: "system", Content: sys}}, turns...)
 }
 
-// conversation is the transcript's turns between the customer and the bot, consecutive turns of
-// one role merged into one, the last PromptTurns of them, starting and ending on the customer's;
-// and what the bot said after the customer's last turn, its hand-over, which the agent's reply
-// replaces. Tool and system turns are left out: raw tool output is no turn of the conversation,
-// and OpenAI's format would want its tool call too.
-func conversation(transcript []handoff.Turn) (turns []Message, botLast string) {
+// turnsOf is the conversation's turns between the customer and the bot or agents, the
+// transcript's then the thread's, consecutive turns of one role merged into one, the last
+// PromptTurns of them, starting and ending on the customer's; and what the bot said after the
+// customer's last turn, its hand-over, which the agent's reply replaces. Tool and system turns
+// are left out: raw tool output is no turn of the conversation, and OpenAI's format would want
+// its tool call too. An agent's reply in the thread is the assistant's turn, as the reply being
+// learnt is.
+func turnsOf(transcript []handoff.Turn, thread []ThreadMessage) (turns []Message, botLast string) {
+	add := func(role, content string) {
+		if strings.TrimSpace(content) == "" {
+			return
+		}
+		if n := len(turns); n > 0 && turns[n-1].Role == role {
+			turns[n-1].Content += "\n\n" + content
+			return
+		}
+		turns = append(turns, Message{Role: role, Content: content})
+	}
 	for _, t := range transcript {
-		if t.Role != handoff.RoleUser && t.Role != handoff.RoleAssistant || strings.TrimSpace(t.Content) == "" {
-			continue
+		if t.Role == handoff.RoleUser || t.Role == handoff.RoleAssistant {
+			add(string(t.Role), t.Content)
 		}
-		if n := len(turns); n > 0 && turns[n-1].Role == string(t.Role) {
-			turns[n-1].Content += "\n\n" + t.Content
-			continue
+	}
+	for _, m := range thread {
+		role := "assistant"
+		if m.Role == conversation.User {
+			role = "user"
 		}
-		turns = append(turns, Message{Role: string(t.Role), Content: t.Content})
+		add(role, m.Text)
 	}
 	if n := len(turns); n > 0 && turns[n-1].Role == "assistant" {
 		botLast, turns = turns[n-1].Content, turns[:n-1]

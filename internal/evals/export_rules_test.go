@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/evals/evalstest"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
@@ -51,8 +52,9 @@ func TestEveryTrainerLinePassesItsTrainersRules(t *testing.T) {
 				role   auth.Role
 				redact bool
 			}{{auth.RoleAdmin, false}, {auth.RoleSupervisor, false}, {auth.RoleAdmin, true}} {
-				for _, edited := range []bool{true, false} {
-					out := render(who.role, Filter{Format: f, Redact: who.redact}, []row{replyRow(raw, edited)})
+				for _, r := range []row{replyRow(raw, true), replyRow(raw, false), laterTurnRow(raw)} {
+					edited := !*r.acceptedAsIs
+					out := render(who.role, Filter{Format: f, Redact: who.redact}, []row{r})
 					if out.err != nil {
 						t.Fatal(out.err)
 					}
@@ -68,6 +70,20 @@ func TestEveryTrainerLinePassesItsTrainersRules(t *testing.T) {
 			}
 		}
 	}
+}
+
+// laterTurnRow is a reply to the customer's third message after the handoff, whose thread holds
+// the customer writing twice in a row, the bot's own words, and an agent's earlier reply.
+func laterTurnRow(pkg []byte) row {
+	r := replyRow(pkg, true)
+	r.inReplyTo = new(int)
+	*r.inReplyTo = 5
+	r.thread = []ThreadMessage{
+		{Seq: 1, Role: conversation.User, Text: "Dana here, still waiting."}, {Seq: 2, Role: conversation.Assistant, Text: "An agent is on the way."},
+		{Seq: 3, Role: conversation.Agent, Text: "Hi Dana, looking now."}, {Seq: 4, Role: conversation.User, Text: "Thanks, which card?"},
+		{Seq: 5, Role: conversation.User, Text: "The one ending 4417?"},
+	}
+	return r
 }
 
 func replyRow(pkg []byte, edited bool) row {
@@ -105,14 +121,37 @@ func TestTrainerRulesRefuseWhatTrainersRefuse(t *testing.T) {
 // package and the bot's last words in the system message and ends on the customer's words.
 func TestPromptIsTheConversationTheAgentAnswered(t *testing.T) {
 	p := handoff.Package{ProblemStatement: "Charged twice.", RecommendedNextStep: "Refund one."}
-	got := promptOf(p, "billing", "tier1")
+	got := promptOf(p, nil, "billing", "tier1")
 	if len(got) != 2 || got[1].Role != "user" || got[1].Content != "Problem: Charged twice.\nRecommended next step: Refund one." {
 		t.Errorf("no transcript: %+v", got)
 	}
 	p.Transcript = transcripts()["bot's hand-over last"]
-	got = promptOf(p, "billing", "tier1")
+	got = promptOf(p, nil, "billing", "tier1")
 	if len(got) != 2 || got[1].Content != "I was charged twice." ||
 		!strings.HasSuffix(got[0].Content, "The bot's last words to the customer: Let me look.\n\nConnecting you to a specialist.") {
 		t.Errorf("the bot's hand-over last: %+v", got)
+	}
+}
+
+// A later turn's prompt is the transcript, then the thread up to the customer message the reply
+// answers, ending on it; the customer's messages in a row are one turn, and the agent's reply in
+// the thread is the assistant's.
+func TestPromptOfALaterTurnEndsOnItsCustomerMessage(t *testing.T) {
+	p := handoff.Package{ProblemStatement: "Charged twice.", Transcript: transcripts()["bot's hand-over last"]}
+	got := promptOf(p, laterTurnRow(nil).thread, "billing", "tier1")
+	var roles []string
+	for _, m := range got {
+		roles = append(roles, m.Role)
+	}
+	want := []string{"system", "user", "assistant", "user", "assistant", "user"}
+	if strings.Join(roles, " ") != strings.Join(want, " ") {
+		t.Fatalf("roles %v, want %v: %+v", roles, want, got)
+	}
+	if got[2].Content != "Let me look.\n\nConnecting you to a specialist." || got[3].Content != "Dana here, still waiting." ||
+		got[4].Content != "An agent is on the way.\n\nHi Dana, looking now." || got[5].Content != "Thanks, which card?\n\nThe one ending 4417?" {
+		t.Errorf("turns %+v", got)
+	}
+	if strings.Contains(got[0].Content, "last words") {
+		t.Errorf("the bot's hand-over is a turn of the chat now, not the system's: %q", got[0].Content)
 	}
 }

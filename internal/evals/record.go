@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
@@ -82,12 +83,35 @@ func ParseReply(text string, tags []string, editingMS string) (Reply, error) {
 }
 
 // Sent is a reply as it is recorded: on a package (its row id) in a queue, by an editor, at a
-// time, against the bot's draft ("" when there was none).
+// time, against the bot's draft of its turn ("" when there was none), answering the customer
+// message InReplyTo (nil: the package itself) after the thread Before.
 type Sent struct {
 	HandoffID, QueueID, EditorID int64
 	At                           time.Time
 	Draft                        string
+	InReplyTo                    *int
+	Before                       []conversation.Message
 	Reply
+}
+
+// ThreadMessage is a message of the thread as a reply's record keeps it: what the customer, the
+// bot and the agents said before the reply, without the bot's drafts.
+type ThreadMessage struct {
+	Seq  int               `json:"seq"`
+	Role conversation.Role `json:"role"`
+	Text string            `json:"text"`
+	At   time.Time         `json:"at"`
+}
+
+func threadOf(msgs []conversation.Message) []ThreadMessage {
+	if len(msgs) == 0 {
+		return nil
+	}
+	out := make([]ThreadMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = ThreadMessage{Seq: m.Seq, Role: m.Role, Text: m.Text, At: m.At.UTC()}
+	}
+	return out
 }
 
 // Outcome is an action that labels a package: a return to the bot with its reason code and note,
@@ -110,13 +134,13 @@ func EscalationNeeded(reasonCode string) bool { return !slices.Contains(needless
 
 // insertSQL writes one record, reading the package's source fields from its row in the same
 // statement, so a record costs its action no round trip of its own. $1 kind, $2 the package's
-// row, $3 queue, $4 editor, $5 at, then a reply's fields ($6–$14) or an outcome's ($15–$18).
+// row, $3 queue, $4 editor, $5 at, then a reply's fields ($6–$14, $19–$20) or an outcome's ($15–$18).
 const insertSQL = `
 	INSERT INTO evals (kind, handoff_id, queue_id, editor_id, at, source_agent, source_run_id, trigger, locale,
 		draft, final, word_diff, unified_diff, edit_distance_chars, edit_distance_words, accepted_as_is, tags, editing_ms,
-		code, note, escalation_needed, refund)
+		code, note, escalation_needed, refund, in_reply_to, thread)
 	SELECT $1, h.id, $3, $4, $5, h.source_agent, p.source_run_id, p.trigger, p.locale,
-		$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
+		$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20
 	FROM handoffs h, json_to_record(h.package) AS p(source_run_id text, trigger text, locale text)
 	WHERE h.id = $2`
 
@@ -130,7 +154,7 @@ func QueueReply(b *pgx.Batch, s Sent) error {
 	}
 	b.Queue(insertSQL, KindReply, s.HandoffID, s.QueueID, s.EditorID, s.At,
 		s.Draft, s.Text, string(words), e.Unified, e.CharDistance, e.WordDistance, s.Draft == s.Text, s.Tags,
-		s.Editing.Milliseconds(), nil, nil, nil, nil)
+		s.Editing.Milliseconds(), nil, nil, nil, nil, s.InReplyTo, threadOf(s.Before))
 	return nil
 }
 
@@ -150,7 +174,7 @@ func QueueOutcome(b *pgx.Batch, o Outcome) {
 		needed = &v
 	}
 	b.Queue(insertSQL, o.Kind, o.HandoffID, o.QueueID, o.EditorID, o.At,
-		nil, nil, nil, nil, nil, nil, nil, nil, nil, code, note, needed, o.Refund)
+		nil, nil, nil, nil, nil, nil, nil, nil, nil, code, note, needed, o.Refund, nil, nil)
 }
 
 // SentReply is a reply as the package page lists it.

@@ -21,7 +21,7 @@ run: build
 		chat="$${DEMO_CHAT:-127.0.0.1:8082}" && \
 		DATABASE_URL="$$url" bin/web migrate && \
 		DATABASE_URL="$$url" bin/web seed-demo -demo-chat "$$chat" && \
-		echo "Open http://localhost:$${ADDR:-:8080}" | sed 's/::/:/' && \
+		addr="$${ADDR:-:8080}" && host="$${addr%:*}" && echo "Open http://$${host:-localhost}:$${addr##*:}" && \
 		echo "The sidebar in a demo CRM: http://$$crm" && \
 		echo "Be the customer in the demo chat: http://$$chat" && \
 		DATABASE_URL="$$url" WEBHOOK_ALLOW_PRIVATE="$${WEBHOOK_ALLOW_PRIVATE:-1}" \

@@ -93,6 +93,16 @@ func Summary(e Entry, queues map[int64]string) string {
 		s = fmt.Sprintf("%s added an internal note", actor)
 	case events.Reassigned:
 		s = fmt.Sprintf("%s reassigned the package: %s → %s", actor, cmp.Or(w.str("from"), "nobody"), w.str("to"))
+	case events.Message:
+		if w.str("role") == "assistant" {
+			s = fmt.Sprintf("%s sent its own message %s of the conversation", actor, w.str("seq"))
+		} else {
+			s = fmt.Sprintf("%s relayed the customer's message %s of the conversation", actor, w.str("seq"))
+		}
+	case events.Reopened:
+		w.use("reason")
+		s = fmt.Sprintf("The customer wrote again (message %s): %s reopened the resolved package in %s", w.str("seq"),
+			strings.Replace(actor, "Bot ", "bot ", 1), w.queueOr(e.Queue))
 	case events.Reply:
 		s = fmt.Sprintf("%s sent a reply to the customer", actor)
 		if tags := w.list("tags"); tags != "" {

@@ -111,6 +111,12 @@ func TestSummaryPerKind(t *testing.T) {
 			"dana@example.com added an internal note. Note: “called back”"},
 		{events.Reassigned, ada, "billing_t2", "", map[string]any{"status": "accepted", "from": "Dana", "to": "Bea"},
 			"ada@example.com reassigned the package: Dana → Bea"},
+		{events.Message, "bot:tier1", "billing_t2", "", map[string]any{"status": "accepted", "seq": 3, "role": "user"},
+			"Bot tier1 relayed the customer's message 3 of the conversation"},
+		{events.Message, "bot:tier1", "billing_t2", "", map[string]any{"status": "queued", "seq": 1, "role": "assistant"},
+			"Bot tier1 sent its own message 1 of the conversation"},
+		{events.Reopened, "bot:tier1", "billing_t2", "", map[string]any{"status": "queued", "seq": 4, "reason": "customer_wrote_again", "queue": "billing_t2"},
+			"The customer wrote again (message 4): bot tier1 reopened the resolved package in billing_t2"},
 	}
 	covered := map[events.Kind]bool{}
 	for _, c := range cases {

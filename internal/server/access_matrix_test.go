@@ -255,6 +255,10 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/api/v1/handoffs", query: "?contact_id=cust_9912", want: byRole{noKey, noKey, noKey, noKey, noKey, ok}},
 		{method: "GET", route: "/api/v1/handoffs/:id", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		{method: "POST", route: "/api/v1/handoffs/:id/cancel", state: queued, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		{method: "POST", route: "/api/v1/handoffs/:id/messages", state: queued, body: func(*testing.T, string) any {
+			return map[string]any{"message_id": "m1", "role": "user", "text": "hello"}
+		}, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		{method: "GET", route: "/api/v1/handoffs/:id/messages", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		// SW4RM routes among the key's own queues: a to_agent naming another's is a field no route
 		// matches (422), as for any queue the key does not have.
 		{method: "POST", route: "/api/v1/sw4rm/handoff-requests", body: func(t *testing.T, q string) any {

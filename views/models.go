@@ -337,6 +337,9 @@ type Editor struct {
 	Error  string
 	// Notice is what the page announces happened, such as a reply sent.
 	Notice string
+	// Offer is the bot's draft for the customer's latest turn, offered beside the composer; nil
+	// when the customer's messages came with none.
+	Offer *DraftOffer
 	// Replied: a reply was sent on the package already; sending another is no longer its next step.
 	Replied bool
 	Tags    []string
@@ -375,9 +378,6 @@ type HandoffView struct {
 	DraftReply          string
 	Citations           []Citation
 	HandoffChain        []string
-	Transcript          []Turn
-	// TranscriptWithheld: the queue withholds the transcript from roles below its PII role.
-	TranscriptWithheld bool
 	// Timeline is what happened to the package, in words, and the note form.
 	Timeline Timeline
 	// History links to the package's audit trail, for those who may read it; "" for others.
@@ -386,8 +386,9 @@ type HandoffView struct {
 	Earlier []EarlierHandoff
 	// Editor is the co-pilot editor, for the agent who accepted the package; nil for everyone else.
 	Editor *Editor
-	// Replies are the replies sent on the package, oldest first.
-	Replies  []SentReply
+	// Thread is the conversation: the transcript's last turns, then the messages since the handoff
+	// and the replies.
+	Thread Thread
 	Outcome  string
 	Controls Controls
 	Live     LiveConfig

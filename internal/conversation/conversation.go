@@ -250,3 +250,52 @@ func (t Thread) CheckLimits() (retryAfter time.Duration, err error) {
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
+
+// Since returns the messages of rowID received at or after at, in order: those a batch of events
+// stamped at or after at added to the thread, for the live desk's frame, which carries the new
+// messages alone rather than the thread again.
+func Since(ctx context.Context, db querier, rowID int64, at time.Time) ([]Message, error) {
+	rows, err := db.Query(ctx, `
+		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to
+		FROM messages m LEFT JOIN users u ON u.id = m.author_id
+		WHERE m.handoff_id = $1 AND m.received_at >= $2 ORDER BY m.seq LIMIT $3`, rowID, at, MaxMessages*2)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
+		var m Message
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo)
+		return m, err
+	})
+}
+
+// Waiting is a customer waiting for the desk's answer: the customer wrote Unread messages since
+// the last agent reply (or since the handoff, when no agent replied yet), the first at Since.
+type Waiting struct {
+	Since  time.Time
+	Unread int
+}
+
+// WaitingOf says, for each of rowIDs whose customer waits, since when and how many messages.
+// The customer's time is when the desk received the message, not the time the bot stamped on it:
+// the desk cannot answer a message before it has it.
+func WaitingOf(ctx context.Context, db querier, rowIDs []int64) (map[int64]Waiting, error) {
+	rows, err := db.Query(ctx, `
+		SELECT m.handoff_id, min(m.received_at), count(*)
+		FROM messages m
+		WHERE m.handoff_id = ANY($1) AND m.role = 'user' AND m.seq > coalesce(
+			(SELECT max(r.seq) FROM messages r WHERE r.handoff_id = m.handoff_id AND r.role = 'agent'), 0)
+		GROUP BY m.handoff_id`, rowIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]Waiting{}
+	var id int64
+	var w Waiting
+	_, err = pgx.ForEachRow(rows, []any{&id, &w.Since, &w.Unread}, func() error {
+		out[id] = w
+		return nil
+	})
+	return out, err
+}

@@ -114,7 +114,7 @@ func TestEveryFormPostRedirectsAndSaysWhatItDid(t *testing.T) {
 		{route: "/queues/:name/next", who: agent, path: at("/queues/intake_q/next"), notice: "The next package is reserved for you"},
 		{route: "/handoffs/:id/accept", who: agent, path: at("/handoffs/" + worked + "/accept"), notice: "You accepted the package"},
 		{route: "/handoffs/:id/reply", who: agent, path: at("/handoffs/" + worked + "/reply"),
-			form: form(url.Values{"text": {"Hi Dana, the duplicate charge is reversed."}}), notice: "Your reply was sent to the customer"},
+			form: form(url.Values{"text": {"Hi Dana, the duplicate charge is reversed."}}), notice: "Your reply is in the conversation"},
 		{route: "/handoffs/:id/notes", who: agent, path: at("/handoffs/" + worked + "/notes"),
 			form: form(url.Values{"text": {"Customer prefers email."}}), notice: "Your note was added to the timeline"},
 		{route: "/handoffs/:id/resolve", who: agent, path: at("/handoffs/" + worked + "/resolve"),

@@ -281,14 +281,24 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			}
 		}
 		if item.ID == w.handoff {
-			frags, notes, err := s.packageFragments(ctx, w.user, item)
+			evs := packageEvents(b, item.ID)
+			thread, said, err := s.threadFragments(ctx, w, item, evs)
 			if err != nil {
 				return frame{}, err
 			}
-			f.Fragments = append(f.Fragments, frags...)
-			// The header shows the card's fields, the timeline what people wrote.
-			f.shown.Add(item.ID, cardUnmasked(item, visibility(w.user, item), 0))
-			f.shown.Add(item.ID, notes)
+			f.Fragments = append(f.Fragments, thread...)
+			f.shown.Add(item.ID, said)
+			if slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind != events.Message }) {
+				// A message changes the thread alone; anything else the package's state too.
+				frags, notes, err := s.packageFragments(ctx, w.user, item)
+				if err != nil {
+					return frame{}, err
+				}
+				f.Fragments = append(f.Fragments, frags...)
+				// The header shows the card's fields, the timeline what people wrote.
+				f.shown.Add(item.ID, cardUnmasked(item, visibility(w.user, item), 0))
+				f.shown.Add(item.ID, notes)
+			}
 		}
 	}
 	mine, shown, err := s.mineFragments(ctx, w, b, items)
@@ -462,4 +472,15 @@ func rendered(ctx context.Context, f fragment, c templ.Component) (fragment, err
 	}
 	f.HTML = buf.String()
 	return f, nil
+}
+
+// packageEvents are the batch's events about package id.
+func packageEvents(b live.Batch, id int64) []events.Event {
+	var evs []events.Event
+	for _, e := range b.Events {
+		if e.HandoffID == id {
+			evs = append(evs, e)
+		}
+	}
+	return evs
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/timeline"
+	"github.com/handoffdesk/desk/internal/webhook"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -140,7 +142,17 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
-	v.Replies = repliesOf(item, user, replies)
+	msgs, err := conversation.Read(ctx, s.db, item.ID, 0)
+	if err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	deliveries, err := webhook.ReplyDeliveries(ctx, s.db, item.PublicID)
+	if err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	var unmasked []string
+	v.Thread, unmasked = threadOf(item, user, msgs, replies, deliveries)
+	shown.Add(item.ID, unmasked)
 	earlier, err := s.board.History(ctx, item.ID, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, nil, err
@@ -149,6 +161,7 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	v.Controls.CanReply, v.Controls.Replied = perms.Reply, len(replies) > 0
 	if perms.Reply {
 		v.Editor = editorOf(item, user, len(replies) > 0)
+		v.Editor.Offer = draftOffer(item, visibility(user, item), msgs)
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, shown, notes, nil

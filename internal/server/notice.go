@@ -100,7 +100,7 @@ var notices = map[string]string{
 var packageNotices = map[string]func(*views.HandoffView){
 	noticeReplySent: func(v *views.HandoffView) {
 		if v.Editor != nil {
-			v.Editor.Notice = "Your reply was sent to the customer. It is at the top of the replies sent."
+			v.Editor.Notice = "Your reply is in the conversation, on its way to the bot: beside it, whether the bot took it."
 		}
 	},
 	noticeNoteAdded: func(v *views.HandoffView) {

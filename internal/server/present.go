@@ -161,7 +161,6 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 	v := views.HandoffView{
 		Card:      cardOf(item, vis, 0),
 		ContactID: p.Contact.ID, ContactEmail: p.Contact.Email, ContactPhone: p.Contact.Phone, PIIMasked: !vis.PII,
-		TranscriptWithheld: vis.WithholdTranscript,
 		UserVerified:       p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
 		SourceAgent: p.SourceAgent, Locale: p.Locale, OpenQuestions: p.OpenQuestions,
 		RecommendedNextStep: p.RecommendedNextStep, DraftReply: p.DraftReply, HandoffChain: p.HandoffChain,
@@ -184,9 +183,6 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 			href = links.href(c)
 		}
 		v.Citations = append(v.Citations, views.Citation{URI: c, Href: href})
-	}
-	for _, t := range p.Transcript {
-		v.Transcript = append(v.Transcript, views.Turn{Role: string(t.Role), Content: t.Content, At: formatTime(t.At)})
 	}
 	return v
 }

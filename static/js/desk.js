@@ -126,6 +126,11 @@
       online();
     }
     const focused = document.activeElement && document.activeElement.id;
+    // The composer stays where the agent sees it while messages join the thread above it: the
+    // page scrolls by what they added.
+    const composer = document.querySelector("[data-reply-form]");
+    const composerTop = composer && composer.getBoundingClientRect().top;
+    const said = [];
     for (const f of frame.fragments || []) {
       const old = document.getElementById(f.target);
       if (f.op === "remove") {
@@ -142,7 +147,17 @@
           if ((child.dataset.sort || "") > f.sort) { before = child; break; }
         }
         list.insertBefore(el, before);
+        // A new message of a thread is said in the thread's polite live region.
+        if (!old && el.dataset.announce && list.dataset.announcer) said.push([list.dataset.announcer, el.dataset.announce]);
       }
+    }
+    if (composer && composer.isConnected) {
+      const moved = composer.getBoundingClientRect().top - composerTop;
+      if (moved) window.scrollBy(0, moved);
+    }
+    for (const [region, text] of said) {
+      const live = document.getElementById(region);
+      if (live) live.textContent = text;
     }
     if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
     mark = frame.mark || mark;

@@ -15,7 +15,9 @@
   const text = form.querySelector("textarea[name=text]");
   const out = document.getElementById("reply-diff");
   const editing = form.querySelector("[data-editing-ms]");
-  const draft = form.dataset.draft || "";
+  // draft is what the diff compares against: the package's draft, or the turn's once the agent
+  // chose to use it.
+  let draft = form.dataset.draft || "";
   const known = new Set(JSON.parse(form.dataset.tokens || "[]"));
   const preview = document.getElementById("reply-preview");
   let focusedAt = null;
@@ -155,6 +157,18 @@
   if (start) start.addEventListener("click", () => {
     text.value = draft;
     start.remove();
+    text.focus();
+    changed();
+  });
+  // The bot's draft for the customer's turn is offered beside the composer, never put in it for
+  // the agent: the socket replaces the offer as the customer writes, so the click is the form's.
+  form.addEventListener("click", (ev) => {
+    const use = ev.target.closest("[data-use-draft]");
+    if (!use) return;
+    const offer = use.closest("[data-draft-offer]");
+    draft = offer.dataset.draftOffer;
+    text.value = draft;
+    if (start) start.remove();
     text.focus();
     changed();
   });

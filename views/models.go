@@ -388,7 +388,7 @@ type HandoffView struct {
 	Editor *Editor
 	// Thread is the conversation: the transcript's last turns, then the messages since the handoff
 	// and the replies.
-	Thread Thread
+	Thread   Thread
 	Outcome  string
 	Controls Controls
 	Live     LiveConfig

@@ -161,7 +161,7 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 	v := views.HandoffView{
 		Card:      cardOf(item, vis, 0),
 		ContactID: p.Contact.ID, ContactEmail: p.Contact.Email, ContactPhone: p.Contact.Phone, PIIMasked: !vis.PII,
-		UserVerified:       p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
+		UserVerified: p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
 		SourceAgent: p.SourceAgent, Locale: p.Locale, OpenQuestions: p.OpenQuestions,
 		RecommendedNextStep: p.RecommendedNextStep, DraftReply: p.DraftReply, HandoffChain: p.HandoffChain,
 		Outcome:  outcomeOf(item),

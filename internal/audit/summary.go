@@ -91,6 +91,8 @@ func Summary(e Entry, queues map[int64]string) string {
 		s = "Someone's presence changed (available, break, away or offline)"
 	case events.Noted:
 		s = fmt.Sprintf("%s added an internal note", actor)
+	case events.ReplyDelivery:
+		s = "The desk recorded where a reply's webhook stands: " + w.code("state")
 	case events.Reassigned:
 		s = fmt.Sprintf("%s reassigned the package: %s → %s", actor, cmp.Or(w.str("from"), "nobody"), w.str("to"))
 	case events.Reply:

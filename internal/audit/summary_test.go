@@ -107,6 +107,8 @@ func TestSummaryPerKind(t *testing.T) {
 			"ada@example.com rotated the webhook signing secret of bot key tier1; the old one also signs until 2026-06-02 10:00:00 UTC"},
 		{events.SSOSettingsChanged, ada, "", "", map[string]any{"unknown_emails": [2]string{"refuse", "create"}},
 			"ada@example.com changed the single sign-on settings: unknown emails refuse → create"},
+		{events.ReplyDelivery, "", "billing_t2", "", map[string]any{"state": "delivered"},
+			"The desk recorded where a reply's webhook stands: delivered"},
 		{events.Noted, dana, "billing_t2", "", map[string]any{"status": "accepted", "note": "called back"},
 			"dana@example.com added an internal note. Note: “called back”"},
 		{events.Reassigned, ada, "billing_t2", "", map[string]any{"status": "accepted", "from": "Dana", "to": "Bea"},

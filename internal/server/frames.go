@@ -288,8 +288,9 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			}
 			f.Fragments = append(f.Fragments, thread...)
 			f.shown.Add(item.ID, said)
-			if slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind != events.Message }) {
-				// A message changes the thread alone; anything else the package's state too.
+			if slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind != events.Message && e.Kind != events.ReplyDelivery }) {
+				// A message, or a reply's delivery, changes the thread alone; anything else the
+				// package's state too.
 				frags, notes, err := s.packageFragments(ctx, w.user, item)
 				if err != nil {
 					return frame{}, err

@@ -198,11 +198,23 @@ func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item
 			since = e.At
 		}
 	}
-	if since.IsZero() {
+	delivered := slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind == events.ReplyDelivery })
+	if since.IsZero() && !delivered {
 		return nil, nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
+	var frags []fragment
+	if delivered {
+		states, err := s.deliveryFragments(ctx, item)
+		if err != nil {
+			return nil, nil, err
+		}
+		frags = states
+	}
+	if since.IsZero() {
+		return frags, nil, nil
+	}
 	added, err := conversation.Since(ctx, s.db, item.ID, since)
 	if err != nil {
 		return nil, nil, err
@@ -218,7 +230,6 @@ func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item
 		}
 	}
 	vis := visibility(w.user, item)
-	var frags []fragment
 	for _, m := range messagesOf(item, vis, added, replies, deliveries) {
 		f, err := rendered(ctx, fragment{Target: views.MessageID(m.Handoff, m.Seq), Op: "upsert", List: views.ThreadList(item.PublicID),
 			Sort: views.MessageSort(m.Seq)}, views.ThreadMessageItem(m))
@@ -241,4 +252,30 @@ func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item
 		frags = append(frags, f)
 	}
 	return frags, threadUnmasked(item, vis, added), nil
+}
+
+// deliveryFragments are the delivery states of item's replies, read anew: the deliverer moved one.
+// They name no one, so every viewer gets the same.
+func (s *Server) deliveryFragments(ctx context.Context, item board.Item) ([]fragment, error) {
+	msgs, err := conversation.Read(ctx, s.db, item.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	deliveries, err := webhook.ReplyDeliveries(ctx, s.db, item.PublicID)
+	if err != nil {
+		return nil, err
+	}
+	var frags []fragment
+	for _, m := range msgs {
+		if m.Role != conversation.Agent {
+			continue
+		}
+		f, err := rendered(ctx, fragment{Target: "delivery-" + views.MessageID(item.PublicID, m.Seq), Op: "replace"},
+			views.DeliveryState(item.PublicID, m.Seq, deliveryOf(deliveries[m.MessageID])))
+		if err != nil {
+			return nil, err
+		}
+		frags = append(frags, f)
+	}
+	return frags, nil
 }

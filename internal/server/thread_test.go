@@ -1,0 +1,138 @@
+package server_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
+)
+
+// waitFor waits until the frames a socket received hold every one of want.
+func (l *frameLog) waitFor(t *testing.T, what string, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		text := l.text()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return text
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no frame with %q in:\n%.3000s", what, missing, text)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The package page shows the thread like a chat: the transcript's last turns, then the customer's
+// messages with their time, author and attachments, then the reply. A message posted through the
+// API reaches the package's socket on the other instance as a frame of its own: the message,
+// placed by its seq, and the draft offer; not the package view again.
+func TestThreadOnThePageAndLiveOnTheOtherInstance(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.act(t, "accept", nil)
+	other, _ := d.start(t) // a second instance on the same database, as behind a load balancer
+	conn, _ := d.dialed(t, d.agent, "handoff="+d.id)
+	frames := collectFrames(t, conn)
+
+	expect(t, "the customer writes, through the other instance", (&testApp{URL: other}).api(t, http.MethodPost, "/api/v1/handoffs/"+d.id+"/messages", d.key, map[string]any{"message_id": "c1", "role": "user", "text": "Thanks, which card?",
+		"draft_reply": "The Visa ending in 4417.",
+		"attachments": []map[string]any{{"url": "https://files.example.com/receipt.pdf", "name": "receipt.pdf", "size": 2048}}}), http.StatusCreated)
+	frames.waitFor(t, "the message's frame", `msg-`+d.id+`-1`, `Thanks, which card?`, `receipt.pdf`, `2.0 KB`,
+		`draft-offer-`+d.id, `The Visa ending in 4417.`)
+	for _, f := range frames.frames {
+		if strings.Contains(f, `msg-`+d.id+`-1`) && (strings.Contains(f, `actions-`+d.id) || strings.Contains(f, `status-`+d.id)) {
+			t.Errorf("a message re-rendered the package view:\n%.2000s", f)
+		}
+	}
+
+	page := mustGet(t, d.agent, d.URL+"/handoffs/"+d.id)
+	for _, want := range []string{`data-testid="transcript-recent"`, `data-testid="message" data-role="user"`, `data-testid="message-author">Customer`,
+		`href="https://files.example.com/receipt.pdf"`, `(2.0 KB)`, `data-testid="draft-offer"`,
+		"The bot drafted an answer to the customer's last message"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the package page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `data-testid="replies"`) {
+		t.Error("the page still lists the replies apart from the conversation")
+	}
+
+	d.act(t, "reply", url.Values{"text": {"It goes back to the card you paid with."}})
+	frames.waitFor(t, "the reply's frame", `msg-`+d.id+`-2`, `It goes back to the card you paid with.`)
+	// A second customer message without a draft: the first turn's draft is stale.
+	expect(t, "the customer writes again", d.post(t, map[string]any{"message_id": "c2", "role": "user", "text": "ok"}), http.StatusCreated)
+	frames.waitFor(t, "the second message", `msg-`+d.id+`-3`, `data-stale`)
+	page = mustGet(t, d.agent, d.URL+"/handoffs/"+d.id)
+	if i, j, k := strings.Index(page, "Thanks, which card?"), strings.Index(page, "It goes back"), strings.Index(page, `data-testid="message-text">ok`); i < 0 || j < i || k < j {
+		t.Errorf("the thread is not in order: %d %d %d", i, j, k)
+	}
+	if !strings.Contains(page, "(stale)") {
+		t.Error("the older turn's draft is not marked stale")
+	}
+}
+
+// A reply shows where its webhook to the bot stands, live: retrying with the attempt and the error
+// in words while the bot's receiver fails, then sent to the customer, with the time, once it took
+// it. The notice after sending no longer says the customer has it.
+func TestReplyShowsItsDeliveryLive(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(failing.Close)
+	app := setupHooks(t, server.Config{}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond, BackoffBase: time.Second})
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	q, err := app.Queues.ByName(t.Context(), "billing_t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := app.Auth.CreateAPIKey(t.Context(), auth.NewAPIKey{Name: "tier1", QueueIDs: []int64{q.ID}, WebhookURL: failing.URL, AllowPrivateWebhook: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := harbor(t, nil)
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, k.Key, pkg), http.StatusCreated)
+	dana := app.client(t)
+	app.login(t, dana, "dana@example.com")
+	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+id+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d %s", status, body)
+	}
+	conn, _ := app.dialed(t, dana, "handoff="+id)
+	frames := collectFrames(t, conn)
+	calls.Store(0) // the accept's webhook went first; the reply's is next
+	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+id+"/reply", url.Values{"text": {"Refunded."}}); status != http.StatusSeeOther {
+		t.Fatalf("reply: %d %s", status, body)
+	}
+	page := mustGet(t, dana, app.URL+"/handoffs/"+id)
+	if strings.Contains(page, "sent to the customer") || !strings.Contains(page, `data-testid="delivery"`) {
+		t.Errorf("before the bot took it, the page says it was sent, or shows no delivery state")
+	}
+	frames.waitFor(t, "retrying", `data-state=\"retrying\"`, `attempt 1 failed (the bot answered HTTP 503)`)
+	frames.waitFor(t, "delivered", `data-state=\"delivered\"`, `Sent to the customer: the bot took it at`)
+	page = mustGet(t, dana, app.URL+"/handoffs/"+id)
+	if !strings.Contains(page, `data-state="delivered"`) {
+		t.Error("the page does not show the reply delivered")
+	}
+	if strings.Contains(page, "reply_delivery") || strings.Contains(page, "Reply delivery") {
+		t.Error("the timeline lists the deliverer's steps, which the conversation shows beside the reply")
+	}
+}

@@ -19,8 +19,10 @@ type Viewer struct {
 	Availability string
 	// Path is the page's own path and query, where the header's forms come back to.
 	Path string
-	// Holding is how many open packages the viewer holds, "My work" in the top bar.
+	// Holding is how many open packages the viewer holds, "My work" in the top bar; Unread how
+	// many messages their customers wrote since the last reply, also in the window's title.
 	Holding int
+	Unread  int
 	// Notice says what the viewer's last action did ("You accepted the package"), shown once on
 	// the page the action led to, in a polite live region.
 	Notice string
@@ -131,6 +133,19 @@ type Card struct {
 	SortKey          string
 	// Repeat: the contact had another package resolved or returned within the 7 days before this one.
 	Repeat bool
+	// SLASince is when the package arrived, which its SLA counts from to the accept; Waited is,
+	// once accepted, how long it waited: the SLA timer stops there, as search's sla_breached does.
+	SLASince time.Time
+	Waited   *time.Duration
+	// Waiting is the customer waiting for the desk's answer, nil when nobody waits.
+	Waiting *CustomerWaiting
+}
+
+// CustomerWaiting is a customer who wrote since the last reply: since when, and how many messages
+// the desk has not answered.
+type CustomerWaiting struct {
+	Since  time.Time
+	Unread int
 }
 
 // EarlierHandoff is one of the contact's earlier packages, in a queue the viewer may see.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,13 +82,21 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	answersAt(c, "/queues/"+q.Name)
 	v := views.QueueView{Viewer: *viewer(c), Queue: q.Name, Flash: flash,
 		Live: views.LiveConfig{Queues: []string{q.Name}, Mark: string(s.hub.Mark())}}
+	var ids []int64
+	for _, it := range append(slices.Clone(waiting), held...) {
+		ids = append(ids, it.ID)
+	}
+	customers, err := conversation.WaitingOf(ctx, s.db, ids)
+	if err != nil {
+		return err
+	}
 	var shown audit.Shown
 	for _, it := range waiting {
-		v.Cards = append(v.Cards, cardOf(it, visibility(user, it), cardEntities))
+		v.Cards = append(v.Cards, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
 		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
 	}
 	for _, it := range held {
-		v.Held = append(v.Held, cardOf(it, visibility(user, it), cardEntities))
+		v.Held = append(v.Held, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
 		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
 	}
 	if next != nil {
@@ -152,6 +161,11 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	}
 	var unmasked []string
 	v.Thread, unmasked = threadOf(item, user, msgs, replies, deliveries)
+	customers, err := conversation.WaitingOf(ctx, s.db, []int64{item.ID})
+	if err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	v.Card = withWaiting(v.Card, customers, item.ID)
 	shown.Add(item.ID, unmasked)
 	earlier, err := s.board.History(ctx, item.ID, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
 	if err != nil {

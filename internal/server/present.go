@@ -13,6 +13,7 @@ import (
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/timeline"
@@ -44,8 +45,34 @@ func cardOf(item board.Item, v handoff.Visibility, entityLimit int) views.Card {
 		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, item.RequiredEntityKeys, entityLimit),
 		Sentiment: string(p.Sentiment), Channel: channel, EnqueuedAt: item.EnqueuedAt, SLA: item.SLA,
 		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
-		SortKey: item.SortKey(), Repeat: item.Repeat,
+		SortKey: item.SortKey(), Repeat: item.Repeat, SLASince: item.CreatedAt, Waited: waited(item),
 	}
+}
+
+// waited is how long item waited for its agent, once accepted: where its SLA timer stops.
+func waited(item board.Item) *time.Duration {
+	if item.AcceptedAt == nil {
+		return nil
+	}
+	d := item.AcceptedAt.Sub(item.CreatedAt)
+	return &d
+}
+
+// withWaiting is card with the customer waiting for an answer, if theirs is among waiting.
+func withWaiting(card views.Card, waiting map[int64]conversation.Waiting, id int64) views.Card {
+	if w, ok := waiting[id]; ok {
+		card.Waiting = &views.CustomerWaiting{Since: w.Since, Unread: w.Unread}
+	}
+	return card
+}
+
+// unread counts the messages that wait for an answer.
+func unread(waiting map[int64]conversation.Waiting) int {
+	n := 0
+	for _, w := range waiting {
+		n += w.Unread
+	}
+	return n
 }
 
 // cardUnmasked is what a card of item shows unmasked for vis: the contact's name and the PII

@@ -165,11 +165,21 @@
     const empty = document.getElementById("empty");
     const cards = document.getElementById("cards");
     if (empty && cards) empty.classList.toggle("hidden", cards.children.length > 0);
+    unreadTitle();
     tick();
     liveSwitch();
     localTimes();
     if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
     if (frame.ring) announceRing();
+  }
+
+  // unreadTitle starts the window's title with how many customer messages wait for the agent's
+  // answer, as the top bar's count says: a tab in the background tells them.
+  function unreadTitle() {
+    const count = document.getElementById("mine-count");
+    if (!count) return;
+    const n = Number(count.dataset.unread || 0);
+    document.title = (n > 0 ? "(" + n + ") " : "") + document.title.replace(/^\(\d+\) /, "");
   }
 
   // reload loads the page afresh: the server could not catch it up (it was away too long, or the

@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,5 +137,91 @@ func TestReplyShowsItsDeliveryLive(t *testing.T) {
 	}
 	if strings.Contains(page, "reply_delivery") || strings.Contains(page, "Reply delivery") {
 		t.Error("the timeline lists the deliverer's steps, which the conversation shows beside the reply")
+	}
+}
+
+// My work shows whose customer waits for an answer and since when, the longest waiting on top;
+// the top bar and the window's title count the unanswered messages, live; a reply ends the wait.
+func TestMineShowsWhoseCustomerWaits(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.act(t, "accept", nil)
+	second := harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = "cust_second" })
+	expect(t, "a second package", d.submit(t, d.key, second), http.StatusCreated)
+	secondID := second["handoff_id"].(string)
+	if status, _, body := postForm(t, d.agent, d.URL+"/handoffs/"+secondID+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept the second: %d %.300s", status, body)
+	}
+	conn, _ := d.dialed(t, d.agent, "mine=true")
+	frames := collectFrames(t, conn)
+
+	// The second package's customer writes first, twice; then the first's.
+	for i, text := range []string{"Hello?", "Anyone there?"} {
+		expect(t, "the second's customer", d.api(t, http.MethodPost, "/api/v1/handoffs/"+secondID+"/messages", d.key,
+			map[string]any{"message_id": fmt.Sprint("s", i), "role": "user", "text": text}), http.StatusCreated)
+	}
+	expect(t, "the first's customer", d.post(t, map[string]any{"message_id": "f1", "role": "user", "text": "Which card?"}), http.StatusCreated)
+	frames.waitFor(t, "the count", `data-unread=\"3\"`, `mine-`+secondID)
+
+	page := mustGet(t, d.agent, d.URL+"/mine")
+	first, other := strings.Index(page, `data-handoff="`+secondID+`"`), strings.Index(page, `data-handoff="`+d.id+`"`)
+	if first < 0 || other < first {
+		t.Errorf("the customer who waited longest is not on top (%d, %d)", first, other)
+	}
+	for _, want := range []string{`data-testid="customer-waiting"`, "2 unread", "1 unread", `data-testid="unread-count">3 unread`, "<title>(3) My work"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/mine lacks %q", want)
+		}
+	}
+	if queue := mustGet(t, d.agent, d.URL+"/queues/billing_t2"); !strings.Contains(queue, `data-testid="customer-waiting"`) {
+		t.Error("the queue page's held cards do not show the waiting customer")
+	}
+
+	if status, _, body := postForm(t, d.agent, d.URL+"/handoffs/"+secondID+"/reply", url.Values{"text": {"Here now."}}); status != http.StatusSeeOther {
+		t.Fatalf("reply: %d %.300s", status, body)
+	}
+	frames.waitFor(t, "the count after the reply", `data-unread=\"1\"`)
+	page = mustGet(t, d.agent, d.URL+"/mine")
+	if !strings.Contains(page, "<title>(1) My work") || strings.Contains(page, "2 unread") {
+		t.Error("after the reply, the second customer still counts as waiting")
+	}
+}
+
+// My work's SLA timer agrees with search's sla_breached: a package accepted within its SLA says so
+// however long it has been held since, one never accepted past its SLA is over it, and search
+// lists exactly that one as breached.
+func TestMineSLAAgreesWithSearch(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.act(t, "accept", nil)
+	late := harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = "cust_late" })
+	expect(t, "a second package", d.submit(t, d.key, late), http.StatusCreated)
+	lateID := late["handoff_id"].(string)
+	if status, _, body := postForm(t, d.agent, d.URL+"/queues/billing_t2/next", nil); status != http.StatusSeeOther {
+		t.Fatalf("next: %d %.300s", status, body)
+	}
+	// Both arrived an hour ago (the queue's SLA is 15 minutes): the first was accepted 10 s after
+	// arriving, the second is only reserved.
+	if _, err := d.DB.Exec(t.Context(), `UPDATE handoffs SET created_at = now() - interval '1 hour',
+		accepted_at = CASE WHEN accepted_at IS NOT NULL THEN now() - interval '1 hour' + interval '10 seconds' END
+		WHERE handoff_id = ANY($1)`, []string{d.id, lateID}); err != nil {
+		t.Fatal(err)
+	}
+	page := mustGet(t, d.agent, d.URL+"/mine")
+	rows := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?s)data-testid="mine-row" data-handoff="([^"]+)".*?</li>`).FindAllStringSubmatch(page, -1) {
+		rows[m[1]] = m[0]
+	}
+	if !strings.Contains(rows[d.id], "accepted within SLA") {
+		t.Errorf("the package accepted within its SLA does not say so:\n%s", rows[d.id])
+	}
+	if !regexp.MustCompile(`data-testid="sla-left">\s*[^<]* over`).MatchString(rows[lateID]) {
+		t.Errorf("the package never accepted is not over its SLA:\n%s", rows[lateID])
+	}
+	sup := d.client(t)
+	d.user(t, "sam@example.com", auth.RoleSupervisor, "billing_t2")
+	d.login(t, sup, "sam@example.com")
+	if status, ids, _, body := searchIDs(t, d.testApp, sup, url.Values{"sla_breached": {"true"}}); status != http.StatusOK || !slices.Equal(ids, []string{lateID}) {
+		t.Errorf("search's sla_breached lists %v, want %v\n%.400s", ids, []string{lateID}, body)
 	}
 }

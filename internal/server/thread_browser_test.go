@@ -1,0 +1,83 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The agent works a conversation in Chromium, the package open while the bot relays the
+// customer's messages through the API: they appear live, in order, said in the thread's polite
+// live region, while the composer keeps its place, its focus and what the agent typed; the
+// turn's draft is offered and used only when the agent chooses; the reply shows its delivery to
+// the bot; a draft answered since is marked stale. axe-core finds nothing serious on the page.
+func TestBrowserConversationLive(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	axe := axeSource(t)
+	ctx := browser(t)
+	browserLogin(t, ctx, d.URL, "dana@example.com")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.URL+"/handoffs/"+d.id),
+		chromedp.Click(`[data-testid="accept"]`),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		chromedp.WaitReady(`body[data-live="online"]`),
+		chromedp.Evaluate[chromedp.Void](`window.sameDocument = true; document.getElementById("reply-text").value = ""`),
+		chromedp.Focus(`#reply-text`),
+		insertText("Typed by me, not sent yet"),
+	); err != nil {
+		t.Fatalf("accept and type: %v", err)
+	}
+	top := evalString(t, ctx, `String(Math.round(document.querySelector("[data-reply-form]").getBoundingClientRect().top))`)
+
+	for _, m := range []map[string]any{
+		{"message_id": "c1", "role": "user", "text": "First: which card?", "draft_reply": "The Visa ending in 4417."},
+		{"message_id": "c2", "role": "user", "text": "Second: and when?", "draft_reply": "It is back within 5 days, on the Visa ending in 4417.",
+			"attachments": []map[string]any{{"url": "https://files.example.com/statement.pdf", "name": "statement.pdf", "size": 5000}}},
+	} {
+		expect(t, "the bot relays "+m["message_id"].(string), d.post(t, m), http.StatusCreated)
+	}
+	waitForJS(t, ctx, "both messages, in order", `[...document.querySelectorAll("#thread-messages-`+d.id+` [data-testid=message-text]")].map(e => e.textContent).join("|") === "First: which card?|Second: and when?"`,
+		`document.getElementById("thread-messages-`+d.id+`").textContent`)
+	if got := evalString(t, ctx, `[window.sameDocument, document.activeElement.id, document.getElementById("reply-text").value].join("|")`); got != "true|reply-text|Typed by me, not sent yet" {
+		t.Errorf("the messages moved the agent's typing: %q", got)
+	}
+	if got := evalString(t, ctx, `String(Math.round(document.querySelector("[data-reply-form]").getBoundingClientRect().top))`); got != top {
+		t.Errorf("the composer moved on the screen from %s to %s", top, got)
+	}
+	waitForJS(t, ctx, "the live region saying the last message", `document.getElementById("thread-announce-`+d.id+`").textContent === "Customer wrote: Second: and when?"`,
+		`document.getElementById("thread-announce-`+d.id+`").textContent`)
+	if got := evalString(t, ctx, `document.querySelector("[data-testid=attachment]").getAttribute("href") + " " + document.querySelector("[data-testid=attachments]").textContent.replace(/\s+/g, " ").trim()`); got != "https://files.example.com/statement.pdf statement.pdf (4.9 KB)" {
+		t.Errorf("the attachment shows as %q", got)
+	}
+	waitForJS(t, ctx, "the second turn's draft offered", `(() => { const o = document.querySelector("[data-testid=draft-offer]");
+		return o && !o.hasAttribute("data-stale") && o.dataset.draftOffer === "It is back within 5 days, on the Visa ending in 4417." })()`,
+		`document.getElementById("draft-offer-`+d.id+`").outerHTML`)
+	checkA11y(t, ctx, axe, "the package with the conversation")
+
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid="use-draft"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := evalString(t, ctx, `document.getElementById("reply-text").value`); got != "It is back within 5 days, on the Visa ending in 4417." {
+		t.Fatalf("use it put %q in the composer", got)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`[data-testid="send-reply"]`),
+		chromedp.WaitVisible(`[data-testid="reply-final"]`),
+		chromedp.WaitReady(`body[data-live="online"]`),
+	); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	waitForJS(t, ctx, "the reply delivered to the bot", `(() => { const s = document.querySelector("[data-role=agent] [data-testid=delivery]");
+		return s && s.dataset.state === "delivered" && s.textContent.startsWith("Sent to the customer: the bot took it at") })()`,
+		`document.querySelector("[data-role=agent]").outerHTML`)
+	if got := evalString(t, ctx, `document.querySelector("[data-testid=draft-offer]").hasAttribute("data-stale") + " " + document.querySelector("[data-testid=draft-offer]").textContent.includes("stale")`); got != "true true" {
+		t.Errorf("the answered turn's draft is not marked stale: %q", got)
+	}
+
+	expect(t, "the customer's third message", d.post(t, map[string]any{"message_id": "c3", "role": "user", "text": "Third: thanks!"}), http.StatusCreated)
+	waitForJS(t, ctx, "the third message after the reply", `[...document.querySelectorAll("#thread-messages-`+d.id+` [data-testid=message]")].map(e => e.dataset.role).join(",") === "user,user,agent,user"`,
+		`document.getElementById("thread-messages-`+d.id+`").textContent`)
+	checkA11y(t, ctx, axe, "the package after the reply")
+}

@@ -80,4 +80,22 @@ func TestBrowserConversationLive(t *testing.T) {
 	waitForJS(t, ctx, "the third message after the reply", `[...document.querySelectorAll("#thread-messages-`+d.id+` [data-testid=message]")].map(e => e.dataset.role).join(",") === "user,user,agent,user"`,
 		`document.getElementById("thread-messages-`+d.id+`").textContent`)
 	checkA11y(t, ctx, axe, "the package after the reply")
+
+	// The 380 px sidebar shows the same conversation, and the next message arrives there live.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(380, 700),
+		chromedp.Navigate(d.URL+"/sidebar/"+d.id),
+		chromedp.WaitVisible(`[data-testid="thread"]`),
+		chromedp.WaitReady(`body[data-live="online"]`),
+	); err != nil {
+		t.Fatalf("open the sidebar: %v", err)
+	}
+	expect(t, "the customer's fourth message", d.post(t, map[string]any{"message_id": "c4", "role": "user",
+		"text": "Fourth: one more thing, a long line to see that nothing runs past the sidebar's edge at all"}), http.StatusCreated)
+	waitForJS(t, ctx, "the fourth message in the sidebar", `document.querySelectorAll("#thread-messages-`+d.id+` [data-testid=message]").length === 5`,
+		`document.getElementById("thread-messages-`+d.id+`").textContent`)
+	if got := evalString(t, ctx, `String(document.documentElement.scrollWidth)`); got != "380" {
+		t.Errorf("the sidebar is %s px wide at 380", got)
+	}
+	checkA11y(t, ctx, axe, "the sidebar with the conversation")
 }

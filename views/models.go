@@ -352,6 +352,9 @@ type Editor struct {
 	Error  string
 	// Notice is what the page announces happened, such as a reply sent.
 	Notice string
+	// Saved are the queue's saved replies, offered with / in the composer, their tokens filled
+	// where the agent may see the values.
+	Saved []SavedReply
 	// Offer is the bot's draft for the customer's latest turn, offered beside the composer; nil
 	// when the customer's messages came with none.
 	Offer *DraftOffer

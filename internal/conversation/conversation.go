@@ -105,6 +105,8 @@ type Message struct {
 	Attachments []Attachment `json:"attachments"`
 	// InReplyTo is, on an agent's reply, the seq of the customer message it answers.
 	InReplyTo *int `json:"in_reply_to,omitempty"`
+	// SavedReplyID is, on an agent's reply, the saved reply it started from (internal/savedreply).
+	SavedReplyID *int64 `json:"-"`
 }
 
 // Thread is where a package's thread stands, read under the package's row lock before a message
@@ -183,15 +185,15 @@ type Reply struct {
 }
 
 // AppendReply adds an agent's reply to b as the thread's next message after t, answering the
-// customer's latest message, if any.
-func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text string, now time.Time) Reply {
+// customer's latest message, if any; savedID is the saved reply it started from (0: none).
+func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text string, savedID int64, now time.Time) Reply {
 	r := Reply{MessageID: "reply_" + rand.Text(), Seq: t.Last + 1}
 	if t.LastCustomer > 0 {
 		r.InReplyTo = &t.LastCustomer
 	}
 	b.Queue(`
-		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, author_id, in_reply_to)
-		VALUES ($1, $2, $3, 'agent', $4, $5, $5, $6, $7)`, rowID, r.Seq, r.MessageID, text, now, authorID, r.InReplyTo)
+		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, author_id, in_reply_to, saved_reply_id)
+		VALUES ($1, $2, $3, 'agent', $4, $5, $5, $6, $7, NULLIF($8, 0))`, rowID, r.Seq, r.MessageID, text, now, authorID, r.InReplyTo, savedID)
 	return r
 }
 
@@ -199,7 +201,7 @@ func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text strin
 func Read(ctx context.Context, db querier, rowID int64, after int) ([]Message, error) {
 	rows, err := db.Query(ctx, `
 		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id
 		FROM messages m LEFT JOIN users u ON u.id = m.author_id
 		WHERE m.handoff_id = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3`, rowID, after, MaxMessages*2)
 	if err != nil {
@@ -207,7 +209,7 @@ func Read(ctx context.Context, db querier, rowID int64, after int) ([]Message, e
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
 		var m Message
-		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo)
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo, &m.SavedReplyID)
 		return m, err
 	})
 }
@@ -257,7 +259,7 @@ type querier interface {
 func Since(ctx context.Context, db querier, rowID int64, at time.Time) ([]Message, error) {
 	rows, err := db.Query(ctx, `
 		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id
 		FROM messages m LEFT JOIN users u ON u.id = m.author_id
 		WHERE m.handoff_id = $1 AND m.received_at >= $2 ORDER BY m.seq LIMIT $3`, rowID, at, MaxMessages*2)
 	if err != nil {
@@ -265,7 +267,7 @@ func Since(ctx context.Context, db querier, rowID int64, at time.Time) ([]Messag
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
 		var m Message
-		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo)
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo, &m.SavedReplyID)
 		return m, err
 	})
 }

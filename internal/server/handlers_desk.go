@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/savedreply"
 	"github.com/handoffdesk/desk/internal/timeline"
 	"github.com/handoffdesk/desk/internal/webhook"
 	"github.com/handoffdesk/desk/views"
@@ -176,6 +178,14 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	if perms.Reply {
 		v.Editor = editorOf(item, user, len(replies) > 0)
 		v.Editor.Offer = draftOffer(item, visibility(user, item), msgs)
+		saved, err := savedreply.List(ctx, s.db, item.QueueID)
+		if err != nil {
+			return views.HandoffView{}, audit.Shown{}, nil, err
+		}
+		for _, r := range saved {
+			v.Editor.Saved = append(v.Editor.Saved, views.SavedReply{ID: strconv.FormatInt(r.ID, 10), Title: r.Title,
+				Text: item.Package.TemplateFor(visibility(user, item), r.Body)})
+		}
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, shown, notes, nil
@@ -341,8 +351,14 @@ func (s *Server) handleReply(c echo.Context) error {
 	}
 	text := form.Get("text")
 	r, err := evals.ParseReply(text, form["tags"], form.Get("editing_ms"))
+	var saved int64
+	if v := form.Get("saved_reply"); v != "" && err == nil {
+		if saved, err = strconv.ParseInt(v, 10, 64); err != nil || saved <= 0 {
+			err = desk.Errorf(desk.Invalid, "saved_reply names a saved reply by its id, a whole number, not %q", v)
+		}
+	}
 	if err == nil {
-		err = s.actions.Reply(c.Request().Context(), currentUser(c), id, r)
+		err = s.actions.ReplyFrom(c.Request().Context(), currentUser(c), id, r, saved)
 	}
 	if code := desk.ErrorCode(err); code == desk.Invalid {
 		// The agent's text stays in the composer beside what was wrong with it, to be fixed, not retyped.

@@ -1,11 +1,30 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
+
+// pressEnter presses Enter as a keyboard does: one keydown carrying the text it would type, which
+// a handler that prevents it keeps out of the field.
+func pressEnter() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, p := range []input.DispatchKeyEventParams{
+			{Type: input.DispatchKeyEventTypeKeyDown, Key: "Enter", Code: "Enter", Text: "\r", WindowsVirtualKeyCode: 13},
+			{Type: input.DispatchKeyEventTypeKeyUp, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13},
+		} {
+			if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
 
 // The agent works a conversation in Chromium, the package open while the bot relays the
 // customer's messages through the API: they appear live, in order, said in the thread's polite
@@ -16,6 +35,12 @@ func TestBrowserConversationLive(t *testing.T) {
 	t.Parallel()
 	d := newConversation(t)
 	axe := axeSource(t)
+	var savedID string
+	if err := d.DB.QueryRow(t.Context(), `INSERT INTO saved_replies (queue_id, title, body)
+		SELECT id, 'Refund timeline', 'Hi ⟦first name⟧, the refund reaches your card within 5 days.' FROM queues WHERE name = 'billing_t2'
+		RETURNING id::text`).Scan(&savedID); err != nil {
+		t.Fatal(err)
+	}
 	ctx := browser(t)
 	browserLogin(t, ctx, d.URL, "dana@example.com")
 	if err := chromedp.Do(ctx,
@@ -74,6 +99,20 @@ func TestBrowserConversationLive(t *testing.T) {
 		`document.querySelector("[data-role=agent]").outerHTML`)
 	if got := evalString(t, ctx, `document.querySelector("[data-testid=draft-offer]").hasAttribute("data-stale") + " " + document.querySelector("[data-testid=draft-offer]").textContent.includes("stale")`); got != "true true" {
 		t.Errorf("the answered turn's draft is not marked stale: %q", got)
+	}
+
+	// A saved reply, by keyboard: / opens the queue's list, typing narrows it, Enter inserts it.
+	if err := chromedp.Do(ctx, chromedp.Focus(`#reply-text`), insertText("/"), insertText("ref")); err != nil {
+		t.Fatal(err)
+	}
+	if got := evalString(t, ctx, `document.getElementById("reply-text").getAttribute("aria-activedescendant") + " " + document.getElementById("saved-replies").checkVisibility()`); got != "saved-"+savedID+" true" {
+		t.Errorf("after / the composer's list shows %q", got)
+	}
+	if err := chromedp.Do(ctx, pressEnter()); err != nil {
+		t.Fatal(err)
+	}
+	if got := evalString(t, ctx, `document.getElementById("reply-text").value + "|" + document.querySelector("[data-saved-reply]").value + "|" + document.getElementById("saved-replies").checkVisibility()`); got != "Hi ⟦first name⟧, the refund reaches your card within 5 days.|"+savedID+"|false" {
+		t.Errorf("Enter left the composer as %q", got)
 	}
 
 	expect(t, "the customer's third message", d.post(t, map[string]any{"message_id": "c3", "role": "user", "text": "Third: thanks!"}), http.StatusCreated)

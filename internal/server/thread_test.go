@@ -225,3 +225,79 @@ func TestMineSLAAgreesWithSearch(t *testing.T) {
 		t.Errorf("search's sla_breached lists %v, want %v\n%.400s", ids, []string{lateID}, body)
 	}
 }
+
+// An admin keeps a queue's saved replies in its console page; the agent's editor offers them with
+// the co-pilot's tokens where the agent may not see the values and the values where they may; a
+// reply sent from one reaches the bot filled in and records which it started from; another queue's
+// is refused, and a removed one leaves the list but not the record.
+func TestSavedReplies(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.user(t, "ada@example.com", auth.RoleAdmin)
+	ada := d.client(t)
+	d.login(t, ada, "ada@example.com")
+	var queueID, otherID int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT id FROM queues WHERE name = 'billing_t2'`).Scan(&queueID); err != nil {
+		t.Fatal(err)
+	}
+	d.botKey(t, "other_bot", "tech_t2")
+	if err := d.DB.QueryRow(t.Context(), `SELECT id FROM queues WHERE name = 'tech_t2'`).Scan(&otherID); err != nil {
+		t.Fatal(err)
+	}
+	admin := fmt.Sprintf("%s/admin/queues/%d", d.URL, queueID)
+	body := "Hi ⟦first name⟧, the refund for ⟦product_sku⟧ reaches the card within 5 days; the receipt goes to ⟦email⟧."
+	if status, _, page := postForm(t, ada, admin+"/saved-replies", url.Values{"title": {""}, "body": {body}}); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(page, `data-testid="error-title"`) || !strings.Contains(page, "the refund for") {
+		t.Errorf("a saved reply without a title: %d, want 422 naming the title with the text kept", status)
+	}
+	if status, _, page := postForm(t, ada, admin+"/saved-replies", url.Values{"title": {"Refund timeline"}, "body": {body}}); status != http.StatusSeeOther {
+		t.Fatalf("add a saved reply: %d %.300s", status, page)
+	}
+	if status, _, _ := postForm(t, ada, admin+"/saved-replies", url.Values{"title": {"refund TIMELINE"}, "body": {"again"}}); status != http.StatusConflict {
+		t.Errorf("the same title again: %d, want 409", status)
+	}
+	if status, _, _ := postForm(t, ada, fmt.Sprintf("%s/admin/queues/%d/saved-replies", d.URL, otherID), url.Values{"title": {"Elsewhere"}, "body": {"Not billing's."}}); status != http.StatusSeeOther {
+		t.Fatalf("add another queue's saved reply: %d", status)
+	}
+	if status, _, _ := postForm(t, d.agent, admin+"/saved-replies", url.Values{"title": {"Mine"}, "body": {"x"}}); status != http.StatusForbidden {
+		t.Errorf("an agent adds a saved reply: %d, want 403", status)
+	}
+	var savedID, elsewhereID int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT (SELECT id FROM saved_replies WHERE title = 'Refund timeline'), (SELECT id FROM saved_replies WHERE title = 'Elsewhere')`).
+		Scan(&savedID, &elsewhereID); err != nil {
+		t.Fatal(err)
+	}
+
+	d.act(t, "accept", nil)
+	page := mustGet(t, d.agent, d.URL+"/handoffs/"+d.id)
+	shown := "Hi ⟦first name⟧, the refund for PRO-MONTHLY reaches the card within 5 days; the receipt goes to ⟦email⟧."
+	if !strings.Contains(page, `data-saved-text="`+shown+`"`) || strings.Contains(page, "Elsewhere") {
+		t.Errorf("the agent's editor does not offer the queue's saved reply as their role reads it:\n%s", excerpt(page, "saved-replies", "</ul>"))
+	}
+	if sup := mustGet(t, ada, d.URL+"/handoffs/"+d.id); strings.Contains(sup, "saved-list") {
+		t.Error("an admin who does not hold the package is offered saved replies")
+	}
+	if status, _, _ := postForm(t, d.agent, d.URL+"/handoffs/"+d.id+"/reply", url.Values{"text": {shown}, "saved_reply": {fmt.Sprint(elsewhereID)}}); status != http.StatusUnprocessableEntity {
+		t.Errorf("a reply from another queue's saved reply: %d, want 422", status)
+	}
+	d.act(t, "reply", url.Values{"text": {shown}, "saved_reply": {fmt.Sprint(savedID)}})
+	hook := d.waitForHook(t, "reply")
+	if want := "Hi Dana, the refund for PRO-MONTHLY reaches the card within 5 days; the receipt goes to dana.whitfield@example.com."; hook["text"] != want {
+		t.Errorf("the bot got %q, want %q", hook["text"], want)
+	}
+	var recorded *int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT saved_reply_id FROM messages m JOIN handoffs h ON h.id = m.handoff_id
+		WHERE h.handoff_id = $1 AND m.role = 'agent'`, d.id).Scan(&recorded); err != nil || recorded == nil || *recorded != savedID {
+		t.Errorf("the reply records saved reply %v (%v), want %d", recorded, err, savedID)
+	}
+
+	if status, _, _ := postForm(t, ada, fmt.Sprintf("%s/saved-replies/%d/remove", admin, savedID), nil); status != http.StatusSeeOther {
+		t.Fatalf("remove: %d", status)
+	}
+	if page := mustGet(t, ada, admin); strings.Contains(page, "Refund timeline") {
+		t.Error("the removed saved reply is still listed")
+	}
+	if err := d.DB.QueryRow(t.Context(), `SELECT saved_reply_id FROM messages WHERE saved_reply_id IS NOT NULL`).Scan(&recorded); err != nil {
+		t.Errorf("removing the saved reply lost the reply's record of it: %v", err)
+	}
+}

@@ -253,23 +253,36 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Since returns the messages of rowID received at or after at, in order: those a batch of events
-// stamped at or after at added to the thread, for the live desk's frame, which carries the new
-// messages alone rather than the thread again.
-func Since(ctx context.Context, db querier, rowID int64, at time.Time) ([]Message, error) {
+// ReadMarking returns the whole thread of rowID, in order, and how many of its last messages the
+// desk received at or after at: what a batch of events stamped at or after at added to the thread,
+// for the live desk's frame, which carries those alone, and the rest it needs to read them by
+// (the turn a draft belongs to), in one read.
+func ReadMarking(ctx context.Context, db querier, rowID int64, at time.Time) (msgs []Message, added int, err error) {
 	rows, err := db.Query(ctx, `
 		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id, m.received_at >= $2
 		FROM messages m LEFT JOIN users u ON u.id = m.author_id
-		WHERE m.handoff_id = $1 AND m.received_at >= $2 ORDER BY m.seq LIMIT $3`, rowID, at, MaxMessages*2)
+		WHERE m.handoff_id = $1 ORDER BY m.seq LIMIT $3`, rowID, at, MaxMessages*2)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
+	first, i := -1, 0
+	msgs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
 		var m Message
-		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo, &m.SavedReplyID)
+		var isNew bool
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo,
+			&m.SavedReplyID, &isNew)
+		if isNew && first < 0 {
+			first = i
+		}
+		i++
 		return m, err
 	})
+	if err != nil || first < 0 {
+		return msgs, 0, err
+	}
+	// From the first new one on: a reply stamped before it waited for the row lock may follow it.
+	return msgs, len(msgs) - first, nil
 }
 
 // Waiting is a customer waiting for the desk's answer: the customer wrote Unread messages since

@@ -226,9 +226,12 @@ func (s *Server) mineFragments(ctx context.Context, w watcher, b live.Batch, ite
 			return nil, audit.Shown{}, err
 		}
 	}
-	waiting, err := s.batchWaiting(ctx, b)
-	if err != nil {
-		return nil, audit.Shown{}, err
+	var waiting map[int64]conversation.Waiting
+	if w.mine {
+		var err error
+		if waiting, err = s.batchWaiting(ctx, b); err != nil {
+			return nil, audit.Shown{}, err
+		}
 	}
 	var frags []fragment
 	var shown audit.Shown

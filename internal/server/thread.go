@@ -215,10 +215,11 @@ func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item
 	if since.IsZero() {
 		return frags, nil, nil
 	}
-	added, err := conversation.Since(ctx, s.db, item.ID, since)
+	all, n, err := conversation.ReadMarking(ctx, s.db, item.ID, since)
 	if err != nil {
 		return nil, nil, err
 	}
+	added := all[len(all)-n:]
 	var replies []evals.SentReply
 	var deliveries map[string]webhook.Delivery
 	if slices.ContainsFunc(added, func(m conversation.Message) bool { return m.Role == conversation.Agent }) {
@@ -240,10 +241,6 @@ func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item
 	}
 	if item.HeldBy(w.user.ID) {
 		// The offer follows the whole thread: a message without a draft makes the last one stale.
-		all, err := conversation.Read(ctx, s.db, item.ID, 0)
-		if err != nil {
-			return nil, nil, err
-		}
 		f, err := rendered(ctx, fragment{Target: views.DraftOfferID(item.PublicID), Op: "replace"},
 			views.DraftOfferSlot(item.PublicID, draftOffer(item, vis, all)))
 		if err != nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -97,6 +98,12 @@ func TestBrowserConversationLive(t *testing.T) {
 	waitForJS(t, ctx, "the reply delivered to the bot", `(() => { const s = document.querySelector("[data-role=agent] [data-testid=delivery]");
 		return s && s.dataset.state === "delivered" && s.textContent.startsWith("Sent to the customer: the bot took it at") })()`,
 		`document.querySelector("[data-role=agent]").outerHTML`)
+	// The page's announcer says what the send did once the page loads, not the thread it shows.
+	waitForJS(t, ctx, "the notice of the send", `document.getElementById("announcer").textContent.startsWith("Your reply is in the conversation")`,
+		`document.getElementById("announcer").textContent`)
+	if got := evalString(t, ctx, `document.getElementById("announcer").textContent`); strings.Contains(got, "wrote:") {
+		t.Errorf("the page announces the thread as it loads: %q", got)
+	}
 	if got := evalString(t, ctx, `document.querySelector("[data-testid=draft-offer]").hasAttribute("data-stale") + " " + document.querySelector("[data-testid=draft-offer]").textContent.includes("stale")`); got != "true true" {
 		t.Errorf("the answered turn's draft is not marked stale: %q", got)
 	}

@@ -148,7 +148,7 @@
         }
         list.insertBefore(el, before);
         // A new message of a thread is said in the thread's polite live region.
-        if (!old && el.dataset.announce && list.dataset.announcer) said.push([list.dataset.announcer, el.dataset.announce]);
+        if (!old && el.dataset.messageAnnounce && list.dataset.announcer) said.push([list.dataset.announcer, el.dataset.messageAnnounce]);
       }
     }
     if (composer && composer.isConnected) {

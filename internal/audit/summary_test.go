@@ -107,16 +107,16 @@ func TestSummaryPerKind(t *testing.T) {
 			"ada@example.com rotated the webhook signing secret of bot key tier1; the old one also signs until 2026-06-02 10:00:00 UTC"},
 		{events.SSOSettingsChanged, ada, "", "", map[string]any{"unknown_emails": [2]string{"refuse", "create"}},
 			"ada@example.com changed the single sign-on settings: unknown emails refuse → create"},
+		{events.Message, "bot:tier1", "billing_t2", "", map[string]any{"status": "accepted", "seq": 3, "role": "user"},
+			"Bot tier1 relayed the customer's message 3 of the conversation"},
+		{events.Reopened, "bot:tier1", "billing_t2", "", map[string]any{"status": "queued", "seq": 4, "reason": "customer_wrote_again"},
+			"The customer wrote again (message 4): Bot tier1 reopened the package in billing_t2"},
+		{events.ReplyDelivery, "", "billing_t2", "", map[string]any{"state": "delivered"},
+			"The desk recorded where a reply's webhook stands: delivered"},
 		{events.Noted, dana, "billing_t2", "", map[string]any{"status": "accepted", "note": "called back"},
 			"dana@example.com added an internal note. Note: “called back”"},
 		{events.Reassigned, ada, "billing_t2", "", map[string]any{"status": "accepted", "from": "Dana", "to": "Bea"},
 			"ada@example.com reassigned the package: Dana → Bea"},
-		{events.Message, "bot:tier1", "billing_t2", "", map[string]any{"status": "accepted", "seq": 3, "role": "user"},
-			"Bot tier1 relayed the customer's message 3 of the conversation"},
-		{events.Message, "bot:tier1", "billing_t2", "", map[string]any{"status": "queued", "seq": 1, "role": "assistant"},
-			"Bot tier1 sent its own message 1 of the conversation"},
-		{events.Reopened, "bot:tier1", "billing_t2", "", map[string]any{"status": "queued", "seq": 4, "reason": "customer_wrote_again", "queue": "billing_t2"},
-			"The customer wrote again (message 4): bot tier1 reopened the resolved package in billing_t2"},
 	}
 	covered := map[events.Kind]bool{}
 	for _, c := range cases {

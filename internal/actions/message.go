@@ -46,15 +46,20 @@ func (a *Service) PostMessage(ctx context.Context, apiKeyID int64, queueIDs []in
 	ctx, span := a.tracing.Act(ctx, "handoff.message", handoffID)
 	defer func() { tracing.End(span, err) }()
 	posted = conversation.Posted{HandoffID: handoffID, MessageID: m.MessageID}
-	err = a.inTx(ctx, func(tx pgx.Tx, _ time.Time) error {
+	err = a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
 		var r threadRow
-		err := tx.QueryRow(ctx, `
+		var look conversation.Look
+		b := &pgx.Batch{}
+		b.Queue(`
 			SELECT h.id, h.handoff_id, h.status, h.queue_id, q.name, h.api_key_id, h.assignee_id, h.closed_at, h.contact_id,
 				q.reopen_window, h.trace_parent
 			FROM handoffs h JOIN queues q ON q.id = h.queue_id
-			WHERE h.handoff_id = $1 AND h.queue_id = ANY($2) FOR UPDATE OF h`, handoffID, queueIDs).Scan(
-			&r.id, &r.publicID, &r.status, &r.queueID, &r.queue, &r.apiKeyID, &r.assigneeID, &r.closedAt, &r.contactID,
-			&r.reopenWindow, &r.trace)
+			WHERE h.handoff_id = $1 AND h.queue_id = ANY($2) FOR UPDATE OF h`, handoffID, queueIDs).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&r.id, &r.publicID, &r.status, &r.queueID, &r.queue, &r.apiKeyID, &r.assigneeID, &r.closedAt, &r.contactID,
+				&r.reopenWindow, &r.trace)
+		})
+		conversation.QueueLook(b, handoffID, m, now, &look)
+		err := tx.SendBatch(ctx, b).Close()
 		if errors.Is(err, pgx.ErrNoRows) {
 			return desk.Errorf(desk.NotFound, "no handoff %q in this key's queues", handoffID)
 		}
@@ -63,14 +68,11 @@ func (a *Service) PostMessage(ctx context.Context, apiKeyID int64, queueIDs []in
 		}
 		tracing.LinkPackage(ctx, r.trace)
 		// Stamped once the row is ours, so that the thread's times follow its order.
-		now := a.now()
-		seq, replay, err := conversation.Replay(ctx, tx, r.id, m)
+		now = a.now()
+		seq, replay, err := look.Replay(m)
 		if errors.Is(err, conversation.ErrOtherBody) {
 			return &desk.Error{Code: desk.Conflict, Reason: "message_id_reused", Details: map[string]string{"seq": fmt.Sprint(seq)},
 				Message: fmt.Sprintf("message %q is message %d of the thread, with another body: give a new message its own message_id", m.MessageID, seq)}
-		}
-		if err != nil {
-			return err
 		}
 		if replay {
 			posted.Seq, posted.Replayed = seq, true
@@ -80,18 +82,14 @@ func (a *Service) PostMessage(ctx context.Context, apiKeyID int64, queueIDs []in
 		if err != nil {
 			return err
 		}
-		thread, err := conversation.State(ctx, tx, r.id, now)
-		if err != nil {
-			return err
-		}
-		if retry, err := thread.CheckLimits(); err != nil {
+		if retry, err := look.CheckLimits(); err != nil {
 			if retry > 0 {
 				return &desk.Error{Code: desk.RateLimited, Reason: "message_rate", RetryAfter: retry, Message: err.Error()}
 			}
 			return &desk.Error{Code: desk.Conflict, Reason: "thread_full", Message: err.Error()}
 		}
-		posted.Seq = thread.Last + 1
-		b := &pgx.Batch{}
+		posted.Seq = look.Last + 1
+		b = &pgx.Batch{}
 		conversation.Append(b, r.id, posted.Seq, m, now)
 		status := r.status
 		if reopen {

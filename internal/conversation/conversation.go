@@ -144,21 +144,40 @@ type Posted struct {
 // ErrOtherBody is a message id the thread holds with another body.
 var ErrOtherBody = errors.New("message id already used with another body")
 
-// Replay finds the bot's message messageID in the thread of rowID: ok false when it is not there,
-// ErrOtherBody when it is with another body.
-func Replay(ctx context.Context, tx pgx.Tx, rowID int64, m Incoming) (seq int, ok bool, err error) {
-	var digest []byte
-	err = tx.QueryRow(ctx, `SELECT seq, body_sha256 FROM messages WHERE handoff_id = $1 AND message_id = $2`, rowID, m.MessageID).
-		Scan(&seq, &digest)
+// Look is what a bot's message finds in the thread of its package: the thread's state, and the
+// message if the thread holds its id already.
+type Look struct {
+	Thread
+	seq    *int
+	digest []byte
+}
+
+// QueueLook adds to b the read of what m finds in the thread of the package publicID, as of now.
+// The caller queues it after the statement that locks the package, in the same batch: each
+// statement of a batch reads afresh, so it sees every message committed before the lock was
+// granted, and the lock's round trip carries it.
+func QueueLook(b *pgx.Batch, publicID string, m Incoming, now time.Time, l *Look) {
+	b.Queue(`
+		WITH h AS (SELECT id FROM handoffs WHERE handoff_id = $1)
+		SELECT coalesce(max(m.seq), 0), count(*) FILTER (WHERE m.role <> 'agent'),
+			count(*) FILTER (WHERE m.role <> 'agent' AND m.received_at > $2::timestamptz - interval '1 minute'),
+			coalesce(max(m.seq) FILTER (WHERE m.role = 'user'), 0),
+			max(m.seq) FILTER (WHERE m.message_id = $3), (array_agg(m.body_sha256) FILTER (WHERE m.message_id = $3))[1]
+		FROM messages m WHERE m.handoff_id = (SELECT id FROM h)`, publicID, now, m.MessageID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&l.Last, &l.FromBot, &l.FromBotLastMinute, &l.LastCustomer, &l.seq, &l.digest)
+	})
+}
+
+// Replay says whether m is in the thread already: ok false when it is not, ErrOtherBody when its
+// id is, with another body.
+func (l Look) Replay(m Incoming) (seq int, ok bool, err error) {
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case l.seq == nil:
 		return 0, false, nil
-	case err != nil:
-		return 0, false, err
-	case string(digest) != string(m.digest()):
-		return seq, true, ErrOtherBody
+	case string(l.digest) != string(m.digest()):
+		return *l.seq, true, ErrOtherBody
 	}
-	return seq, true, nil
+	return *l.seq, true, nil
 }
 
 // Append adds the bot's message m to b as the thread's message seq, received at now.

@@ -134,9 +134,13 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	reads, err := postgres.Reads(context.Background(), db, cfg.RequestTimeout/4)
-	if err != nil {
-		return nil, err
+	// A server built without a database (a test of its pure parts) has no reads pool either.
+	var reads *pgxpool.Pool
+	if db != nil {
+		var err error
+		if reads, err = postgres.Reads(context.Background(), db, cfg.RequestTimeout/4); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -233,7 +237,9 @@ const (
 // after its answer, so load balancers move traffic away before a connection is refused. Then it
 // stops taking new requests and waits for in-flight ones (up to shutdownTimeout) before returning.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	defer s.reads.Close()
+	if s.reads != nil {
+		defer s.reads.Close()
+	}
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -7,15 +7,21 @@
 -- transactions locking one row at once make PostgreSQL create a multixact for it. The key to
 -- handoffs stays on events: an event names the package it happened to, which its transaction
 -- has just written or locked.
--- Dropping a foreign key takes a brief exclusive lock on both tables.
-SET LOCAL lock_timeout = '1s';
+-- Dropping a foreign key takes an ACCESS EXCLUSIVE lock on both tables, events (or pii_views) first,
+-- then users or api_keys: the reverse of a claim or an intake, which lock the person's or the key's
+-- row (checking handoffs' keys) before they write their event. Waiting a second for the second
+-- lock, the migration could deadlock with such a write, which then waits for deadlock_timeout (a
+-- second) before one of them fails. With a tenth of a second the migration gives up first, before
+-- any deadlock check, its locks free again, and the runner tries it again (postgres.Migrate): a
+-- write waits at most that long for it.
+SET LOCAL lock_timeout = '100ms';
 ALTER TABLE events DROP CONSTRAINT IF EXISTS events_actor_user_fkey;
 ALTER TABLE events DROP CONSTRAINT IF EXISTS events_subject_user_fkey;
 ALTER TABLE events DROP CONSTRAINT IF EXISTS events_actor_bot_fkey;
 ALTER TABLE pii_views DROP CONSTRAINT IF EXISTS pii_views_user_id_fkey;
 
 -- +goose Down
-SET LOCAL lock_timeout = '1s';
+SET LOCAL lock_timeout = '100ms';
 ALTER TABLE events ADD CONSTRAINT events_actor_user_fkey FOREIGN KEY (actor_user) REFERENCES users (id) NOT VALID;
 ALTER TABLE events ADD CONSTRAINT events_subject_user_fkey FOREIGN KEY (subject_user) REFERENCES users (id) NOT VALID;
 ALTER TABLE events ADD CONSTRAINT events_actor_bot_fkey FOREIGN KEY (actor_bot) REFERENCES api_keys (id) NOT VALID;

@@ -1,7 +1,10 @@
 -- +goose Up
 -- Never wait behind a long transaction holding handoffs or events: fail the deploy step instead,
 -- and retry it. Every lock below is taken for an instant (a trigger's creation, a check's swap).
-SET LOCAL lock_timeout = '1s';
+-- A tenth of a second, as 00041: this migration locks handoffs, then swaps the events check,
+-- while a write may hold events and wait for handoffs; giving up before PostgreSQL's deadlock
+-- check (a second) keeps that write from stalling, and the runner tries the migration again.
+SET LOCAL lock_timeout = '100ms';
 
 -- Search (internal/search) finds ids, emails and partial names by any part of them with trigram
 -- indexes, when pg_trgm can be had. Since PostgreSQL 13 it is a trusted extension: any role with

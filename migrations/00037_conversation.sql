@@ -4,7 +4,10 @@
 -- order. seq is gap-free per package: a message is appended under the package's row lock
 -- (internal/conversation). The thread's rows are only ever added; its table is owned by
 -- internal/conversation, and nothing else reads or writes it.
-SET LOCAL lock_timeout = '1s';
+-- A tenth of a second, as 00041: this migration locks handoffs, then swaps the events check,
+-- while a write may hold events and wait for handoffs; giving up before PostgreSQL's deadlock
+-- check (a second) keeps that write from stalling, and the runner tries the migration again.
+SET LOCAL lock_timeout = '100ms';
 
 CREATE TABLE messages (
     handoff_id   bigint NOT NULL REFERENCES handoffs (id),

@@ -16,9 +16,13 @@ CREATE TABLE saved_replies (
 -- A queue's list names each saved reply once; a removed one frees its title.
 CREATE UNIQUE INDEX saved_replies_title_idx ON saved_replies (queue_id, lower(title)) WHERE removed_at IS NULL;
 
--- An agent's reply that started from a saved reply says which.
-ALTER TABLE messages ADD COLUMN saved_reply_id bigint REFERENCES saved_replies (id)
-    CHECK (saved_reply_id IS NULL OR role = 'agent');
+-- An agent's reply that started from a saved reply says which. The checks are added NOT VALID and
+-- validated apart, so the thread's writes never wait for a scan of it.
+ALTER TABLE messages ADD COLUMN saved_reply_id bigint;
+ALTER TABLE messages ADD CONSTRAINT messages_saved_reply_fkey FOREIGN KEY (saved_reply_id) REFERENCES saved_replies (id) NOT VALID;
+ALTER TABLE messages ADD CONSTRAINT messages_saved_reply_agent CHECK (saved_reply_id IS NULL OR role = 'agent') NOT VALID;
+ALTER TABLE messages VALIDATE CONSTRAINT messages_saved_reply_fkey;
+ALTER TABLE messages VALIDATE CONSTRAINT messages_saved_reply_agent;
 
 -- +goose Down
 SET LOCAL lock_timeout = '1s';

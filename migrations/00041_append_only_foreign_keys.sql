@@ -8,11 +8,12 @@
 -- handoffs stays on events: an event names the package it happened to, which its transaction
 -- has just written or locked.
 -- Dropping a foreign key takes an ACCESS EXCLUSIVE lock on both tables, events (or pii_views) first,
--- then users or api_keys, the reverse of a bot's intake, which checks its key before it writes its
--- event: under a second's lock_timeout the two deadlocked, and writes stalled for the second
--- PostgreSQL waits before it looks for deadlocks (make bench-migrate: 1,025 ms, two intakes failed).
--- With a tenth of a second the migration gives up first, before any deadlock check, its locks
--- free again, and the runner tries it again later (postgres.Migrate): a write waits at most that.
+-- then users or api_keys: the reverse of a claim or an intake, which lock the person's or the key's
+-- row (checking handoffs' keys) before they write their event. Waiting a second for the second
+-- lock, the migration could deadlock with such a write, which then waits for deadlock_timeout (a
+-- second) before one of them fails. With a tenth of a second the migration gives up first, before
+-- any deadlock check, its locks free again, and the runner tries it again (postgres.Migrate): a
+-- write waits at most that long for it.
 SET LOCAL lock_timeout = '100ms';
 ALTER TABLE events DROP CONSTRAINT IF EXISTS events_actor_user_fkey;
 ALTER TABLE events DROP CONSTRAINT IF EXISTS events_subject_user_fkey;

@@ -143,7 +143,7 @@ func parseConfig(args []string, getenv func(string) string) (cfg config, command
 	fs.IntVar(&cfg.floodRequests, "flood-requests", 300, "6: the other agent's page GETs, one at a time, quiet and flooded")
 	fs.DurationVar(&cfg.floodLimit, "flood-limit", time.Minute, "6: the flood stops after this long (the run stays bounded)")
 	fs.DurationVar(&cfg.collectTimeout, "collect-timeout", 15*time.Second, "1, 2: how long to wait for every socket to receive a card")
-	fs.BoolVar(&cfg.playAutovacuum, "play-autovacuum", true, "on a PostgreSQL without autovacuum, vacuum and analyze each table past autovacuum's thresholds every second, as it would")
+	fs.BoolVar(&cfg.playAutovacuum, "play-autovacuum", true, "on a PostgreSQL without autovacuum, vacuum and analyze each table past autovacuum's thresholds every minute, as it would")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the bench database at exit, for inspection (the report says how to connect)")
 	quick := loadtest.AddQuick(fs, "shrink every size for a smoke run (explicit flags still win)", quickSizes())
 	if err := quick.Parse(args); err != nil {

@@ -14,10 +14,11 @@ import (
 )
 
 // vacuumer stands in for autovacuum on a PostgreSQL that runs without it, as this machine's does:
-// without it the hot tables' dead rows pile up through the race, as no deployment's would. Every
+// without it the hot tables' dead rows pile up through a run, as no deployment's would. Every
 // vacuumEvery it asks which tables are past autovacuum's thresholds, with each table's own
 // settings (migrations/00040) and the server's defaults, and vacuums or analyzes those, one at a
-// time, as autovacuum's worker would.
+// time, as autovacuum's worker would, and paced as it is (its cost delay and limit, not a manual
+// VACUUM's none).
 type vacuumer struct {
 	mu   sync.Mutex
 	runs map[string]int // "VACUUM handoffs" → times
@@ -25,7 +26,10 @@ type vacuumer struct {
 	stop func()
 }
 
-const vacuumEvery = time.Second
+// vacuumEvery is autovacuum_naptime's default: autovacuum looks at a database at most this often.
+// Looking every second instead vacuumed handoffs a dozen times or more in a 15-second race, which
+// no deployment does, and moved the race's figures with how many vacuums fell within it.
+const vacuumEvery = time.Minute
 
 // due is autovacuum's rule (the PostgreSQL manual, "The Autovacuum Daemon"): a table is vacuumed
 // when its dead rows pass threshold + scale factor × its rows, or its rows inserted since the last
@@ -46,7 +50,11 @@ const due = `
 		OR n_ins_since_vacuum > coalesce((opt->>'autovacuum_vacuum_insert_threshold')::float8, current_setting('autovacuum_vacuum_insert_threshold')::float8)
 			+ coalesce((opt->>'autovacuum_vacuum_insert_scale_factor')::float8, current_setting('autovacuum_vacuum_insert_scale_factor')::float8) * n,
 		n_mod_since_analyze > coalesce((opt->>'autovacuum_analyze_threshold')::float8, current_setting('autovacuum_analyze_threshold')::float8)
-			+ coalesce((opt->>'autovacuum_analyze_scale_factor')::float8, current_setting('autovacuum_analyze_scale_factor')::float8) * n
+			+ coalesce((opt->>'autovacuum_analyze_scale_factor')::float8, current_setting('autovacuum_analyze_scale_factor')::float8) * n,
+		coalesce((opt->>'autovacuum_vacuum_cost_delay')::float8, nullif((SELECT setting::float8 FROM pg_settings WHERE name = 'autovacuum_vacuum_cost_delay'), -1),
+			(SELECT setting::float8 FROM pg_settings WHERE name = 'vacuum_cost_delay'))::text,
+		coalesce((opt->>'autovacuum_vacuum_cost_limit')::float8, nullif(current_setting('autovacuum_vacuum_cost_limit')::float8, -1),
+			current_setting('vacuum_cost_limit')::float8)::int::text
 	FROM o`
 
 // playAutovacuum starts the vacuumer on db; its stop ends it and waits for a vacuum under way.
@@ -76,17 +84,23 @@ func playAutovacuum(ctx context.Context, db *pgxpool.Pool) *vacuumer {
 }
 
 func (v *vacuumer) once(ctx context.Context, db *pgxpool.Pool) error {
-	rows, err := db.Query(ctx, due)
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, due)
 	if err != nil {
 		return err
 	}
 	type work struct {
 		table           string
 		vacuum, analyze bool
+		delay, limit    string // autovacuum's pacing for the table: cost delay (ms) and limit
 	}
 	todo, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (work, error) {
 		var w work
-		err := row.Scan(&w.table, &w.vacuum, &w.analyze)
+		err := row.Scan(&w.table, &w.vacuum, &w.analyze, &w.delay, &w.limit)
 		return w, err
 	})
 	if err != nil {
@@ -104,7 +118,11 @@ func (v *vacuumer) once(ctx context.Context, db *pgxpool.Pool) error {
 		default:
 			continue
 		}
-		if _, err := db.Exec(ctx, stmt+pgx.Identifier{w.table}.Sanitize()); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT set_config('vacuum_cost_delay', $1, false), set_config('vacuum_cost_limit', $2, false)`,
+			w.delay, w.limit); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, stmt+pgx.Identifier{w.table}.Sanitize()); err != nil {
 			return fmt.Errorf("%s%s: %w", stmt, w.table, err)
 		}
 		v.mu.Lock()

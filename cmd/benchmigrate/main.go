@@ -13,12 +13,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +173,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 	fmt.Fprintf(out, "\nlongest write stall during the upgrade: %s (before it: %s); target ≤ %s: %s\n",
 		loadtest.Millis(stall), loadtest.Millis(loadtest.Percentile(latencies(before), 100)), target, loadtest.Verdict(stall <= target))
+	if longest, ok := slowest(during); ok {
+		fmt.Fprintf(out, "            the longest (%s) started %s into the upgrade, while %s ran\n", longest.kind,
+			longest.start.Sub(upStart).Round(time.Millisecond), runningAt(log, upStart, longest.start, longest.start.Add(longest.latency)))
+	}
 	if n := w.errors.Count(); n > 0 {
 		fmt.Fprintf(out, "write errors: %d, e.g. %q\n", n, w.errors.Samples())
 	}
@@ -385,6 +391,40 @@ func latencies(samples []sample) []time.Duration {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// slowest is the write of samples that took longest.
+func slowest(samples []sample) (sample, bool) {
+	if len(samples) == 0 {
+		return sample{}, false
+	}
+	return slices.MaxFunc(samples, func(a, b sample) int { return cmp.Compare(a.latency, b.latency) }), true
+}
+
+// appliedRe reads a "migration applied" line of the runner's log: the file and how long it ran.
+var appliedRe = regexp.MustCompile(`msg="migration applied" source=(\S+) duration=(\S+)`)
+
+// runningAt names the migrations that ran between from and to, for the report to say which one a
+// stall came from. The runner logs the migrations once they are all applied, each with how long it
+// ran, so each one's time is placed after the ones before it from start: within the runner's own
+// few milliseconds between files (and, after a lock retry, less exactly).
+func runningAt(log string, start, from, to time.Time) string {
+	var names []string
+	at := start
+	for _, m := range appliedRe.FindAllStringSubmatch(log, -1) {
+		took, err := time.ParseDuration(m[2])
+		if err != nil {
+			continue
+		}
+		if at.Before(to) && at.Add(took).After(from) {
+			names = append(names, m[1])
+		}
+		at = at.Add(took)
+	}
+	if len(names) == 0 {
+		return "no migration (between two files, or a lock retry's wait)"
+	}
+	return strings.Join(names, ", ")
 }
 
 // migrate runs the real binary's deploy step and returns what it logged.

@@ -34,12 +34,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
-	"github.com/handoffdesk/desk/internal/instance"
 	"github.com/handoffdesk/desk/internal/loadtest"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
-	"github.com/handoffdesk/desk/internal/server"
-	"github.com/handoffdesk/desk/internal/webhook"
 )
 
 const (
@@ -86,28 +83,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err := postgres.Migrate(ctx, db, logger); err != nil {
 		return err
 	}
-	var urls []string
-	for _, name := range []string{"A", "B"} {
-		ln, base, err := loadtest.Listen()
-		if err != nil {
-			return err
-		}
-		pool, err := postgres.Open(ctx, dbURL, postgres.DefaultAcquireTimeout)
-		if err != nil {
-			return err
-		}
-		opts := instance.Options{Server: server.Config{Addr: ln.Addr().String(), BaseURL: base}, DatabaseURL: dbURL,
-			Webhook: webhook.Options{AllowPrivate: true}}
-		stop := loadtest.Serve(ctx, func(ctx context.Context) error {
-			return instance.Run(ctx, opts, logger.With("instance", name), pool, ln)
-		})
-		cleanup.Add(func() error { err := stop(); pool.Close(); return err })
-		urls = append(urls, base)
-	}
-	a, b := urls[0], urls[1]
-	if err := loadtest.WaitReady(ctx, a, b); err != nil {
+	urls, err := cleanup.ServeInstances(ctx, dbURL, logger, "A", "B")
+	if err != nil {
 		return err
 	}
+	a, b := urls[0], urls[1]
 	people, queues := auth.NewService(db), queue.NewService(db)
 	q, err := queues.Create(ctx, queue.New{Name: queueName})
 	if err != nil {

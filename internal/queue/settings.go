@@ -131,7 +131,7 @@ func Settings() []Setting {
 			Get:    func(q Queue) []string { return one(FormatDuration(q.CustomerIdle)) },
 			Column: "customer_idle", Value: func(q Queue) any { return q.CustomerIdle },
 			Set: func(q *Queue, v []string) (err error) {
-				q.CustomerIdle, err = parseDuration(v, "customer idle", time.Minute)
+				q.CustomerIdle, err = parseDuration(v, "customer idle", time.Second)
 				return
 			}},
 		{Field: "customer_gone", Label: "Customer gone", Input: InputDuration,

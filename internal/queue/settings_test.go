@@ -87,10 +87,10 @@ func TestCustomerGoneComesAfterIdle(t *testing.T) {
 	if bad := desk.FieldsOf(err); len(bad) != 1 || !strings.Contains(bad["customer_gone"], "shorter than customer idle 15m") {
 		t.Errorf("gone before idle: %v", bad)
 	}
-	values["customer_idle"] = []string{"30s"}
+	values["customer_idle"] = []string{"0s"}
 	_, err = Read(values, Queue{ID: 1}, nil)
 	if bad := desk.FieldsOf(err); bad["customer_idle"] == "" {
-		t.Errorf("idle of 30s: %v, want it refused as shorter than a minute", bad)
+		t.Errorf("idle of 0s: %v, want it refused as shorter than a second", bad)
 	}
 	values["customer_idle"], values["customer_gone"] = []string{"15m"}, []string{"0s"}
 	if q, err := Read(values, Queue{ID: 1}, nil); err != nil || q.CustomerGone != 0 || q.CustomerIdle != 15*time.Minute {

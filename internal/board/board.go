@@ -43,12 +43,20 @@ type Item struct {
 	ReservedUntil *time.Time
 	Outcome       string
 	// Refund is, once resolved as refunded, what was paid back against what was asked.
-	Refund        *handoff.RefundOutcome
-	SLA           time.Duration
+	Refund *handoff.RefundOutcome
+	SLA    time.Duration
+	// CreatedAt is when the package arrived and AcceptedAt when its agent accepted it (nil until
+	// then, and again once a customer's message reopened it): its SLA runs between the two, as
+	// search's sla_breached counts it.
+	CreatedAt     time.Time
+	AcceptedAt    *time.Time
 	PIIMinRole    string
 	PIIEntityKeys []string
 	// WithholdTranscript is the queue's choice to withhold the transcript below PIIMinRole.
 	WithholdTranscript bool
+	// CustomerIdle is the queue's customer_idle: how long a customer may leave the agent's reply
+	// unanswered before the desk shows them idle.
+	CustomerIdle time.Duration
 	// RequiredEntityKeys are the entities the queue requires of every package: cards show them
 	// first.
 	RequiredEntityKeys []string
@@ -112,7 +120,7 @@ func (it Item) SortKey() string {
 }
 
 const itemSelect = `
-	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
+	SELECT q.customer_idle, h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
 		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript,
 		q.required_entity_keys, h.repeat_contact,
@@ -120,7 +128,7 @@ const itemSelect = `
 		-- Only a package awaiting approval has a pending request: the others skip the probe.
 		CASE WHEN h.status = 'awaiting_approval' THEN
 			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending') END,
-		h.refund, h.package
+		h.refund, h.created_at, h.accepted_at, h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the
@@ -153,10 +161,10 @@ func decodeFull(pkg []byte, p *handoff.Package) error { return json.Unmarshal(pk
 func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, error) {
 	var it Item
 	var pkg []byte
-	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
+	err := row.Scan(&it.CustomerIdle, &it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
 		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &it.WithholdTranscript,
-		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &it.Refund, &pkg)
+		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &it.Refund, &it.CreatedAt, &it.AcceptedAt, &pkg)
 	if err != nil {
 		return Item{}, err
 	}

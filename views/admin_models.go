@@ -61,6 +61,19 @@ type AdminQueueView struct {
 	// Disable is the form that turns the queue off, offering where to move its open packages.
 	Disable AdminForm
 	Enable  string // the action that turns it back on, when it is off
+	// SavedReplies are the queue's saved replies, each with a button that removes it
+	// (RemoveSavedAction, then its id), and AddSavedReply the form for a new one.
+	SavedReplies      []SavedReply
+	AddSavedReply     AdminForm
+	RemoveSavedAction string
+}
+
+// SavedReply is a queue's saved reply: its title, and its text with the editor's tokens. In the
+// editor, Text has the tokens filled where the agent may see the values.
+type SavedReply struct {
+	ID    string
+	Title string
+	Text  string
 }
 
 // AdminUserRow is one person in the list.

@@ -57,9 +57,19 @@ func FormatDue(left time.Duration) string {
 // TimelineTime is when something happened, to the second, in UTC as every time on the desk.
 func TimelineTime(t time.Time) string { return t.UTC().Format("Jan 2 15:04:05") }
 
-// MineSort orders "My work": the package whose SLA runs out first on top, as the page and the
-// socket's rows both place it.
-func MineSort(r MineRow) string { return fmt.Sprintf("%016d-%s", r.Due.UnixMilli(), r.Card.SortKey) }
+// MineSort orders "My work" as the page and the socket's rows both place it: the customers waiting
+// for an answer first, longest waiting on top; then the packages whose SLA runs out first; then
+// those accepted with nobody waiting.
+func MineSort(r MineRow) string {
+	if r.Card.Waiting != nil {
+		// Customers waiting for an answer first, the one who waited longest on top.
+		return fmt.Sprintf("0-%016d-%s", r.Card.Waiting.Since.UnixMilli(), r.Card.SortKey)
+	}
+	if r.Due.IsZero() {
+		return fmt.Sprintf("2-%016d-%s", r.Card.SLASince.UnixMilli(), r.Card.SortKey)
+	}
+	return fmt.Sprintf("1-%016d-%s", r.Due.UnixMilli(), r.Card.SortKey)
+}
 
 // colonBefore ends a timeline line's words with a colon when what a person wrote follows them.
 func colonBefore(note string) string {
@@ -67,4 +77,13 @@ func colonBefore(note string) string {
 		return ""
 	}
 	return ":"
+}
+
+// unreadTitle is what a page's title starts with while the viewer's customers wait: the count of
+// their unanswered messages, which the socket keeps current (desk.js).
+func unreadTitle(v *Viewer) string {
+	if v == nil || v.Unread == 0 {
+		return ""
+	}
+	return fmt.Sprintf("(%d) ", v.Unread)
 }

@@ -19,8 +19,10 @@ type Viewer struct {
 	Availability string
 	// Path is the page's own path and query, where the header's forms come back to.
 	Path string
-	// Holding is how many open packages the viewer holds, "My work" in the top bar.
+	// Holding is how many open packages the viewer holds, "My work" in the top bar; Unread how
+	// many messages their customers wrote since the last reply, also in the window's title.
 	Holding int
+	Unread  int
 	// Notice says what the viewer's last action did ("You accepted the package"), shown once on
 	// the page the action led to, in a polite live region.
 	Notice string
@@ -131,6 +133,19 @@ type Card struct {
 	SortKey          string
 	// Repeat: the contact had another package resolved or returned within the 7 days before this one.
 	Repeat bool
+	// SLASince is when the package arrived, which its SLA counts from to the accept; Waited is,
+	// once accepted, how long it waited: the SLA timer stops there, as search's sla_breached does.
+	SLASince time.Time
+	Waited   *time.Duration
+	// Waiting is the customer waiting for the desk's answer, nil when nobody waits.
+	Waiting *CustomerWaiting
+}
+
+// CustomerWaiting is a customer who wrote since the last reply: since when, and how many messages
+// the desk has not answered.
+type CustomerWaiting struct {
+	Since  time.Time
+	Unread int
 }
 
 // EarlierHandoff is one of the contact's earlier packages, in a queue the viewer may see.
@@ -337,6 +352,12 @@ type Editor struct {
 	Error  string
 	// Notice is what the page announces happened, such as a reply sent.
 	Notice string
+	// Saved are the queue's saved replies, offered with / in the composer, their tokens filled
+	// where the agent may see the values.
+	Saved []SavedReply
+	// Offer is the bot's draft for the customer's latest turn, offered beside the composer; nil
+	// when the customer's messages came with none.
+	Offer *DraftOffer
 	// Replied: a reply was sent on the package already; sending another is no longer its next step.
 	Replied bool
 	Tags    []string
@@ -375,9 +396,6 @@ type HandoffView struct {
 	DraftReply          string
 	Citations           []Citation
 	HandoffChain        []string
-	Transcript          []Turn
-	// TranscriptWithheld: the queue withholds the transcript from roles below its PII role.
-	TranscriptWithheld bool
 	// Timeline is what happened to the package, in words, and the note form.
 	Timeline Timeline
 	// History links to the package's audit trail, for those who may read it; "" for others.
@@ -386,8 +404,9 @@ type HandoffView struct {
 	Earlier []EarlierHandoff
 	// Editor is the co-pilot editor, for the agent who accepted the package; nil for everyone else.
 	Editor *Editor
-	// Replies are the replies sent on the package, oldest first.
-	Replies  []SentReply
+	// Thread is the conversation: the transcript's last turns, then the messages since the handoff
+	// and the replies.
+	Thread   Thread
 	Outcome  string
 	Controls Controls
 	Live     LiveConfig

@@ -12,6 +12,7 @@ import (
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/savedreply"
 	"github.com/handoffdesk/desk/internal/sso"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
@@ -319,5 +320,29 @@ func (s *Service) Redeliver(ctx context.Context, keyID, deliveryID, actor int64)
 		}
 		return &events.Change{Kind: events.WebhookRedelivered, ActorUser: nonZero(actor), Detail: map[string]any{
 			"api_key_id": keyID, "delivery_id": deliveryID, "event_id": d.EventID, "state": [2]string{d.State, webhook.StatePending}}}, nil
+	})
+}
+
+// AddSavedReply saves a reply for queueID's agents to insert, and logs the change of the queue.
+func (s *Service) AddSavedReply(ctx context.Context, queueID int64, title, body string, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		r, err := savedreply.Add(ctx, tx, queueID, title, body)
+		if err != nil {
+			return nil, err
+		}
+		return &events.Change{Kind: events.QueueChanged, QueueID: queueID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"changed": map[string]any{"saved_reply": [2]string{"", r.Title}}}}, nil
+	})
+}
+
+// RemoveSavedReply takes saved reply id off queueID's list, and logs the change of the queue.
+func (s *Service) RemoveSavedReply(ctx context.Context, queueID, id, actor int64) error {
+	return s.change(ctx, func(tx pgx.Tx) (*events.Change, error) {
+		r, err := savedreply.Remove(ctx, tx, queueID, id)
+		if err != nil {
+			return nil, err
+		}
+		return &events.Change{Kind: events.QueueChanged, QueueID: queueID, ActorUser: nonZero(actor),
+			Detail: map[string]any{"changed": map[string]any{"saved_reply": [2]string{r.Title, ""}}}}, nil
 	})
 }

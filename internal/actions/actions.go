@@ -32,6 +32,7 @@ import (
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/metrics"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/savedreply"
 	"github.com/handoffdesk/desk/internal/tracing"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
@@ -633,7 +634,13 @@ func turnDraft(t conversation.Turn, p handoff.Package) string {
 // hidden values are (handoff.Draft): the tokens they kept become the values again, exactly, in
 // what is sent and recorded, so the customer is greeted by name and the record shows only the
 // agent's edits. A damaged token is refused with the reply unsent.
-func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r evals.Reply) (err error) {
+func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r evals.Reply) error {
+	return a.ReplyFrom(ctx, user, handoffID, r, 0)
+}
+
+// ReplyFrom is Reply for a reply the agent started from saved reply savedID of the package's queue
+// (0: none), which the thread records with it, for the evals.
+func (a *Service) ReplyFrom(ctx context.Context, user auth.User, handoffID string, r evals.Reply, savedID int64) (err error) {
 	ctx, span := a.tracing.Act(ctx, "handoff.reply", handoffID)
 	defer func() { tracing.End(span, err) }()
 	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
@@ -658,12 +665,22 @@ func (a *Service) Reply(ctx context.Context, user auth.User, handoffID string, r
 		if err != nil {
 			return err
 		}
+		turnDraft := turnDraft(turn, p)
+		if savedID != 0 {
+			// A reply started from a saved one was drafted by it, with the customer's values as
+			// they were sent: the eval pairs the agent's edits with what they started from.
+			body, err := savedreply.Check(ctx, tx, h.Queue.ID, savedID)
+			if err != nil {
+				return err
+			}
+			turnDraft = p.TemplateFor(handoff.Visibility{PII: true}, body)
+		}
 		b := &pgx.Batch{}
 		// The reply joins the thread, answering the customer's latest message: the bot relays it
 		// and reads it back in order with GET …/messages.
-		sent := conversation.AppendReply(b, h.ID, thread, user.ID, r.Text, now)
+		sent := conversation.AppendReply(b, h.ID, thread, user.ID, r.Text, savedID, now)
 		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now,
-			Draft: turnDraft(turn, p), InReplyTo: sent.InReplyTo, Before: turn.Before, Reply: r}); err != nil {
+			Draft: turnDraft, InReplyTo: sent.InReplyTo, Before: turn.Before, Reply: r}); err != nil {
 			return err
 		}
 		if err := record(ctx, b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,

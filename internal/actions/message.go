@@ -231,3 +231,34 @@ func (a *Service) Messages(ctx context.Context, queueIDs []int64, handoffID stri
 	}
 	return conversation.Read(ctx, a.db, rowID, after)
 }
+
+// RepliesSettled logs where reply webhooks stand after the deliverer recorded an attempt, one
+// event per package and state: every open view of the package, on every instance, shows its
+// replies' delivery anew from the outbox.
+func (a *Service) RepliesSettled(ctx context.Context, settled []webhook.Settled) error {
+	return a.inTx(ctx, func(tx pgx.Tx, now time.Time) error {
+		b := &pgx.Batch{}
+		seen := map[webhook.Settled]bool{}
+		for _, st := range settled {
+			if seen[st] {
+				continue
+			}
+			seen[st] = true
+			var c events.Change
+			err := tx.QueryRow(ctx, `SELECT h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id, h.status
+				FROM handoffs h JOIN queues q ON q.id = h.queue_id WHERE h.handoff_id = $1`, st.HandoffID).
+				Scan(&c.HandoffID, &c.PublicID, &c.QueueID, &c.Queue, &c.APIKeyID, &c.Status)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c.Kind, c.At, c.Detail = events.ReplyDelivery, now, map[string]any{"state": st.State}
+			if err := events.Queue(b, c); err != nil {
+				return err
+			}
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+}

@@ -91,6 +91,18 @@ func Summary(e Entry, queues map[int64]string) string {
 		s = "Someone's presence changed (available, break, away or offline)"
 	case events.Noted:
 		s = fmt.Sprintf("%s added an internal note", actor)
+	case events.Message:
+		w.use("role")
+		if w.str("role") == "assistant" {
+			s = fmt.Sprintf("%s wrote to the customer: message %s of the conversation", actor, w.str("seq"))
+		} else {
+			s = fmt.Sprintf("%s relayed the customer's message %s of the conversation", actor, w.str("seq"))
+		}
+	case events.Reopened:
+		w.use("reason")
+		s = fmt.Sprintf("The customer wrote again (message %s): %s reopened the package in %s", w.str("seq"), actor, w.queueOr(e.Queue))
+	case events.ReplyDelivery:
+		s = "The desk recorded where a reply's webhook stands: " + w.code("state")
 	case events.Reassigned:
 		s = fmt.Sprintf("%s reassigned the package: %s → %s", actor, cmp.Or(w.str("from"), "nobody"), w.str("to"))
 	case events.Reply:

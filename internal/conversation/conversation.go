@@ -105,6 +105,8 @@ type Message struct {
 	Attachments []Attachment `json:"attachments"`
 	// InReplyTo is, on an agent's reply, the seq of the customer message it answers.
 	InReplyTo *int `json:"in_reply_to,omitempty"`
+	// SavedReplyID is, on an agent's reply, the saved reply it started from (internal/savedreply).
+	SavedReplyID *int64 `json:"-"`
 }
 
 // Thread is where a package's thread stands, read under the package's row lock before a message
@@ -183,15 +185,15 @@ type Reply struct {
 }
 
 // AppendReply adds an agent's reply to b as the thread's next message after t, answering the
-// customer's latest message, if any.
-func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text string, now time.Time) Reply {
+// customer's latest message, if any; savedID is the saved reply it started from (0: none).
+func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text string, savedID int64, now time.Time) Reply {
 	r := Reply{MessageID: "reply_" + rand.Text(), Seq: t.Last + 1}
 	if t.LastCustomer > 0 {
 		r.InReplyTo = &t.LastCustomer
 	}
 	b.Queue(`
-		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, author_id, in_reply_to)
-		VALUES ($1, $2, $3, 'agent', $4, $5, $5, $6, $7)`, rowID, r.Seq, r.MessageID, text, now, authorID, r.InReplyTo)
+		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, author_id, in_reply_to, saved_reply_id)
+		VALUES ($1, $2, $3, 'agent', $4, $5, $5, $6, $7, NULLIF($8, 0))`, rowID, r.Seq, r.MessageID, text, now, authorID, r.InReplyTo, savedID)
 	return r
 }
 
@@ -199,7 +201,7 @@ func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text strin
 func Read(ctx context.Context, db querier, rowID int64, after int) ([]Message, error) {
 	rows, err := db.Query(ctx, `
 		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id
 		FROM messages m LEFT JOIN users u ON u.id = m.author_id
 		WHERE m.handoff_id = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3`, rowID, after, MaxMessages*2)
 	return collect(rows, err)
@@ -211,7 +213,7 @@ func collect(rows pgx.Rows, err error) ([]Message, error) {
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
 		var m Message
-		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo)
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo, &m.SavedReplyID)
 		return m, err
 	})
 }
@@ -258,7 +260,7 @@ func TurnOf(ctx context.Context, tx pgx.Tx, rowID int64, t Thread) (Turn, error)
 	rows, err := tx.Query(ctx, `
 		SELECT * FROM (
 			SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-				'', m.attachments, m.in_reply_to
+				'', m.attachments, m.in_reply_to, m.saved_reply_id
 			FROM messages m LEFT JOIN users u ON u.id = m.author_id
 			WHERE m.handoff_id = $1 AND m.seq <= $2 ORDER BY m.seq DESC LIMIT $3) last
 		ORDER BY seq`, rowID, t.LastCustomer, ContextMessages)
@@ -303,4 +305,66 @@ func (t Thread) CheckLimits() (retryAfter time.Duration, err error) {
 // querier is a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// ReadMarking returns the whole thread of rowID, in order, and how many of its last messages the
+// desk received at or after at: what a batch of events stamped at or after at added to the thread,
+// for the live desk's frame, which carries those alone, and the rest it needs to read them by
+// (the turn a draft belongs to), in one read.
+func ReadMarking(ctx context.Context, db querier, rowID int64, at time.Time) (msgs []Message, added int, err error) {
+	rows, err := db.Query(ctx, `
+		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id, m.received_at >= $2
+		FROM messages m LEFT JOIN users u ON u.id = m.author_id
+		WHERE m.handoff_id = $1 ORDER BY m.seq LIMIT $3`, rowID, at, MaxMessages*2)
+	if err != nil {
+		return nil, 0, err
+	}
+	first, i := -1, 0
+	msgs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
+		var m Message
+		var isNew bool
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo,
+			&m.SavedReplyID, &isNew)
+		if isNew && first < 0 {
+			first = i
+		}
+		i++
+		return m, err
+	})
+	if err != nil || first < 0 {
+		return msgs, 0, err
+	}
+	// From the first new one on: a reply stamped before it waited for the row lock may follow it.
+	return msgs, len(msgs) - first, nil
+}
+
+// Waiting is a customer waiting for the desk's answer: the customer wrote Unread messages since
+// the last agent reply (or since the handoff, when no agent replied yet), the first at Since.
+type Waiting struct {
+	Since  time.Time
+	Unread int
+}
+
+// WaitingOf says, for each of rowIDs whose customer waits, since when and how many messages.
+// The customer's time is when the desk received the message, not the time the bot stamped on it:
+// the desk cannot answer a message before it has it.
+func WaitingOf(ctx context.Context, db querier, rowIDs []int64) (map[int64]Waiting, error) {
+	rows, err := db.Query(ctx, `
+		SELECT m.handoff_id, min(m.received_at), count(*)
+		FROM messages m
+		WHERE m.handoff_id = ANY($1) AND m.role = 'user' AND m.seq > coalesce(
+			(SELECT max(r.seq) FROM messages r WHERE r.handoff_id = m.handoff_id AND r.role = 'agent'), 0)
+		GROUP BY m.handoff_id`, rowIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]Waiting{}
+	var id int64
+	var w Waiting
+	_, err = pgx.ForEachRow(rows, []any{&id, &w.Since, &w.Unread}, func() error {
+		out[id] = w
+		return nil
+	})
+	return out, err
 }

@@ -88,6 +88,10 @@ const (
 	// resolved within its queue's reopen window: the bot hears it waits for an agent again.
 	Message  Kind = "message"
 	Reopened Kind = "reopened"
+	// ReplyDelivery: the deliverer recorded where a reply's webhook stands (detail: state,
+	// delivered, pending or dead). Open views of the package show the reply's state anew; the
+	// bot, whom it is about, is not told.
+	ReplyDelivery Kind = "reply_delivery"
 )
 
 // Kinds lists every kind.
@@ -98,7 +102,7 @@ func Kinds() []Kind {
 		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
 		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered,
 		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn,
-		SSOSettingsChanged, Noted, Reassigned, Message, Reopened}
+		SSOSettingsChanged, Noted, Reassigned, Message, Reopened, ReplyDelivery}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -277,4 +278,21 @@ func replyError(problem, fragment, message string) error {
 func (p Package) ReplyFor(v Visibility, text string) string {
 	p.DraftReply, p.PrivacyFlags = text, nil
 	return p.DraftFor(v).Text
+}
+
+// TemplateFor is a saved reply's text, written with the editor's tokens, as v's editor takes it
+// for p: a token stands where v may not see the value, as in the draft, and becomes the value
+// itself where v may. A token p has no value for stays as written: the send names it, for the
+// agent to fill in or delete.
+func (p Package) TemplateFor(v Visibility, text string) string {
+	keys := slices.Sorted(maps.Keys(p.StructuredEntities))
+	_, tokens := labelledMentionsOf(p, keys)
+	var pairs []string
+	for _, t := range tokens {
+		hidden := !v.PII && (!slices.Contains(keys, t.label) || slices.Contains(v.PIIEntityKeys, t.label))
+		if !hidden {
+			pairs = append(pairs, tokenText(t.label), t.value)
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace(text)
 }

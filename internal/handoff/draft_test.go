@@ -249,3 +249,22 @@ func fillByHand(d Draft, text string) (string, bool) {
 	b.WriteString(text[i:])
 	return b.String(), intact
 }
+
+// A saved reply's tokens become the values a viewer may see and stay tokens where they may not; a
+// token the package has no value for stays for the send to name. The text a masked agent gets
+// from it is one their send fills back in.
+func TestTemplateForFillsWhatTheViewerMaySee(t *testing.T) {
+	const saved = "Hi ⟦first name⟧, your ⟦plan⟧ plan on ⟦account_id⟧ is refunded; we wrote to ⟦email⟧. ⟦order_id⟧"
+	p := dana("")
+	if got, want := p.TemplateFor(masked, saved), "Hi ⟦first name⟧, your pro plan on ⟦account_id⟧ is refunded; we wrote to ⟦email⟧. ⟦order_id⟧"; got != want {
+		t.Errorf("masked: %q, want %q", got, want)
+	}
+	if got, want := p.TemplateFor(Visibility{PII: true, PIIEntityKeys: []string{"account_id"}}, saved),
+		"Hi Dana, your pro plan on AC-88121 is refunded; we wrote to dana.whitfield@example.com. ⟦order_id⟧"; got != want {
+		t.Errorf("a viewer who sees PII: %q, want %q", got, want)
+	}
+	text := strings.TrimSuffix(p.TemplateFor(masked, saved), " ⟦order_id⟧")
+	if sent, err := p.DraftFor(masked).Fill(text); err != nil || sent != "Hi Dana, your pro plan on AC-88121 is refunded; we wrote to dana.whitfield@example.com." {
+		t.Errorf("the masked agent's send: %q, %v", sent, err)
+	}
+}

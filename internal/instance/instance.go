@@ -73,6 +73,11 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		deliverer.Wake()
 	}
 	work := actions.New(db, time.Now, changed, counts, opts.Tracing)
+	deliverer.OnReplies(func(ctx context.Context, settled []webhook.Settled) {
+		if err := work.RepliesSettled(ctx, settled); err != nil && ctx.Err() == nil {
+			logger.Warn("logging where reply webhooks stand", "err", err)
+		}
+	})
 	presence := live.NewPresence(db, logger, notifier.Changed)
 	presence.WhenGone(func(ctx context.Context, userIDs []int64) {
 		for _, id := range userIDs {

@@ -126,6 +126,8 @@ func adminRows() []accessRow {
 		row("POST", "/admin/queues/:id/enable", queueTarget, nil, moved),
 		row("POST", "/admin/queues/:id/members", queueTarget, url.Values{"user": {"{user_id}"}}, moved),
 		row("POST", "/admin/queues/:id/members/:user/remove", queueTarget, nil, moved),
+		row("POST", "/admin/queues/:id/saved-replies", queueTarget, url.Values{"title": {"Matrix"}, "body": {"Hi ⟦first name⟧."}}, moved),
+		row("POST", "/admin/queues/:id/saved-replies/:reply/remove", queueTarget, nil, moved),
 		row("GET", "/admin/users", pkgTarget, nil, ok),
 		row("POST", "/admin/users", pkgTarget, url.Values{"email": {"created@example.com"}, "name": {"Created"}, "role": {"agent"},
 			"password": {"a long enough one"}, "capacity": {"3"}, "queues": {"{queue_id}"}}, moved),
@@ -255,6 +257,10 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/api/v1/handoffs", query: "?contact_id=cust_9912", want: byRole{noKey, noKey, noKey, noKey, noKey, ok}},
 		{method: "GET", route: "/api/v1/handoffs/:id", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		{method: "POST", route: "/api/v1/handoffs/:id/cancel", state: queued, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		{method: "GET", route: "/api/v1/handoffs/:id/messages", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		{method: "POST", route: "/api/v1/handoffs/:id/messages", body: func(*testing.T, string) any {
+			return map[string]any{"message_id": "mx_1", "role": "user", "text": "Still there?"}
+		}, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		// SW4RM routes among the key's own queues: a to_agent naming another's is a field no route
 		// matches (422), as for any queue the key does not have.
 		{method: "POST", route: "/api/v1/sw4rm/handoff-requests", body: func(t *testing.T, q string) any {
@@ -421,7 +427,7 @@ func TestAccessMatrix(t *testing.T) {
 				id = fx.keyID
 			}
 			path := strings.NewReplacer(":name", q, ":id", id, ":approval_id", approvalID, ":user", fx.userID, ":delivery", fx.deliveryID,
-				"*", "/css/app.css").Replace(row.route) + row.query
+				"*", "/css/app.css", ":reply", fx.savedReplyID).Replace(row.route) + row.query
 			var body io.Reader
 			contentType := "application/x-www-form-urlencoded"
 			if row.body != nil {
@@ -495,7 +501,7 @@ func TestAccessMatrix(t *testing.T) {
 // matrixFixtures are what the admin console's rows act on, apart from the roles' own: a queue
 // without packages, an agent, and a bot key with a dead webhook delivery.
 type matrixFixtures struct {
-	queueID, userID, keyID, deliveryID string
+	queueID, userID, keyID, deliveryID, savedReplyID string
 }
 
 func adminFixtures(t *testing.T, app *testApp) matrixFixtures {
@@ -513,6 +519,11 @@ func adminFixtures(t *testing.T, app *testApp) matrixFixtures {
 		INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state, attempts, last_status, last_error)
 		VALUES ('evt_mx_dead', $1, 'h_mx_dead', 'queued', '{}', 'dead', 8, 503, 'the bot answered 503')
 		RETURNING id::text`, fx.keyID).Scan(&fx.deliveryID); err != nil {
+		t.Fatal(err)
+	}
+	// A saved reply of the queue, for the admin to remove.
+	if err := app.DB.QueryRow(t.Context(), `INSERT INTO saved_replies (queue_id, title, body) VALUES ($1, 'Matrix spare', 'Hello.')
+		RETURNING id::text`, fx.queueID).Scan(&fx.savedReplyID); err != nil {
 		t.Fatal(err)
 	}
 	return fx

@@ -102,7 +102,7 @@ func TestBrowserEveryActionSaysWhatItDid(t *testing.T) {
 		t.Fatal(err)
 	}
 	clickAsPerson(t, ctx, `[data-testid="send-reply"]`)
-	announced(t, ctx, "Your reply was sent to the customer", page)
+	announced(t, ctx, "Your reply is in the conversation", page)
 	onePrimary(t, ctx, "replied", "Resolve")
 	if got := evalString(t, ctx, `document.querySelector('[data-testid="resolve-form"] select').value`); got != "solved" {
 		t.Errorf("after a reply Resolve offers %q, want solved", got)

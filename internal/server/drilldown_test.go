@@ -86,6 +86,10 @@ func drillDesk(t *testing.T) (*testApp, *http.Client) {
 	p1 := submit("d_billing", "tier1", "c1", nil)
 	do(ann, p1, "accept", nil)
 	do(ann, p1, "reply", url.Values{"text": {draft}})
+	// The customer writes again, and the bot drafts the answer to that turn: the second reply is
+	// an edit of that draft.
+	expect(t, "the customer writes again", app.api(t, http.MethodPost, "/api/v1/handoffs/"+p1+"/messages", key,
+		map[string]any{"message_id": "m1", "role": "user", "text": "And the fee?", "draft_reply": draft}), http.StatusCreated)
 	do(ann, p1, "reply", url.Values{"text": {draft + " Anything else?"}, "tags": {"tone"}})
 	do(ann, p1, "resolve", url.Values{"code": {"refunded"}})
 	p2 := submit("d_billing", "tier2", "c2", nil)

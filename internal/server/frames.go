@@ -268,7 +268,7 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			continue
 		}
 		if len(w.queueIDs) > 0 {
-			frags, err := s.listFragments(ctx, w, item, b.Shared)
+			frags, err := s.listFragments(ctx, w, item, b)
 			if err != nil {
 				return frame{}, err
 			}
@@ -281,14 +281,25 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			}
 		}
 		if item.ID == w.handoff {
-			frags, notes, err := s.packageFragments(ctx, w.user, item)
+			evs := packageEvents(b, item.ID)
+			thread, said, err := s.threadFragments(ctx, w, item, evs)
 			if err != nil {
 				return frame{}, err
 			}
-			f.Fragments = append(f.Fragments, frags...)
-			// The header shows the card's fields, the timeline what people wrote.
-			f.shown.Add(item.ID, cardUnmasked(item, visibility(w.user, item), 0))
-			f.shown.Add(item.ID, notes)
+			f.Fragments = append(f.Fragments, thread...)
+			f.shown.Add(item.ID, said)
+			if slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind != events.Message && e.Kind != events.ReplyDelivery }) {
+				// A message, or a reply's delivery, changes the thread alone; anything else the
+				// package's state too.
+				frags, notes, err := s.packageFragments(ctx, w.user, item)
+				if err != nil {
+					return frame{}, err
+				}
+				f.Fragments = append(f.Fragments, frags...)
+				// The header shows the card's fields, the timeline what people wrote.
+				f.shown.Add(item.ID, cardUnmasked(item, visibility(w.user, item), 0))
+				f.shown.Add(item.ID, notes)
+			}
 		}
 	}
 	mine, shown, err := s.mineFragments(ctx, w, b, items)
@@ -379,16 +390,19 @@ func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]board.
 const loadTimeout = 10 * time.Second
 
 // listFragments places or removes the package's card in a queue list and in the held list.
-func (s *Server) listFragments(ctx context.Context, w watcher, item board.Item, shared *live.Shared) ([]fragment, error) {
+func (s *Server) listFragments(ctx context.Context, w watcher, item board.Item, b live.Batch) ([]fragment, error) {
 	cardID, heldID := "card-"+item.PublicID, "held-"+item.PublicID
 	card, held := fragment{Target: cardID, Op: "remove"}, fragment{Target: heldID, Op: "remove"}
-	var err error
 	waiting := item.Status == handoff.StatusQueued || item.Status == handoff.StatusReserved
+	customers, err := s.batchWaiting(ctx, b)
+	if err != nil {
+		return nil, err
+	}
 	if waiting && slices.Contains(w.queueIDs, item.QueueID) {
 		vis := visibility(w.user, item)
-		card, err = memo(shared, cardKey{item.ID, vis.PII}, func() (fragment, error) {
+		card, err = memo(b.Shared, cardKey{item.ID, vis.PII}, func() (fragment, error) {
 			return rendered(ctx, fragment{Target: cardID, Op: "upsert", List: "cards", Sort: item.SortKey()},
-				views.QueueCard(cardOf(item, vis, cardEntities)))
+				views.QueueCard(withWaiting(cardOf(item, vis, cardEntities), customers, item.ID)))
 		})
 		if err != nil {
 			return nil, err
@@ -396,7 +410,7 @@ func (s *Server) listFragments(ctx context.Context, w watcher, item board.Item, 
 	}
 	if item.HeldBy(w.user.ID) && item.Status.Open() {
 		held, err = rendered(ctx, fragment{Target: heldID, Op: "upsert", List: "held", Sort: item.SortKey()},
-			views.HeldCard(cardOf(item, visibility(w.user, item), cardEntities)))
+			views.HeldCard(withWaiting(cardOf(item, visibility(w.user, item), cardEntities), customers, item.ID)))
 		if err != nil {
 			return nil, err
 		}
@@ -462,4 +476,15 @@ func rendered(ctx context.Context, f fragment, c templ.Component) (fragment, err
 	}
 	f.HTML = buf.String()
 	return f, nil
+}
+
+// packageEvents are the batch's events about package id.
+func packageEvents(b live.Batch, id int64) []events.Event {
+	var evs []events.Event
+	for _, e := range b.Events {
+		if e.HandoffID == id {
+			evs = append(evs, e)
+		}
+	}
+	return evs
 }

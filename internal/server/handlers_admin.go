@@ -16,6 +16,7 @@ import (
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/queue"
+	"github.com/handoffdesk/desk/internal/savedreply"
 	"github.com/handoffdesk/desk/internal/sso"
 	"github.com/handoffdesk/desk/internal/webhook"
 	"github.com/handoffdesk/desk/views"
@@ -234,11 +235,31 @@ func (s *Server) queuePage(c echo.Context, status int, id int64, values url.Valu
 	}
 	v.AddMember = views.AdminForm{Action: path + "/members", Submit: "Add", TestID: "add-member", Fields: []views.FormField{add}}
 	v.RemoveAction = path + "/members/"
+	saved, err := savedreply.List(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	for _, r := range saved {
+		v.SavedReplies = append(v.SavedReplies, views.SavedReply{ID: strconv.FormatInt(r.ID, 10), Title: r.Title, Text: r.Body})
+	}
+	v.RemoveSavedAction = path + "/saved-replies/"
+	// A refused saved reply comes back with what the admin typed.
+	var title, body string
+	if strings.HasSuffix(c.Path(), "/saved-replies") {
+		title, body = c.FormValue("title"), c.FormValue("body")
+	}
+	v.AddSavedReply = views.AdminForm{Action: path + "/saved-replies", Submit: "Add saved reply", TestID: "add-saved-reply", Fields: []views.FormField{
+		{Name: "title", Label: "Title", Value: title, Help: fmt.Sprintf("What agents pick it by; up to %d characters, one per title in the queue.", savedreply.MaxTitle)},
+		{Name: "body", Label: "Text", Input: "textarea", Value: body, Help: "The reply, with tokens where the customer's values go."},
+	}}
 	if otherErr != nil {
 		// A refusal is shown on the form it came from.
-		if strings.HasSuffix(c.Path(), "/disable") {
+		switch {
+		case strings.HasSuffix(c.Path(), "/disable"):
 			v.Disable = withErrors(v.Disable, otherErr)
-		} else {
+		case strings.HasSuffix(c.Path(), "/saved-replies"):
+			v.AddSavedReply = withErrors(v.AddSavedReply, otherErr)
+		default:
 			v.AddMember = withErrors(v.AddMember, otherErr)
 		}
 	}
@@ -332,6 +353,38 @@ func (s *Server) memberAction(c echo.Context, remove bool) error {
 func (s *Server) handleAdminAddMember(c echo.Context) error { return s.memberAction(c, false) }
 
 func (s *Server) handleAdminRemoveMember(c echo.Context) error { return s.memberAction(c, true) }
+
+// handleAdminAddSavedReply saves a reply for the queue's agents (form fields title, body); a
+// refusal comes back on its form with what was typed.
+func (s *Server) handleAdminAddSavedReply(c echo.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	err = s.access.AddSavedReply(c.Request().Context(), id, c.FormValue("title"), c.FormValue("body"), currentUser(c).ID)
+	if status, ok := refused(err); ok && desk.ErrorCode(err) != desk.NotFound {
+		return s.queuePage(c, status, id, nil, nil, err)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/queues/"+strconv.FormatInt(id, 10))
+}
+
+func (s *Server) handleAdminRemoveSavedReply(c echo.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	reply, err := idParam(c, "reply")
+	if err != nil {
+		return err
+	}
+	if err := s.access.RemoveSavedReply(c.Request().Context(), id, reply, currentUser(c).ID); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/queues/"+strconv.FormatInt(id, 10))
+}
 
 func (s *Server) handleAdminEnableQueue(c echo.Context) error {
 	id, err := idParam(c, "id")

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,9 +15,12 @@ import (
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/savedreply"
 	"github.com/handoffdesk/desk/internal/timeline"
+	"github.com/handoffdesk/desk/internal/webhook"
 	"github.com/handoffdesk/desk/views"
 )
 
@@ -79,13 +84,21 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	answersAt(c, "/queues/"+q.Name)
 	v := views.QueueView{Viewer: *viewer(c), Queue: q.Name, Flash: flash,
 		Live: views.LiveConfig{Queues: []string{q.Name}, Mark: string(s.hub.Mark())}}
+	var ids []int64
+	for _, it := range append(slices.Clone(waiting), held...) {
+		ids = append(ids, it.ID)
+	}
+	customers, err := conversation.WaitingOf(ctx, s.db, ids)
+	if err != nil {
+		return err
+	}
 	var shown audit.Shown
 	for _, it := range waiting {
-		v.Cards = append(v.Cards, cardOf(it, visibility(user, it), cardEntities))
+		v.Cards = append(v.Cards, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
 		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
 	}
 	for _, it := range held {
-		v.Held = append(v.Held, cardOf(it, visibility(user, it), cardEntities))
+		v.Held = append(v.Held, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
 		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
 	}
 	if next != nil {
@@ -140,7 +153,22 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
-	v.Replies = repliesOf(item, user, replies)
+	msgs, err := conversation.Read(ctx, s.db, item.ID, 0)
+	if err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	deliveries, err := webhook.ReplyDeliveries(ctx, s.db, item.PublicID)
+	if err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	var unmasked []string
+	v.Thread, unmasked = threadOf(item, user, msgs, replies, deliveries)
+	customers, err := conversation.WaitingOf(ctx, s.db, []int64{item.ID})
+	if err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	v.Card = withWaiting(v.Card, customers, item.ID)
+	shown.Add(item.ID, unmasked)
 	earlier, err := s.board.History(ctx, item.ID, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
 	if err != nil {
 		return views.HandoffView{}, audit.Shown{}, nil, err
@@ -149,6 +177,15 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	v.Controls.CanReply, v.Controls.Replied = perms.Reply, len(replies) > 0
 	if perms.Reply {
 		v.Editor = editorOf(item, user, len(replies) > 0)
+		v.Editor.Offer = draftOffer(item, visibility(user, item), msgs)
+		saved, err := savedreply.List(ctx, s.db, item.QueueID)
+		if err != nil {
+			return views.HandoffView{}, audit.Shown{}, nil, err
+		}
+		for _, r := range saved {
+			v.Editor.Saved = append(v.Editor.Saved, views.SavedReply{ID: strconv.FormatInt(r.ID, 10), Title: r.Title,
+				Text: item.Package.TemplateFor(visibility(user, item), r.Body)})
+		}
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, shown, notes, nil
@@ -314,8 +351,14 @@ func (s *Server) handleReply(c echo.Context) error {
 	}
 	text := form.Get("text")
 	r, err := evals.ParseReply(text, form["tags"], form.Get("editing_ms"))
+	var saved int64
+	if v := form.Get("saved_reply"); v != "" && err == nil {
+		if saved, err = strconv.ParseInt(v, 10, 64); err != nil || saved <= 0 {
+			err = desk.Errorf(desk.Invalid, "saved_reply names a saved reply by its id, a whole number, not %q", v)
+		}
+	}
 	if err == nil {
-		err = s.actions.Reply(c.Request().Context(), currentUser(c), id, r)
+		err = s.actions.ReplyFrom(c.Request().Context(), currentUser(c), id, r, saved)
 	}
 	if code := desk.ErrorCode(err); code == desk.Invalid {
 		// The agent's text stays in the composer beside what was wrong with it, to be fixed, not retyped.

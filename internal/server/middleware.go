@@ -305,8 +305,10 @@ func viewer(c echo.Context) *views.Viewer {
 	ring, _ := c.Get(ringKey).(views.RingSlotView)
 	availability, _ := c.Get(availabilityKey).(string)
 	holding, _ := c.Get(holdingKey).(int)
+	unread, _ := c.Get(unreadKey).(int)
 	return &views.Viewer{
 		Holding:      holding,
+		Unread:       unread,
 		Name:         user.DisplayName,
 		Email:        user.Email,
 		Role:         string(user.Role),

@@ -13,6 +13,7 @@ import (
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/live"
@@ -62,20 +63,34 @@ func (s *Server) mineRows(ctx context.Context, user auth.User, held []board.Item
 	if err != nil {
 		return nil, audit.Shown{}, err
 	}
+	waiting, err := conversation.WaitingOf(ctx, s.db, ids)
+	if err != nil {
+		return nil, audit.Shown{}, err
+	}
 	var shown audit.Shown
 	rows := make([]views.MineRow, 0, len(held))
 	for _, it := range held {
 		vis := visibility(user, it)
 		last, ok := latest[it.ID]
-		rows = append(rows, mineRowOf(it, vis, last, ok))
+		rows = append(rows, mineRowOf(it, vis, last, ok, waiting))
 		shown.Add(it.ID, cardUnmasked(it, vis, cardEntities))
 	}
 	slices.SortFunc(rows, func(a, b views.MineRow) int { return strings.Compare(views.MineSort(a), views.MineSort(b)) })
 	return rows, shown, nil
 }
 
-func mineRowOf(item board.Item, vis handoff.Visibility, last timeline.Entry, hasLast bool) views.MineRow {
-	r := views.MineRow{Card: cardOf(item, vis, cardEntities), Href: "/handoffs/" + item.PublicID, Status: timeline.Spoken(string(item.Status)), Due: item.EnqueuedAt.Add(item.SLA)}
+// mineRowOf is a row of My work. Its SLA counts down from the customer's first unanswered
+// message while they wait, else from the package's arrival until the accept, as search's
+// sla_breached counts it; once accepted with nobody waiting it stops (Due zero).
+func mineRowOf(item board.Item, vis handoff.Visibility, last timeline.Entry, hasLast bool, waiting map[int64]conversation.Waiting) views.MineRow {
+	r := views.MineRow{Card: withWaiting(cardOf(item, vis, cardEntities), waiting, item.ID), Href: "/handoffs/" + item.PublicID,
+		Status: timeline.Spoken(string(item.Status))}
+	switch {
+	case r.Card.Waiting != nil:
+		r.Due = r.Card.Waiting.Since.Add(item.SLA)
+	case item.AcceptedAt == nil:
+		r.Due = item.CreatedAt.Add(item.SLA)
+	}
 	if hasLast {
 		l := timeline.Words(last)
 		r.Last, r.LastAt = l.Text, l.At
@@ -86,6 +101,10 @@ func mineRowOf(item board.Item, vis handoff.Visibility, last timeline.Entry, has
 // holdingKey is where loadHolding leaves, for the layout's top bar, how many packages the user
 // holds.
 const holdingKey = "holding"
+
+// unreadKey is where loadHolding leaves how many messages the user's customers wrote that wait
+// for an answer: the top bar and the window's title show it.
+const unreadKey = "unread"
 
 // loadHolding counts the packages the user a page is rendered for holds, for "My work" in the top
 // bar of every desk page; pages' sockets keep it current. Only page loads ask, as for the ring.
@@ -99,7 +118,12 @@ func (s *Server) loadHolding(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		waiting, err := conversation.WaitingOf(c.Request().Context(), s.db, ids)
+		if err != nil {
+			return err
+		}
 		c.Set(holdingKey, len(ids))
+		c.Set(unreadKey, unread(waiting))
 		return next(c)
 	}
 }
@@ -202,6 +226,13 @@ func (s *Server) mineFragments(ctx context.Context, w watcher, b live.Batch, ite
 			return nil, audit.Shown{}, err
 		}
 	}
+	var waiting map[int64]conversation.Waiting
+	if w.mine {
+		var err error
+		if waiting, err = s.batchWaiting(ctx, b); err != nil {
+			return nil, audit.Shown{}, err
+		}
+	}
 	var frags []fragment
 	var shown audit.Shown
 	for _, id := range followed {
@@ -218,7 +249,7 @@ func (s *Server) mineFragments(ctx context.Context, w watcher, b live.Batch, ite
 		}
 		vis := visibility(w.user, item)
 		last, hasLast := latest[id]
-		row := mineRowOf(item, vis, last, hasLast)
+		row := mineRowOf(item, vis, last, hasLast, waiting)
 		frag, err := rendered(ctx, fragment{Target: target, Op: "upsert", List: "cards", Sort: views.MineSort(row)}, views.MineItem(row))
 		if err != nil {
 			return nil, audit.Shown{}, err
@@ -231,7 +262,11 @@ func (s *Server) mineFragments(ctx context.Context, w watcher, b live.Batch, ite
 		if err != nil {
 			return fragment{}, err
 		}
-		return rendered(ctx, fragment{Target: "mine-count", Op: "replace"}, views.MineCount(len(ids)))
+		waiting, err := conversation.WaitingOf(ctx, s.db, ids)
+		if err != nil {
+			return fragment{}, err
+		}
+		return rendered(ctx, fragment{Target: "mine-count", Op: "replace"}, views.MineCount(len(ids), unread(waiting)))
 	})
 	if err != nil {
 		return nil, audit.Shown{}, err
@@ -255,7 +290,11 @@ func (s *Server) mineAfresh(ctx context.Context, w watcher) ([]fragment, audit.S
 		ids[i] = it.ID
 	}
 	w.held.reset(ids)
-	count, err := rendered(ctx, fragment{Target: "mine-count", Op: "replace"}, views.MineCount(len(ids)))
+	waiting, err := conversation.WaitingOf(ctx, s.db, ids)
+	if err != nil {
+		return nil, audit.Shown{}, err
+	}
+	count, err := rendered(ctx, fragment{Target: "mine-count", Op: "replace"}, views.MineCount(len(ids), unread(waiting)))
 	if err != nil || !w.mine {
 		return []fragment{count}, audit.Shown{}, err
 	}
@@ -326,4 +365,14 @@ func batchIDs(b live.Batch) []int64 {
 		ids = append(ids, e.HandoffID)
 	}
 	return ids
+}
+
+// batchWaiting is which of the batch's packages have a customer waiting for an answer, read once
+// for every socket the batch goes to.
+func (s *Server) batchWaiting(ctx context.Context, b live.Batch) (map[int64]conversation.Waiting, error) {
+	return memo(b.Shared, "waiting", func() (map[int64]conversation.Waiting, error) {
+		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+		defer cancel()
+		return conversation.WaitingOf(ctx, s.db, batchIDs(b))
+	})
 }

@@ -195,9 +195,16 @@ func TestMine(t *testing.T) {
 				t.Errorf("the row of %s lacks %q:\n%s", id, w, byID[id])
 			}
 		}
-		if !strings.Contains(byID[id], `data-testid="sla-left"`) || !strings.Contains(byID[id], "left") {
-			t.Errorf("the row of %s does not say how much of its SLA is left", id)
+	}
+	// The SLA runs from arrival to the accept, as search's sla_breached counts it: an accepted
+	// package's timer has stopped, a reserved one's still counts down.
+	for _, id := range []string{accepted, awaiting} {
+		if !strings.Contains(byID[id], `data-testid="sla-stopped"`) || !strings.Contains(byID[id], "accepted within SLA") {
+			t.Errorf("the row of %s does not say it was accepted within its SLA:\n%s", id, byID[id])
 		}
+	}
+	if !strings.Contains(byID[reserved], `data-testid="sla-left"`) || !strings.Contains(byID[reserved], "left") {
+		t.Errorf("the reserved row does not say how much of its SLA is left")
 	}
 	if strings.Contains(page, "awaiting_approval") || strings.Contains(page, "Whitfield") {
 		t.Error("/mine shows a status code, or the customer's name to an agent below the queue's PII role")

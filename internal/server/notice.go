@@ -34,20 +34,22 @@ const (
 	noticeLoggedIn          = "logged_in"
 	noticeLoggedOut         = "logged_out"
 
-	noticeQueueCreated  = "queue_created"
-	noticeQueueSaved    = "queue_saved"
-	noticeQueueDisabled = "queue_disabled"
-	noticeQueueEnabled  = "queue_enabled"
-	noticeMemberAdded   = "member_added"
-	noticeMemberRemoved = "member_removed"
-	noticeUserCreated   = "user_created"
-	noticeUserSaved     = "user_saved"
-	noticeUserDisabled  = "user_disabled"
-	noticeUserEnabled   = "user_enabled"
-	noticeKeySaved      = "key_saved"
-	noticeKeyRevoked    = "key_revoked"
-	noticeRedelivered   = "redelivered"
-	noticeSettingsSaved = "settings_saved"
+	noticeQueueCreated      = "queue_created"
+	noticeQueueSaved        = "queue_saved"
+	noticeQueueDisabled     = "queue_disabled"
+	noticeQueueEnabled      = "queue_enabled"
+	noticeSavedReplyAdded   = "saved_reply_added"
+	noticeSavedReplyRemoved = "saved_reply_removed"
+	noticeMemberAdded       = "member_added"
+	noticeMemberRemoved     = "member_removed"
+	noticeUserCreated       = "user_created"
+	noticeUserSaved         = "user_saved"
+	noticeUserDisabled      = "user_disabled"
+	noticeUserEnabled       = "user_enabled"
+	noticeKeySaved          = "key_saved"
+	noticeKeyRevoked        = "key_revoked"
+	noticeRedelivered       = "redelivered"
+	noticeSettingsSaved     = "settings_saved"
 )
 
 // noticeStatus is the notice of a choice of availability: its code is the choice's.
@@ -77,22 +79,24 @@ var notices = map[string]string{
 	noticeLoggedIn:          "You are logged in.",
 	noticeLoggedOut:         "You logged out.",
 
-	noticeQueueCreated:  "The queue was created; add its members below.",
-	noticeQueueSaved:    "The queue's settings were saved.",
-	noticeQueueDisabled: "The queue is disabled: bots can no longer send packages to it.",
-	noticeQueueEnabled:  "The queue is enabled again.",
-	noticeMemberAdded:   "The member was added to the queue.",
-	noticeMemberRemoved: "The member was removed from the queue.",
-	noticeUserCreated:   "The user was created: they log in with the first password you gave them, and can change it at /password.",
-	noticeUserSaved:     "The user's profile, role and queues were saved.",
-	noticeUserDisabled:  "The user is disabled: they can no longer log in.",
-	noticeUserEnabled:   "The user is enabled: they can log in again.",
-	"sso_only_on":       "Password login is off for the user: they sign in with single sign-on.",
-	"sso_only_off":      "Password login is on again for the user.",
-	noticeKeySaved:      "The key's queues and webhook URL were saved.",
-	noticeKeyRevoked:    "The key is revoked: the bot's next request with it is refused.",
-	noticeRedelivered:   "The delivery was queued to be sent again.",
-	noticeSettingsSaved: "The single sign-on settings were saved.",
+	noticeQueueCreated:      "The queue was created; add its members below.",
+	noticeQueueSaved:        "The queue's settings were saved.",
+	noticeQueueDisabled:     "The queue is disabled: bots can no longer send packages to it.",
+	noticeQueueEnabled:      "The queue is enabled again.",
+	noticeSavedReplyAdded:   "The saved reply was added: the queue's agents insert it with / in the reply editor.",
+	noticeSavedReplyRemoved: "The saved reply was removed from the queue's list.",
+	noticeMemberAdded:       "The member was added to the queue.",
+	noticeMemberRemoved:     "The member was removed from the queue.",
+	noticeUserCreated:       "The user was created: they log in with the first password you gave them, and can change it at /password.",
+	noticeUserSaved:         "The user's profile, role and queues were saved.",
+	noticeUserDisabled:      "The user is disabled: they can no longer log in.",
+	noticeUserEnabled:       "The user is enabled: they can log in again.",
+	"sso_only_on":           "Password login is off for the user: they sign in with single sign-on.",
+	"sso_only_off":          "Password login is on again for the user.",
+	noticeKeySaved:          "The key's queues and webhook URL were saved.",
+	noticeKeyRevoked:        "The key is revoked: the bot's next request with it is refused.",
+	noticeRedelivered:       "The delivery was queued to be sent again.",
+	noticeSettingsSaved:     "The single sign-on settings were saved.",
 }
 
 // packageNotices say a notice on a package's page beside what the action changed, rather than at
@@ -100,7 +104,7 @@ var notices = map[string]string{
 var packageNotices = map[string]func(*views.HandoffView){
 	noticeReplySent: func(v *views.HandoffView) {
 		if v.Editor != nil {
-			v.Editor.Notice = "Your reply was sent to the customer. It is at the top of the replies sent."
+			v.Editor.Notice = "Your reply is in the conversation, on its way to the bot: beside it, whether the bot took it."
 		}
 	},
 	noticeNoteAdded: func(v *views.HandoffView) {

@@ -114,6 +114,30 @@ func TestPIIGrep(t *testing.T) {
 		t.Fatalf("accept: %d %s", status, body)
 	}
 	getAll("accepted:")
+	// The customer writes again, naming themselves in the text, the bot's draft and an attachment:
+	// the thread shows it masked on the pages and in the frame that brings it.
+	said := "I am " + grepName + ", write to " + grepEmail + " or call " + grepPhone + " about " + grepAccount
+	expect(t, "the customer's message", app.api(t, http.MethodPost, "/api/v1/handoffs/"+id+"/messages", key, map[string]any{
+		"message_id": "m1", "role": "user", "text": said, "draft_reply": "Hi Quillon, we will write to " + grepEmail + ".",
+		"attachments": []map[string]any{{"url": "https://files.example.com/" + grepEmail + ".pdf", "name": grepEmail + ".pdf", "size": 2048}},
+	}), http.StatusCreated)
+	waitFrames := func(what string, fs *frameLog, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(fs.text(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s frame with %q", what, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFrames("package", packageFrames, `id=\"msg-`+id+`-1\"`)
+	waitFrames("package", packageFrames, `id=\"draft-offer-`+id+`\"`)
+	getAll("the customer wrote:")
+	if page := mustGet(t, agent, app.URL+"/handoffs/"+id); !strings.Contains(page, `data-testid="message-text">I am Q. Z., write to`) ||
+		!strings.Contains(page, `data-testid="draft-offer"`) {
+		t.Errorf("the agent's page lacks the customer's message, masked, or the turn's draft:\n%s", page)
+	}
 	status, _, body = postForm(t, agent, app.URL+"/handoffs/"+id+"/reply", map[string][]string{"text": {"Hi Q., the duplicate is refunded."}})
 	if status != http.StatusSeeOther {
 		t.Fatalf("reply: %d %s", status, body)
@@ -134,18 +158,7 @@ func TestPIIGrep(t *testing.T) {
 		}
 	}
 
-	// The frames of the arrival, the accept and the reply have come by now; the socket's reader
-	// has them all once the sockets close.
-	waitFrames := func(what string, fs *frameLog, want string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(fs.text(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s frame with %q", what, want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	// The frames of the arrival, the accept and the reply have come by now.
 	waitFrames("queue", frames, "card-"+id)
 	waitFrames("package", packageFrames, "status-"+id)
 	waitFrames("package", packageFrames, "approval-panel")
@@ -167,7 +180,7 @@ func TestPIIGrep(t *testing.T) {
 	}
 
 	supPage := mustGet(t, supervisor, app.URL+"/handoffs/"+id)
-	for _, want := range []string{grepName, grepEmail, grepPhone, grepAccount, grepTurn} {
+	for _, want := range []string{grepName, grepEmail, grepPhone, grepAccount, grepTurn, said} {
 		if !strings.Contains(supPage, want) {
 			t.Errorf("the supervisor's package page lacks %q", want)
 		}
@@ -181,7 +194,7 @@ func TestPIIGrep(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no pii_views record of the supervisor's page view: %v", err)
 	}
-	for _, f := range []string{"name", "email", "phone", "transcript", "entity:account_id"} {
+	for _, f := range []string{"name", "email", "phone", "transcript", "entity:account_id", "messages"} {
 		if !slices.Contains(fields, f) {
 			t.Errorf("the record of the supervisor's read lacks %s: %v", f, fields)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/timeline"
@@ -44,8 +45,34 @@ func cardOf(item board.Item, v handoff.Visibility, entityLimit int) views.Card {
 		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, item.RequiredEntityKeys, entityLimit),
 		Sentiment: string(p.Sentiment), Channel: channel, EnqueuedAt: item.EnqueuedAt, SLA: item.SLA,
 		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
-		SortKey: item.SortKey(), Repeat: item.Repeat,
+		SortKey: item.SortKey(), Repeat: item.Repeat, SLASince: item.CreatedAt, Waited: waited(item),
 	}
+}
+
+// waited is how long item waited for its agent, once accepted: where its SLA timer stops.
+func waited(item board.Item) *time.Duration {
+	if item.AcceptedAt == nil {
+		return nil
+	}
+	d := item.AcceptedAt.Sub(item.CreatedAt)
+	return &d
+}
+
+// withWaiting is card with the customer waiting for an answer, if theirs is among waiting.
+func withWaiting(card views.Card, waiting map[int64]conversation.Waiting, id int64) views.Card {
+	if w, ok := waiting[id]; ok {
+		card.Waiting = &views.CustomerWaiting{Since: w.Since, Unread: w.Unread}
+	}
+	return card
+}
+
+// unread counts the messages that wait for an answer.
+func unread(waiting map[int64]conversation.Waiting) int {
+	n := 0
+	for _, w := range waiting {
+		n += w.Unread
+	}
+	return n
 }
 
 // cardUnmasked is what a card of item shows unmasked for vis: the contact's name and the PII
@@ -161,8 +188,7 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 	v := views.HandoffView{
 		Card:      cardOf(item, vis, 0),
 		ContactID: p.Contact.ID, ContactEmail: p.Contact.Email, ContactPhone: p.Contact.Phone, PIIMasked: !vis.PII,
-		TranscriptWithheld: vis.WithholdTranscript,
-		UserVerified:       p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
+		UserVerified: p.UserVerified, Trigger: string(p.Trigger), Reason: p.Reason, TransferMode: string(p.TransferMode),
 		SourceAgent: p.SourceAgent, Locale: p.Locale, OpenQuestions: p.OpenQuestions,
 		RecommendedNextStep: p.RecommendedNextStep, DraftReply: p.DraftReply, HandoffChain: p.HandoffChain,
 		Outcome:  outcomeOf(item),
@@ -184,9 +210,6 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 			href = links.href(c)
 		}
 		v.Citations = append(v.Citations, views.Citation{URI: c, Href: href})
-	}
-	for _, t := range p.Transcript {
-		v.Transcript = append(v.Transcript, views.Turn{Role: string(t.Role), Content: t.Content, At: formatTime(t.At)})
 	}
 	return v
 }

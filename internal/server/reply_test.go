@@ -407,7 +407,7 @@ func TestBrowserMaskedAgentEditsAroundATokenAndSends(t *testing.T) {
 	); err != nil {
 		t.Fatalf("send with Ctrl+Enter: %v", err)
 	}
-	waitForJS(t, ctx, "the notice that the reply was sent", `document.getElementById("reply-status").textContent.startsWith("Your reply was sent")`,
+	waitForJS(t, ctx, "the notice that the reply was sent", `document.getElementById("reply-status").textContent.startsWith("Your reply is in the conversation")`,
 		`document.getElementById("reply-status").outerHTML`)
 	if got := evalString(t, ctx, `document.getElementById("reply-text").value + "|" + document.querySelector('[data-testid="reply-final"]').textContent`); got != "|"+typed {
 		t.Errorf("after sending, composer|first reply listed = %q, want an empty composer and %q", got, typed)
@@ -480,7 +480,7 @@ func TestReplyWithTokensOverHTTP(t *testing.T) {
 		t.Fatalf("reply: %d to %q", status, location)
 	}
 	_, page = get(t, bea, app.URL+"/handoffs/"+id)
-	if !strings.Contains(page, `data-announce="Your reply was sent`) || !strings.Contains(page, `"></textarea>`) ||
+	if !strings.Contains(page, `data-announce="Your reply is in the conversation`) || !strings.Contains(page, `"></textarea>`) ||
 		!strings.Contains(page, `data-testid="start-draft"`) {
 		t.Errorf("after sending, the page does not announce it, or the composer is not empty with the draft a click away:\n%s", excerpt(page, "reply-status", "</textarea>"))
 	}
@@ -491,9 +491,9 @@ func TestReplyWithTokensOverHTTP(t *testing.T) {
 		t.Fatalf("second reply: %d", status)
 	}
 	_, page = get(t, bea, app.URL+"/handoffs/"+id)
-	page = page[strings.Index(page, `data-testid="replies"`):]
-	if second, firstAt := strings.Index(page, "And ⟦email⟧ has the receipt."), strings.Index(page, "Hi ⟦first name⟧, I can see"); second < 0 || firstAt < 0 || second > firstAt {
-		t.Errorf("the replies are not listed newest first with their tokens (at %d and %d)", second, firstAt)
+	page = page[strings.Index(page, `data-testid="thread-messages"`):]
+	if second, firstAt := strings.Index(page, "And ⟦email⟧ has the receipt."), strings.Index(page, "Hi ⟦first name⟧, I can see"); second < 0 || firstAt < 0 || second < firstAt {
+		t.Errorf("the replies are not in the conversation oldest first with their tokens (at %d and %d)", second, firstAt)
 	}
 
 	rows, err := app.DB.Query(t.Context(), `SELECT payload->>'text' FROM webhook_outbox

@@ -89,6 +89,8 @@ func (s *Server) routes() {
 	e.POST("/admin/queues/:id/enable", s.handleAdminEnableQueue, admin, s.confirm(noticeQueueEnabled))
 	e.POST("/admin/queues/:id/members", s.handleAdminAddMember, admin, s.confirm(noticeMemberAdded))
 	e.POST("/admin/queues/:id/members/:user/remove", s.handleAdminRemoveMember, admin, s.confirm(noticeMemberRemoved))
+	e.POST("/admin/queues/:id/saved-replies", s.handleAdminAddSavedReply, admin, s.confirm(noticeSavedReplyAdded))
+	e.POST("/admin/queues/:id/saved-replies/:reply/remove", s.handleAdminRemoveSavedReply, admin, s.confirm(noticeSavedReplyRemoved))
 	e.GET("/admin/users", s.handleAdminUsers, admin)
 	e.POST("/admin/users", s.handleAdminCreateUser, admin, s.confirm(noticeUserCreated))
 	e.GET("/admin/users/:id", s.handleAdminUser, admin)

@@ -32,6 +32,7 @@ func searchIDs(t *testing.T, app *testApp, c *http.Client, query url.Values) (in
 // agent who works it, a supervisor, and a package in another queue.
 type searchDesk struct {
 	app                  *testApp
+	key                  string // the bot's
 	agent, sup           *http.Client
 	harbor, named, other string // the Harbor package; one whose problem statement names Dana; another queue's
 }
@@ -45,7 +46,7 @@ func newSearchDesk(t *testing.T) searchDesk {
 	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'supervisor', pii_entity_keys = '{account_id}'`); err != nil {
 		t.Fatal(err)
 	}
-	d := searchDesk{app: app, agent: app.client(t), sup: app.client(t)}
+	d := searchDesk{app: app, key: key, agent: app.client(t), sup: app.client(t)}
 	app.login(t, d.agent, "agent@example.com")
 	app.login(t, d.sup, "sup@example.com")
 	submit := func(queue string, edit func(map[string]any)) string {
@@ -313,9 +314,12 @@ func TestSearchFiltersByWhatWasDone(t *testing.T) {
 		}
 	}
 	draft := harbor(t, nil)["draft_reply"].(string)
-	// The agent takes the Harbor package and answers twice: the draft as is, then their own words.
+	// The agent takes the Harbor package and answers twice: the draft as is, then, when the
+	// customer writes again with the bot's fresh draft, their own words.
 	post(d.agent, "/handoffs/"+d.harbor+"/accept", nil)
 	post(d.agent, "/handoffs/"+d.harbor+"/reply", url.Values{"text": {draft}})
+	expect(t, "the customer writes again", app.api(t, http.MethodPost, "/api/v1/handoffs/"+d.harbor+"/messages", d.key,
+		map[string]any{"message_id": "m1", "role": "user", "text": "Thanks, and the fee?", "draft_reply": draft}), http.StatusCreated)
 	post(d.agent, "/handoffs/"+d.harbor+"/reply", url.Values{"text": {draft + " Anything else?"}, "tags": {"tone"}})
 	// Blake takes the named one and rejects it; the agent takes it and resolves it.
 	post(blake, "/handoffs/"+d.named+"/accept", nil)

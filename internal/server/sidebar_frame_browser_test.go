@@ -181,7 +181,7 @@ func TestBrowserSidebarInACRMFrame(t *testing.T) {
 		`document.activeElement.id + " " + JSON.stringify(document.querySelector('[data-testid="send-reply"]').getBoundingClientRect()) + " " + innerHeight`)
 	checkOneScroll(t, frame, "a long reply typed")
 	clickAsPerson(t, frame, `[data-testid="send-reply"]`)
-	announced(t, frame, "Your reply was sent to the customer", sidebar)
+	announced(t, frame, "Your reply is in the conversation", sidebar)
 	onePrimary(t, frame, "replied in the frame", "Resolve")
 	checkOneScroll(t, frame, "replied")
 	checkA11y(t, frame, axe, "the sidebar after the reply")

@@ -19,6 +19,7 @@ import (
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/live"
@@ -38,6 +39,7 @@ func batchOf(item board.Item) live.Batch {
 	_, _ = memo(b.Shared, "items", func() (map[int64]board.Item, error) {
 		return map[int64]board.Item{item.ID: item}, nil
 	})
+	_, _ = memo(b.Shared, "waiting", func() (map[int64]conversation.Waiting, error) { return nil, nil })
 	return b
 }
 

@@ -115,7 +115,22 @@ type Deliverer struct {
 
 	mu        sync.Mutex
 	endpoints map[int64]*endpoint // by API key id, every endpoint this deliverer has sent to
+
+	// replies hears where reply webhooks stand once their results are recorded (OnReplies).
+	replies func(ctx context.Context, settled []Settled)
 }
+
+// Settled is where a reply's webhook stands after an attempt: delivered, pending (to be retried)
+// or dead.
+type Settled struct {
+	HandoffID string
+	State     string
+}
+
+// OnReplies has f hear, after each recorded group of results, where the reply webhooks among them
+// stand: the package page shows each reply's delivery, and "sent to the customer" only once the
+// bot took it. Set before Run.
+func (d *Deliverer) OnReplies(f func(ctx context.Context, settled []Settled)) { d.replies = f }
 
 // NewDeliverer returns a Deliverer over db; call Run to start it.
 func NewDeliverer(db *pgxpool.Pool, logger *slog.Logger, opts Options) *Deliverer {
@@ -748,5 +763,16 @@ func (d *Deliverer) recordGroup(group []*recording) {
 	}
 	for _, r := range group {
 		r.done <- err
+	}
+	if err == nil && d.replies != nil {
+		var settled []Settled
+		for _, r := range group {
+			if r.row.event == "reply" {
+				settled = append(settled, Settled{HandoffID: r.row.handoffID, State: r.res.state})
+			}
+		}
+		if len(settled) > 0 {
+			d.replies(ctx, settled)
+		}
 	}
 }

@@ -119,3 +119,30 @@ func Redeliver(ctx context.Context, tx pgx.Tx, apiKeyID, id int64) (Delivery, er
 func (d Delivery) Redeliverable() bool {
 	return d.State == StateDead || (d.State == StatePending && d.Attempts > 0 && (d.LastStatus != 0 || d.LastError != ""))
 }
+
+// ReplyDeliveries is where each reply webhook of package handoffID stands, by the reply's message
+// id in the thread (internal/conversation): what the package page shows beside each reply, since
+// the customer has the reply only once the bot took it.
+func ReplyDeliveries(ctx context.Context, db Querier, handoffID string) (map[string]Delivery, error) {
+	rows, err := db.Query(ctx, `
+		SELECT payload->>'message_id', id, event_id, handoff_id, event, state, attempts, coalesce(last_status, 0),
+			coalesce(last_error, ''), next_attempt_at, created_at, delivered_at
+		FROM webhook_outbox
+		WHERE handoff_id = $1 AND event = 'reply' AND payload ? 'message_id'
+		ORDER BY id`, handoffID)
+	if err != nil {
+		return nil, fmt.Errorf("read reply deliveries: %w", err)
+	}
+	out := map[string]Delivery{}
+	var messageID string
+	var d Delivery
+	_, err = pgx.ForEachRow(rows, []any{&messageID, &d.ID, &d.EventID, &d.HandoffID, &d.Event, &d.State, &d.Attempts,
+		&d.LastStatus, &d.LastError, &d.NextAttemptAt, &d.CreatedAt, &d.DeliveredAt}, func() error {
+		out[messageID] = d
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read reply deliveries: %w", err)
+	}
+	return out, nil
+}

@@ -200,7 +200,7 @@ func Walk(ctx context.Context, d Desk, surface Surface, b Browsers, at func(Step
 	if err := w.click(doc, `[data-testid="send-reply"]`); err != nil {
 		return err
 	}
-	if err := w.said(doc, "Your reply was sent", here); err != nil {
+	if err := w.said(doc, "Your reply is in the conversation", here); err != nil {
 		return err
 	}
 	if err := w.mineShows(mine, "accepted", "reply"); err != nil {

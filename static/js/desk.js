@@ -126,6 +126,11 @@
       online();
     }
     const focused = document.activeElement && document.activeElement.id;
+    // The composer stays where the agent sees it while messages join the thread above it: the
+    // page scrolls by what they added.
+    const composer = document.querySelector("[data-reply-form]");
+    const composerTop = composer && composer.getBoundingClientRect().top;
+    const said = [];
     for (const f of frame.fragments || []) {
       const old = document.getElementById(f.target);
       if (f.op === "remove") {
@@ -142,20 +147,40 @@
           if ((child.dataset.sort || "") > f.sort) { before = child; break; }
         }
         list.insertBefore(el, before);
+        // A new message of a thread is said in the thread's polite live region.
+        if (!old && el.dataset.messageAnnounce && list.dataset.announcer) said.push([list.dataset.announcer, el.dataset.messageAnnounce]);
       }
     }
     dropDeclined();
+    if (composer && composer.isConnected) {
+      const moved = composer.getBoundingClientRect().top - composerTop;
+      if (moved) window.scrollBy(0, moved);
+    }
+    for (const [region, text] of said) {
+      const live = document.getElementById(region);
+      if (live) live.textContent = text;
+    }
     if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
     mark = frame.mark || mark;
     document.body.dataset.mark = mark;
     const empty = document.getElementById("empty");
     const cards = document.getElementById("cards");
     if (empty && cards) empty.classList.toggle("hidden", cards.children.length > 0);
+    unreadTitle();
     tick();
     liveSwitch();
     localTimes();
     if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
     if (frame.ring) announceRing();
+  }
+
+  // unreadTitle starts the window's title with how many customer messages wait for the agent's
+  // answer, as the top bar's count says: a tab in the background tells them.
+  function unreadTitle() {
+    const count = document.getElementById("mine-count");
+    if (!count) return;
+    const n = Number(count.dataset.unread || 0);
+    document.title = (n > 0 ? "(" + n + ") " : "") + document.title.replace(/^\(\d+\) /, "");
   }
 
   // reload loads the page afresh: the server could not catch it up (it was away too long, or the

@@ -15,7 +15,9 @@
   const text = form.querySelector("textarea[name=text]");
   const out = document.getElementById("reply-diff");
   const editing = form.querySelector("[data-editing-ms]");
-  const draft = form.dataset.draft || "";
+  // draft is what the diff compares against: the package's draft, or the turn's once the agent
+  // chose to use it.
+  let draft = form.dataset.draft || "";
   const known = new Set(JSON.parse(form.dataset.tokens || "[]"));
   const preview = document.getElementById("reply-preview");
   let focusedAt = null;
@@ -158,6 +160,94 @@
     text.focus();
     changed();
   });
+  // The bot's draft for the customer's turn is offered beside the composer, never put in it for
+  // the agent: the socket replaces the offer as the customer writes, so the click is the form's.
+  form.addEventListener("click", (ev) => {
+    const use = ev.target.closest("[data-use-draft]");
+    if (!use) return;
+    const offer = use.closest("[data-draft-offer]");
+    draft = offer.dataset.draftOffer;
+    text.value = draft;
+    if (start) start.remove();
+    text.focus();
+    changed();
+  });
+  // Saved replies: / at the start of a word opens the queue's list, what follows the / narrows it,
+  // arrows choose, Enter (or a click) puts the one chosen in place of the / and what followed it,
+  // Escape closes. The form says which one the reply started from.
+  const list = document.getElementById("saved-replies");
+  const savedField = form.querySelector("[data-saved-reply]");
+  let slashAt = -1;
+  const options = () => [...list.querySelectorAll("[role=option]")].filter((o) => !o.hidden);
+  function closeList() {
+    slashAt = -1;
+    list.classList.add("hidden");
+    text.removeAttribute("aria-activedescendant");
+    text.removeAttribute("aria-controls");
+  }
+  function choose(o) {
+    for (const other of list.querySelectorAll("[role=option]")) other.setAttribute("aria-selected", String(other === o));
+    if (o) text.setAttribute("aria-activedescendant", o.id); else text.removeAttribute("aria-activedescendant");
+  }
+  function narrow() {
+    const query = text.value.slice(slashAt + 1, text.selectionStart).toLowerCase();
+    for (const o of list.querySelectorAll("[role=option]")) o.hidden = !o.textContent.toLowerCase().includes(query);
+    const shown = options();
+    if (!shown.length) { closeList(); return; }
+    if (!shown.some((o) => o.getAttribute("aria-selected") === "true")) choose(shown[0]);
+  }
+  function insertSaved(o) {
+    const at = slashAt;
+    text.setRangeText(o.dataset.savedText, at, text.selectionStart, "end");
+    savedField.value = o.dataset.savedId;
+    // The diff shows the agent's edits of the saved reply, as it does of the bot's draft.
+    draft = text.value;
+    closeList();
+    text.focus();
+    changed();
+  }
+  if (list) {
+    text.addEventListener("input", () => {
+      const i = text.selectionStart;
+      if (slashAt >= 0) {
+        if (i <= slashAt || text.value[slashAt] !== "/") closeList(); else narrow();
+        return;
+      }
+      if (text.value[i - 1] === "/" && (i === 1 || /\s/.test(text.value[i - 2]))) {
+        slashAt = i - 1;
+        list.classList.remove("hidden");
+        text.setAttribute("aria-controls", "saved-replies");
+        for (const o of list.querySelectorAll("[role=option]")) o.hidden = false;
+        choose(options()[0]);
+      }
+    });
+    text.addEventListener("keydown", (ev) => {
+      if (slashAt < 0) return;
+      const shown = options();
+      const current = shown.findIndex((o) => o.getAttribute("aria-selected") === "true");
+      if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+        ev.preventDefault();
+        const next = (current + (ev.key === "ArrowDown" ? 1 : shown.length - 1)) % shown.length;
+        choose(shown[next]);
+        shown[next].scrollIntoView({ block: "nearest" });
+      } else if (ev.key === "Enter" && !ev.ctrlKey && !ev.metaKey && current >= 0) {
+        ev.preventDefault();
+        ev.stopImmediatePropagation();
+        insertSaved(shown[current]);
+      } else if (ev.key === "Escape") {
+        ev.preventDefault();
+        closeList();
+      }
+    });
+    text.addEventListener("blur", () => setTimeout(() => { if (document.activeElement !== text) closeList(); }, 0));
+    // A click chooses without taking the focus from the composer.
+    list.addEventListener("mousedown", (ev) => ev.preventDefault());
+    list.addEventListener("click", (ev) => {
+      const o = ev.target.closest("[role=option]");
+      if (o && slashAt >= 0) insertSaved(o);
+    });
+  }
+
   form.addEventListener("submit", () => {
     if (focusedAt !== null) editing.value = String(Math.round(performance.now() - focusedAt));
   });

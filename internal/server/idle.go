@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"time"
 
 	"github.com/handoffdesk/desk/internal/board"
@@ -24,18 +23,4 @@ func customerIdle(quiet map[int64]time.Time, item board.Item, now time.Time) *vi
 	}
 	at := since.Add(item.CustomerIdle)
 	return &views.CustomerIdle{Since: since, At: at, Idle: !now.Before(at)}
-}
-
-// quietOf reads, for those of items an agent holds, since when their customer is quiet.
-func (s *Server) quietOf(ctx context.Context, items ...board.Item) (map[int64]time.Time, error) {
-	var ids []int64
-	for _, it := range items {
-		if it.AcceptedAt != nil && it.Status.Open() {
-			ids = append(ids, it.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	return conversation.Quiet(ctx, s.db, ids)
 }

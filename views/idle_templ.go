@@ -16,7 +16,7 @@ import (
 // CustomerIdleBadge says that a held package's customer has gone quiet: they have not answered the
 // agent since Since. A quiet customer's badge is rendered hidden until it is due, and the page's
 // script shows it at At, so it appears on time with no word from the server; any change to the
-// package renders it anew (a customer who writes, or an agent who had not answered, drops it).
+// package renders it anew (a customer who writes drops it).
 func CustomerIdleBadge(idle *CustomerIdle) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context

@@ -139,6 +139,8 @@ type Card struct {
 	Waited   *time.Duration
 	// Waiting is the customer waiting for the desk's answer, nil when nobody waits.
 	Waiting *CustomerWaiting
+	// Idle is the customer who left the agent's reply unanswered, nil when they have not.
+	Idle *CustomerIdle
 }
 
 // CustomerWaiting is a customer who wrote since the last reply: since when, and how many messages

@@ -57,7 +57,7 @@ func (d *testDesk) evals(t *testing.T, id string) []evalRow {
 	return out
 }
 
-func reply(t *testing.T, text string, tags ...string) evals.Reply {
+func reply(t testing.TB, text string, tags ...string) evals.Reply {
 	t.Helper()
 	r, err := evals.ParseReply(text, tags, "4200")
 	if err != nil {

@@ -16,7 +16,8 @@ const sweepBatch = 100
 
 // Sweep returns reservations that ran out to their queue, expires packages nobody claimed in
 // their queue's TTL and refund approvals nobody decided in their queue's approval timeout,
-// telling the bot, and moves warm packages on (ring.go). SKIP LOCKED lets every instance sweep at
+// resolves the packages whose customer is gone (gone.go), telling the bot, and moves warm
+// packages on (ring.go). SKIP LOCKED lets every instance sweep at
 // once without waiting on or repeating each other's work. It reports how many packages it moved.
 func (a *Service) Sweep(ctx context.Context) (int, error) {
 	// A warm package reserved by "next" keeps its warm phase: the ring pass below rings it again.
@@ -44,7 +45,11 @@ func (a *Service) Sweep(ctx context.Context) (int, error) {
 		return released + expired, err
 	}
 	lapsed, err := a.expireApprovals(ctx)
-	return released + expired + lapsed, err
+	if err != nil {
+		return released + expired + lapsed, err
+	}
+	gone, err := a.resolveGone(ctx)
+	return released + expired + lapsed + gone, err
 }
 
 // sweep runs update, which moves a batch of packages and returns, for each, whether it was in its

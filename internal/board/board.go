@@ -54,6 +54,9 @@ type Item struct {
 	PIIEntityKeys []string
 	// WithholdTranscript is the queue's choice to withhold the transcript below PIIMinRole.
 	WithholdTranscript bool
+	// CustomerIdle is the queue's customer_idle: how long a customer may leave the agent's reply
+	// unanswered before the desk shows them idle.
+	CustomerIdle time.Duration
 	// RequiredEntityKeys are the entities the queue requires of every package: cards show them
 	// first.
 	RequiredEntityKeys []string
@@ -117,7 +120,7 @@ func (it Item) SortKey() string {
 }
 
 const itemSelect = `
-	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
+	SELECT q.customer_idle, h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
 		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript,
 		q.required_entity_keys, h.repeat_contact,
@@ -158,7 +161,7 @@ func decodeFull(pkg []byte, p *handoff.Package) error { return json.Unmarshal(pk
 func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, error) {
 	var it Item
 	var pkg []byte
-	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
+	err := row.Scan(&it.CustomerIdle, &it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
 		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &it.WithholdTranscript,
 		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &it.Refund, &it.CreatedAt, &it.AcceptedAt, &pkg)

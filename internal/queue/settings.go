@@ -126,6 +126,26 @@ func Settings() []Setting {
 				q.ReopenWindow, err = parseDuration(v, "reopen window", 0)
 				return
 			}},
+		{Field: "customer_idle", Label: "Customer idle", Input: InputDuration,
+			Help:   "A customer who leaves the agent's reply unanswered this long shows as idle on My work and the package.",
+			Get:    func(q Queue) []string { return one(FormatDuration(q.CustomerIdle)) },
+			Column: "customer_idle", Value: func(q Queue) any { return q.CustomerIdle },
+			Set: func(q *Queue, v []string) (err error) {
+				q.CustomerIdle, err = parseDuration(v, "customer idle", time.Second)
+				return
+			}},
+		{Field: "customer_gone", Label: "Customer gone", Input: InputDuration,
+			Help:   "A customer who leaves the agent's reply unanswered this long is gone: the package is resolved as customer_unreachable and the bot told. 0s: never.",
+			Get:    func(q Queue) []string { return one(FormatDuration(q.CustomerGone)) },
+			Column: "customer_gone", Value: func(q Queue) any { return q.CustomerGone },
+			// After customer_idle in this list: it is checked against the idle time just read.
+			Set: func(q *Queue, v []string) (err error) {
+				if q.CustomerGone, err = parseDuration(v, "customer gone", 0); err == nil && q.CustomerGone > 0 && q.CustomerGone < q.CustomerIdle {
+					err = fmt.Errorf("customer gone %s is shorter than customer idle %s: a customer is idle before they are gone (0s: never)",
+						FormatDuration(q.CustomerGone), FormatDuration(q.CustomerIdle))
+				}
+				return
+			}},
 		{Field: "missed_rings_away", Label: "Missed rings before away", Input: InputNumber,
 			Help:   "An agent who lets this many rings in a row run out is set to away and told why.",
 			Get:    func(q Queue) []string { return one(strconv.Itoa(q.MissedRingsAway)) },
@@ -271,8 +291,8 @@ func Defaults() Queue {
 		PIIMinRole: "supervisor", TransferPolicy: []string{"children", "parent", "peers"}, MaxRejections: 3,
 		Guards:         Guards{ContactHourly: 3, ContactDaily: 10, PairCooldown: 30 * time.Minute, ChainLimit: 3, OneOpen: true},
 		OverflowPolicy: "accept", AcceptWindow: DefaultAcceptWindow, WarmWait: DefaultWarmWait, MissedRingsAway: DefaultMissedRingsAway,
-		ReopenWindow: DefaultReopenWindow,
-		Currency:     DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
+		ReopenWindow: DefaultReopenWindow, CustomerIdle: DefaultCustomerIdle,
+		Currency: DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
 }
 
 // Values spells every setting of q as the form shows it, by field.

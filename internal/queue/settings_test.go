@@ -71,3 +71,33 @@ func TestEachSettingHasItsColumn(t *testing.T) {
 		seen[s.Column] = true
 	}
 }
+
+// A customer is idle before they are gone: customer_gone shorter than customer_idle is refused on
+// its own field, 0s switches it off, and a new queue shows idle after 10 minutes and never resolves.
+func TestCustomerGoneComesAfterIdle(t *testing.T) {
+	t.Parallel()
+	if q := Defaults(); q.CustomerIdle != 10*time.Minute || q.CustomerGone != 0 {
+		t.Errorf("defaults: idle %s, gone %s; want 10m and off", q.CustomerIdle, q.CustomerGone)
+	}
+	base := Defaults()
+	base.Name = "billing"
+	values := Values(base)
+	values["customer_idle"], values["customer_gone"] = []string{"15m"}, []string{"5m"}
+	_, err := Read(values, Queue{ID: 1}, nil)
+	if bad := desk.FieldsOf(err); len(bad) != 1 || !strings.Contains(bad["customer_gone"], "shorter than customer idle 15m") {
+		t.Errorf("gone before idle: %v", bad)
+	}
+	values["customer_idle"] = []string{"0s"}
+	_, err = Read(values, Queue{ID: 1}, nil)
+	if bad := desk.FieldsOf(err); bad["customer_idle"] == "" {
+		t.Errorf("idle of 0s: %v, want it refused as shorter than a second", bad)
+	}
+	values["customer_idle"], values["customer_gone"] = []string{"15m"}, []string{"0s"}
+	if q, err := Read(values, Queue{ID: 1}, nil); err != nil || q.CustomerGone != 0 || q.CustomerIdle != 15*time.Minute {
+		t.Errorf("gone switched off: %+v, %v", q, err)
+	}
+	values["customer_gone"] = []string{"1h"}
+	if q, err := Read(values, Queue{ID: 1}, nil); err != nil || q.CustomerGone != time.Hour {
+		t.Errorf("gone after an hour: %v, %v", q.CustomerGone, err)
+	}
+}

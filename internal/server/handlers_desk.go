@@ -168,6 +168,11 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 		return views.HandoffView{}, audit.Shown{}, nil, err
 	}
 	v.Card = withWaiting(v.Card, customers, item.ID)
+	quiet, err := conversation.Quiet(ctx, s.db, []int64{item.ID})
+	if err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
+	v.Card.Idle = customerIdle(quiet, item, time.Now())
 	shown.Add(item.ID, unmasked)
 	earlier, err := s.board.History(ctx, item.ID, user.ID, user.Role.AtLeast(auth.RoleSupervisor))
 	if err != nil {

@@ -67,12 +67,19 @@ func (s *Server) mineRows(ctx context.Context, user auth.User, held []board.Item
 	if err != nil {
 		return nil, audit.Shown{}, err
 	}
+	quiet, err := conversation.Quiet(ctx, s.db, ids)
+	if err != nil {
+		return nil, audit.Shown{}, err
+	}
+	now := time.Now()
 	var shown audit.Shown
 	rows := make([]views.MineRow, 0, len(held))
 	for _, it := range held {
 		vis := visibility(user, it)
 		last, ok := latest[it.ID]
-		rows = append(rows, mineRowOf(it, vis, last, ok, waiting))
+		row := mineRowOf(it, vis, last, ok, waiting)
+		row.Card.Idle = customerIdle(quiet, it, now)
+		rows = append(rows, row)
 		shown.Add(it.ID, cardUnmasked(it, vis, cardEntities))
 	}
 	slices.SortFunc(rows, func(a, b views.MineRow) int { return strings.Compare(views.MineSort(a), views.MineSort(b)) })
@@ -227,12 +234,17 @@ func (s *Server) mineFragments(ctx context.Context, w watcher, b live.Batch, ite
 		}
 	}
 	var waiting map[int64]conversation.Waiting
+	var quiet map[int64]time.Time
 	if w.mine {
 		var err error
 		if waiting, err = s.batchWaiting(ctx, b); err != nil {
 			return nil, audit.Shown{}, err
 		}
+		if quiet, err = s.batchQuiet(ctx, b); err != nil {
+			return nil, audit.Shown{}, err
+		}
 	}
+	now := time.Now()
 	var frags []fragment
 	var shown audit.Shown
 	for _, id := range followed {
@@ -250,6 +262,7 @@ func (s *Server) mineFragments(ctx context.Context, w watcher, b live.Batch, ite
 		vis := visibility(w.user, item)
 		last, hasLast := latest[id]
 		row := mineRowOf(item, vis, last, hasLast, waiting)
+		row.Card.Idle = customerIdle(quiet, item, now)
 		frag, err := rendered(ctx, fragment{Target: target, Op: "upsert", List: "cards", Sort: views.MineSort(row)}, views.MineItem(row))
 		if err != nil {
 			return nil, audit.Shown{}, err
@@ -374,5 +387,15 @@ func (s *Server) batchWaiting(ctx context.Context, b live.Batch) (map[int64]conv
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
 		return conversation.WaitingOf(ctx, s.db, batchIDs(b))
+	})
+}
+
+// batchQuiet is since when the customers of the batch's packages have left their agent's reply
+// unanswered, read once for every socket the batch goes to.
+func (s *Server) batchQuiet(ctx context.Context, b live.Batch) (map[int64]time.Time, error) {
+	return memo(b.Shared, "quiet", func() (map[int64]time.Time, error) {
+		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+		defer cancel()
+		return conversation.Quiet(ctx, s.db, batchIDs(b))
 	})
 }

@@ -301,6 +301,11 @@
       el.classList.toggle("font-semibold", left < 0);
       el.classList.toggle("text-slate-600", left >= 0);
     }
+    // A quiet customer's badge shows once they are idle (views.CustomerIdleBadge); a customer who
+    // writes again brings the package's row anew, without it.
+    for (const el of document.querySelectorAll("[data-idle-at][hidden]")) {
+      if (now >= Number(el.dataset.idleAt)) el.hidden = false;
+    }
     // The roster's waiting packages, in the order their SLAs end, each shown once it is within its
     // warning of the end (views.SLAList): those shown are always the first rows.
     for (const list of document.querySelectorAll("[data-testid=sla-list]")) {

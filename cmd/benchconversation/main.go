@@ -35,6 +35,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/loadtest"
+	"github.com/handoffdesk/desk/internal/loadtest/desks"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -83,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err := postgres.Migrate(ctx, db, logger); err != nil {
 		return err
 	}
-	urls, err := cleanup.ServeInstances(ctx, dbURL, logger, "A", "B")
+	urls, err := desks.Serve(ctx, cleanup, dbURL, logger, "A", "B")
 	if err != nil {
 		return err
 	}

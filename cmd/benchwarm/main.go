@@ -30,6 +30,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/loadtest"
+	"github.com/handoffdesk/desk/internal/loadtest/desks"
 	"github.com/handoffdesk/desk/internal/postgres"
 	"github.com/handoffdesk/desk/internal/queue"
 )
@@ -92,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	go func() { _ = hookSrv.Serve(hookLn) }()
 	cleanup.Add(hookSrv.Close)
 
-	urls, err := cleanup.ServeInstances(ctx, dbURL, logger, "A", "B")
+	urls, err := desks.Serve(ctx, cleanup, dbURL, logger, "A", "B")
 	if err != nil {
 		return err
 	}

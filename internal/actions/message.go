@@ -218,16 +218,24 @@ func (a *Service) reopen(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r threadR
 	return tx.SendBatch(ctx, rb).Close()
 }
 
+// Reading is a package's thread after a seq, as its bot reads it, with where the package stands.
+type Reading struct {
+	RowID    int64 // the package's row, whose events a bot waiting for a reply watches
+	Status   handoff.Status
+	Messages []conversation.Message
+}
+
 // Messages returns the thread of a package in one of queueIDs after seq after, in order, as the
 // bot reads it: whole, since the bot relayed every word of it.
-func (a *Service) Messages(ctx context.Context, queueIDs []int64, handoffID string, after int) ([]conversation.Message, error) {
-	var rowID int64
-	err := a.db.QueryRow(ctx, `SELECT id FROM handoffs WHERE handoff_id = $1 AND queue_id = ANY($2)`, handoffID, queueIDs).Scan(&rowID)
+func (a *Service) Messages(ctx context.Context, queueIDs []int64, handoffID string, after int) (Reading, error) {
+	r := Reading{}
+	err := a.db.QueryRow(ctx, `SELECT id, status FROM handoffs WHERE handoff_id = $1 AND queue_id = ANY($2)`, handoffID, queueIDs).Scan(&r.RowID, &r.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, desk.Errorf(desk.NotFound, "no handoff %q in this key's queues", handoffID)
+		return r, desk.Errorf(desk.NotFound, "no handoff %q in this key's queues", handoffID)
 	}
 	if err != nil {
-		return nil, err
+		return r, err
 	}
-	return conversation.Read(ctx, a.db, rowID, after)
+	r.Messages, err = conversation.Read(ctx, a.db, r.RowID, after)
+	return r, err
 }

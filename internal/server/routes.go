@@ -120,6 +120,8 @@ func (s *Server) routes() {
 	bot.POST("/handoffs/:id/messages", s.handlePostMessage)
 	bot.GET("/handoffs/:id/messages", s.handleMessages)
 	bot.POST("/sw4rm/handoff-requests", s.handleSW4RM)
+	// The same bot API as Model Context Protocol tools, for a bot's model to call (internal/mcp).
+	e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, mcpPath, s.handleMCP(), s.requireBot)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.NewHTTPError(http.StatusNotFound, "no such page") })
 

@@ -1,0 +1,342 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/server"
+	"github.com/handoffdesk/desk/internal/webhook"
+)
+
+// bearer sends a bot's key with every request, and tells onCall of each tools/call it sends.
+type bearer struct {
+	key    string
+	onCall func(body []byte)
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	if b.onCall != nil && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			b.onCall(body)
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpSession connects the Go SDK's client to the desk's /mcp as the bot holding key.
+func mcpSession(t *testing.T, deskURL string, rt http.RoundTripper) *sdk.ClientSession {
+	t.Helper()
+	client := sdk.NewClient(&sdk.Implementation{Name: "test-bot", Version: "1.0.0"}, nil)
+	session, err := client.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: deskURL + "/mcp",
+		HTTPClient: &http.Client{Transport: rt}, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = session.Close() })
+	return session
+}
+
+// call calls a tool and returns its result with the structured content as a map.
+func call(t *testing.T, s *sdk.ClientSession, tool string, args any) (*sdk.CallToolResult, map[string]any) {
+	t.Helper()
+	res, err := s.CallTool(t.Context(), &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var structured map[string]any
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &structured); err != nil {
+		t.Fatalf("%s: structured content %s: %v", tool, raw, err)
+	}
+	return res, structured
+}
+
+func resultText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// mustCall calls a tool that must succeed.
+func mustCall(t *testing.T, s *sdk.ClientSession, tool string, args any) map[string]any {
+	t.Helper()
+	res, body := call(t, s, tool, args)
+	if res.IsError {
+		t.Fatalf("%s refused: %s", tool, resultText(res))
+	}
+	return body
+}
+
+// mcpDesk is a desk with an agent of billing_t2 signed in and a bot key on that queue.
+type mcpDesk struct {
+	*testApp
+	key   string
+	agent *http.Client
+}
+
+func newMCPDesk(t *testing.T) mcpDesk {
+	t.Helper()
+	app := setupHooks(t, server.Config{}, webhook.Options{AllowPrivate: true, PollInterval: 50 * time.Millisecond})
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	key := app.botKey(t, "tier1", "billing_t2")
+	dana := app.client(t)
+	app.login(t, dana, "dana@example.com")
+	return mcpDesk{testApp: app, key: key, agent: dana}
+}
+
+func (d mcpDesk) act(t *testing.T, id, action string, form url.Values) {
+	t.Helper()
+	if status, _, body := postForm(t, d.agent, d.URL+"/handoffs/"+id+"/"+action, form); status != http.StatusSeeOther {
+		t.Fatalf("%s: %d\n%.400s", action, status, body)
+	}
+}
+
+// A bot's model lists the tools, hands off with a package the desk refuses, repairs it from the
+// refusal and hands off again; relays the customer's message, waits for the human (a wait that
+// times out, then one the agent's reply ends) and is refused talking over the human.
+func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
+	t.Parallel()
+	d := newMCPDesk(t)
+	var mu sync.Mutex
+	var calls [][]byte
+	session := mcpSession(t, d.URL, bearer{key: d.key, onCall: func(body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, body)
+	}})
+
+	tools, err := session.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+		if tool.Description == "" {
+			t.Errorf("%s has no description", tool.Name)
+		}
+		if tool.Name == "handoff_to_human" {
+			served := d.api(t, http.MethodGet, "/api/v1/schema/handoff-v1.json", "", nil)
+			got, _ := json.Marshal(tool.InputSchema)
+			var want, have any
+			_ = json.Unmarshal([]byte(served.Raw), &want)
+			_ = json.Unmarshal(got, &have)
+			if !jsonEqual(want, have) {
+				t.Errorf("handoff_to_human's input schema is not the served JSON Schema:\n%.300s", got)
+			}
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"cancel_handoff", "get_handoff", "get_messages", "handoff_to_human", "list_open_handoffs", "post_customer_message"}; !slices.Equal(names, want) {
+		t.Fatalf("tools %v, want %v", names, want)
+	}
+
+	// The model's first try: no problem statement, an email that is none, a priority of its own.
+	pkg := harbor(t, func(p map[string]any) {
+		p["transfer_mode"] = "cold"
+		delete(p, "problem_statement")
+		p["contact"].(map[string]any)["email"] = "dana at example"
+		p["priority"] = "asap"
+	})
+	id := pkg["handoff_id"].(string)
+	res, refusal := call(t, session, "handoff_to_human", pkg)
+	if !res.IsError {
+		t.Fatalf("an invalid package was taken: %s", resultText(res))
+	}
+	t.Logf("the refusal as the model reads it:\n%s", resultText(res))
+	for _, want := range []string{"HTTP 422", "- problem_statement [required]", "- contact.email [email]", "- priority [oneof]: priority must be one of: low, normal, high, urgent"} {
+		if !strings.Contains(resultText(res), want) {
+			t.Errorf("the refusal's text lacks %q:\n%s", want, resultText(res))
+		}
+	}
+	// Its structured content is exactly what REST answers for the same package.
+	rest := d.submit(t, d.key, pkg)
+	if rest.Status != http.StatusUnprocessableEntity || !jsonEqual(rest.Body, refusal) {
+		t.Errorf("MCP refused with %v, REST with %d %s", refusal, rest.Status, rest.Raw)
+	}
+
+	// The repair, then the same call again (a retry after a lost answer) answers the same.
+	pkg["problem_statement"] = "Duplicate charge $49.99 on 2026-06-01; user wants refund."
+	pkg["contact"].(map[string]any)["email"] = "dana.whitfield@example.com"
+	pkg["priority"] = "high"
+	receipt := mustCall(t, session, "handoff_to_human", pkg)
+	if receipt["handoff_id"] != id || receipt["status"] != "queued" || receipt["queue"] != "billing_t2" || !strings.HasSuffix(receipt["url"].(string), "/handoffs/"+id) {
+		t.Errorf("receipt %v", receipt)
+	}
+	if again := mustCall(t, session, "handoff_to_human", pkg); !jsonEqual(again, receipt) {
+		t.Errorf("the same package again answered %v, first %v", again, receipt)
+	}
+	if got := mustCall(t, session, "get_handoff", map[string]any{"handoff_id": id}); got["status"] != "queued" || got["contact_id"] != "cust_9912" {
+		t.Errorf("get_handoff: %v", got)
+	}
+	open := mustCall(t, session, "list_open_handoffs", map[string]any{"contact_id": "cust_9912"})
+	if hs := open["handoffs"].([]any); len(hs) != 1 || hs[0].(map[string]any)["handoff_id"] != id {
+		t.Errorf("list_open_handoffs: %v", open)
+	}
+
+	// The customer writes; the bad relay names every field, the handoff_id among them.
+	res, bad := call(t, session, "post_customer_message", map[string]any{"role": "agent", "text": "x"})
+	if !res.IsError || bad["code"] != "invalid" || !strings.Contains(resultText(res), "- handoff_id [required]") ||
+		!strings.Contains(resultText(res), "- role [oneof]") || !strings.Contains(resultText(res), "- message_id [required]") {
+		t.Errorf("a bad relay: %s", resultText(res))
+	}
+	msg := map[string]any{"handoff_id": id, "message_id": "msg_1", "role": "user", "text": "Which card will it go back to?",
+		"draft_reply": "The Visa ending in 4417."}
+	if posted := mustCall(t, session, "post_customer_message", msg); posted["seq"] != 1.0 || posted["message_id"] != "msg_1" {
+		t.Errorf("posted %v", posted)
+	}
+
+	// Nobody has answered yet: a short wait ends with no message, the package still queued.
+	start := time.Now()
+	waited := mustCall(t, session, "get_messages", map[string]any{"handoff_id": id, "after": 1, "wait_seconds": 1})
+	if len(waited["messages"].([]any)) != 0 || waited["status"] != "queued" || time.Since(start) < time.Second {
+		t.Errorf("a wait with no reply answered %v after %s", waited, time.Since(start))
+	}
+	if res, bad := call(t, session, "get_messages", map[string]any{"handoff_id": id, "wait_seconds": 31}); !res.IsError ||
+		!strings.Contains(resultText(res), "- wait_seconds [max]: wait_seconds must be at most 30") || bad["code"] != "invalid" {
+		t.Errorf("wait_seconds 31: %s", resultText(res))
+	}
+
+	// A long wait, under way before the agent accepts and replies, ends with the reply.
+	mu.Lock()
+	sent := len(calls)
+	mu.Unlock()
+	answer := make(chan map[string]any, 1)
+	go func() {
+		res, err := session.CallTool(context.Background(), &sdk.CallToolParams{Name: "get_messages",
+			Arguments: map[string]any{"handoff_id": id, "after": 1, "wait_seconds": 30}})
+		if err != nil || res.IsError {
+			t.Errorf("the long wait: %v %v", err, res)
+			answer <- nil
+			return
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var body map[string]any
+		_ = json.Unmarshal(raw, &body)
+		answer <- body
+	}()
+	waitFor(t, "the long wait's call is sent", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) > sent
+	})
+	d.act(t, id, "accept", nil)
+	d.act(t, id, "reply", url.Values{"text": {"It goes back to the Visa ending in 4417."}})
+	got := <-answer
+	if got == nil {
+		t.FailNow()
+	}
+	msgs := got["messages"].([]any)
+	if len(msgs) != 1 || msgs[0].(map[string]any)["role"] != "agent" || msgs[0].(map[string]any)["text"] != "It goes back to the Visa ending in 4417." ||
+		msgs[0].(map[string]any)["in_reply_to"] != 1.0 || got["status"] != "accepted" {
+		t.Errorf("the wait ended with %v", got)
+	}
+
+	// The bot does not talk over the human: the refusal says so, with REST's reason.
+	res, refused := call(t, session, "post_customer_message", map[string]any{"handoff_id": id, "message_id": "bot_1", "role": "assistant", "text": "Still there?"})
+	if !res.IsError || refused["reason"] != "agent_holds" || !strings.Contains(resultText(res), "HTTP 409") {
+		t.Errorf("the bot's own message while the agent holds it: %s", resultText(res))
+	}
+
+	// The agent hands back; a wait then answers at once, with the package the bot's again.
+	d.act(t, id, "return", url.Values{"reason": {"resolved_by_policy"}, "note": {"refund issued"}})
+	back := mustCall(t, session, "get_messages", map[string]any{"handoff_id": id, "after": 2, "wait_seconds": 30})
+	if back["status"] != "returned_to_bot" {
+		t.Errorf("after the return: %v", back)
+	}
+}
+
+// jsonEqual compares two decoded JSON values.
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// The key's queues scope every tool; a call without a valid key is refused before any tool runs.
+func TestMCPKeyScopesAndRefusals(t *testing.T) {
+	t.Parallel()
+	d := newMCPDesk(t)
+	pkg := harbor(t, func(p map[string]any) { p["transfer_mode"] = "cold" })
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", d.submit(t, d.key, pkg), http.StatusCreated)
+
+	otherKey := d.botKey(t, "other-bot", "sales")
+	other := mcpSession(t, d.URL, bearer{key: otherKey})
+	rest := d.api(t, http.MethodGet, "/api/v1/handoffs/"+id, otherKey, nil)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"get_handoff", map[string]any{"handoff_id": id}},
+		{"cancel_handoff", map[string]any{"handoff_id": id}},
+		{"get_messages", map[string]any{"handoff_id": id}},
+		{"post_customer_message", map[string]any{"handoff_id": id, "message_id": "m1", "role": "user", "text": "hi"}},
+	} {
+		res, body := call(t, other, c.tool, c.args)
+		if !res.IsError || body["code"] != "not_found" || !jsonEqual(body, rest.Body) {
+			t.Errorf("%s on another key's package: %s\n(REST: %s)", c.tool, resultText(res), rest.Raw)
+		}
+	}
+	if open := mustCall(t, other, "list_open_handoffs", map[string]any{"contact_id": "cust_9912"}); len(open["handoffs"].([]any)) != 0 {
+		t.Errorf("another key lists %v", open)
+	}
+	// Its own key may cancel it; the package answers canceled, as REST's cancel does.
+	own := mcpSession(t, d.URL, bearer{key: d.key})
+	if got := mustCall(t, own, "cancel_handoff", map[string]any{"handoff_id": id}); got["status"] != "canceled" {
+		t.Errorf("cancel_handoff: %v", got)
+	}
+
+	revoked := d.botKey(t, "revoked", "billing_t2")
+	if _, err := d.DB.Exec(t.Context(), `UPDATE api_keys SET revoked_at = now() WHERE name = 'revoked'`); err != nil {
+		t.Fatal(err)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for _, key := range []string{"", "hd_not_a_key", revoked} {
+		req, err := http.NewRequest(http.MethodPost, d.URL+"/mcp", strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), `Bearer realm="handoff-desk"`) ||
+			!strings.Contains(string(body), `"code":"unauthorized"`) {
+			t.Errorf("key %q: %d %q %s", key, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
+		}
+	}
+}

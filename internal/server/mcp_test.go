@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/mcp/mcptest"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
@@ -338,5 +339,48 @@ func TestMCPKeyScopesAndRefusals(t *testing.T) {
 			!strings.Contains(string(body), `"code":"unauthorized"`) {
 			t.Errorf("key %q: %d %q %s", key, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 		}
+	}
+}
+
+// A bot built on the TypeScript SDK (npm's @modelcontextprotocol/sdk) reads the same tools and
+// answers: the refusal with every bad field, the repair, a relay, a wait, a cancel.
+func TestMCPWithTheTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	d := newMCPDesk(t)
+	pkg := harbor(t, func(p map[string]any) {
+		p["transfer_mode"] = "cold"
+		p["contact"].(map[string]any)["email"] = "dana at example"
+	})
+	id := pkg["handoff_id"].(string)
+	repaired := harbor(t, func(p map[string]any) { p["handoff_id"], p["transfer_mode"] = id, "cold" })
+	s := mcptest.Run(t, d.URL+"/mcp", d.key, []mcptest.Call{
+		{Name: "handoff_to_human", Arguments: pkg},
+		{Name: "handoff_to_human", Arguments: repaired},
+		{Name: "post_customer_message", Arguments: map[string]any{"handoff_id": id, "message_id": "m1", "role": "user", "text": "Still there?"}},
+		{Name: "get_messages", Arguments: map[string]any{"handoff_id": id, "wait_seconds": 1}},
+		{Name: "cancel_handoff", Arguments: map[string]any{"handoff_id": id}},
+		{Name: "get_handoff", Arguments: map[string]any{"handoff_id": "ho_nobody"}},
+	})
+	if s.Server != "handoff-desk" || !strings.Contains(s.Instructions, "handoff_to_human") || len(s.Tools) != 6 {
+		t.Errorf("server %q, %d tools, instructions %q", s.Server, len(s.Tools), s.Instructions)
+	}
+	r := s.Results
+	if !r[0].IsError || !strings.Contains(r[0].Text, "- contact.email [email]") || r[0].StructuredContent["code"] != "invalid" {
+		t.Errorf("the invalid package: %+v", r[0])
+	}
+	if r[1].IsError || r[1].StructuredContent["handoff_id"] != id || r[1].StructuredContent["status"] != "queued" {
+		t.Errorf("the repaired package: %+v", r[1])
+	}
+	if r[2].IsError || r[2].StructuredContent["seq"] != 1.0 {
+		t.Errorf("the relay: %+v", r[2])
+	}
+	if msgs, _ := r[3].StructuredContent["messages"].([]any); r[3].IsError || len(msgs) != 1 || r[3].StructuredContent["status"] != "queued" {
+		t.Errorf("the wait: %+v", r[3])
+	}
+	if r[4].IsError || r[4].StructuredContent["status"] != "canceled" {
+		t.Errorf("the cancel: %+v", r[4])
+	}
+	if !r[5].IsError || r[5].StructuredContent["code"] != "not_found" || !strings.Contains(r[5].Text, "HTTP 404") {
+		t.Errorf("an unknown handoff: %+v", r[5])
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	schemavalidator "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/mcp/mcptest"
@@ -137,8 +138,10 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
+	schemas := map[string]*schemavalidator.Schema{}
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
+		schemas[tool.Name] = compileInput(t, tool)
 		if tool.Description == "" {
 			t.Errorf("%s has no description", tool.Name)
 		}
@@ -156,6 +159,20 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"cancel_handoff", "get_handoff", "get_messages", "handoff_to_human", "list_open_handoffs", "post_customer_message"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
+	}
+
+	// What a model sends, as it reads the schemas: the calls below that the desk takes are valid.
+	valid := func(tool string, args any) any {
+		t.Helper()
+		raw, _ := json.Marshal(args)
+		doc, err := schemavalidator.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schemas[tool].Validate(doc); err != nil {
+			t.Errorf("%s's input schema refuses %s: %v", tool, raw, err)
+		}
+		return args
 	}
 
 	// The model's first try: no problem statement, an email that is none, a priority of its own.
@@ -186,17 +203,17 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 	pkg["problem_statement"] = "Duplicate charge $49.99 on 2026-06-01; user wants refund."
 	pkg["contact"].(map[string]any)["email"] = "dana.whitfield@example.com"
 	pkg["priority"] = "high"
-	receipt := mustCall(t, session, "handoff_to_human", pkg)
+	receipt := mustCall(t, session, "handoff_to_human", valid("handoff_to_human", pkg))
 	if receipt["handoff_id"] != id || receipt["status"] != "queued" || receipt["queue"] != "billing_t2" || !strings.HasSuffix(receipt["url"].(string), "/handoffs/"+id) {
 		t.Errorf("receipt %v", receipt)
 	}
 	if again := mustCall(t, session, "handoff_to_human", pkg); !jsonEqual(again, receipt) {
 		t.Errorf("the same package again answered %v, first %v", again, receipt)
 	}
-	if got := mustCall(t, session, "get_handoff", map[string]any{"handoff_id": id}); got["status"] != "queued" || got["contact_id"] != "cust_9912" {
+	if got := mustCall(t, session, "get_handoff", valid("get_handoff", map[string]any{"handoff_id": id})); got["status"] != "queued" || got["contact_id"] != "cust_9912" {
 		t.Errorf("get_handoff: %v", got)
 	}
-	open := mustCall(t, session, "list_open_handoffs", map[string]any{"contact_id": "cust_9912"})
+	open := mustCall(t, session, "list_open_handoffs", valid("list_open_handoffs", map[string]any{"contact_id": "cust_9912"}))
 	if hs := open["handoffs"].([]any); len(hs) != 1 || hs[0].(map[string]any)["handoff_id"] != id {
 		t.Errorf("list_open_handoffs: %v", open)
 	}
@@ -209,13 +226,13 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 	}
 	msg := map[string]any{"handoff_id": id, "message_id": "msg_1", "role": "user", "text": "Which card will it go back to?",
 		"draft_reply": "The Visa ending in 4417."}
-	if posted := mustCall(t, session, "post_customer_message", msg); posted["seq"] != 1.0 || posted["message_id"] != "msg_1" {
+	if posted := mustCall(t, session, "post_customer_message", valid("post_customer_message", msg)); posted["seq"] != 1.0 || posted["message_id"] != "msg_1" {
 		t.Errorf("posted %v", posted)
 	}
 
 	// Nobody has answered yet: a short wait ends with no message, the package still queued.
 	start := time.Now()
-	waited := mustCall(t, session, "get_messages", map[string]any{"handoff_id": id, "after": 1, "wait_seconds": 1})
+	waited := mustCall(t, session, "get_messages", valid("get_messages", map[string]any{"handoff_id": id, "after": 1, "wait_seconds": 1}))
 	if len(waited["messages"].([]any)) != 0 || waited["status"] != "queued" || time.Since(start) < time.Second {
 		t.Errorf("a wait with no reply answered %v after %s", waited, time.Since(start))
 	}
@@ -271,6 +288,31 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 	if back["status"] != "returned_to_bot" {
 		t.Errorf("after the return: %v", back)
 	}
+}
+
+// compileInput compiles a tool's input schema as JSON Schema 2020-12, formats asserted.
+func compileInput(t *testing.T, tool *sdk.Tool) *schemavalidator.Schema {
+	t.Helper()
+	raw, err := json.Marshal(tool.InputSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := schemavalidator.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://desk.example/mcp/" + tool.Name + ".json"
+	c := schemavalidator.NewCompiler()
+	c.AssertFormat()
+	c.DefaultDraft(schemavalidator.Draft2020)
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("%s's input schema: %v", tool.Name, err)
+	}
+	return schema
 }
 
 // jsonEqual compares two decoded JSON values.

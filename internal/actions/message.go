@@ -187,7 +187,7 @@ func (a *Service) reopen(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r threadR
 		offeredTo, offeredUntil = resolver, &until
 	}
 	b.Queue(`
-		UPDATE handoffs SET status = 'queued', closed_at = NULL, outcome = NULL, outcome_note = NULL, assignee_id = NULL,
+		UPDATE handoffs SET status = 'queued', closed_at = NULL, outcome = NULL, outcome_note = NULL, hand_back = NULL, assignee_id = NULL,
 			accepted_at = NULL, reserved_until = NULL, rejected_by = '{}', rejections = 0, needs_supervisor = false,
 			enqueued_at = $2, expires_at = $2::timestamptz + $3::interval, updated_at = $2,
 			offered_to = $4, offered_until = $5, warm_until = $6

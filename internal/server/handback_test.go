@@ -7,8 +7,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/server"
 )
+
+// webhookConforms checks a webhook's body against the OpenAPI document's WebhookEvent.
+func webhookConforms(t *testing.T, hook map[string]any) map[string]any {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(server.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Components.Schemas["WebhookEvent"].Value.VisitJSON(hook); err != nil {
+		t.Errorf("the %v webhook is not a WebhookEvent of the OpenAPI document: %v\n%v", hook["event"], err, hook)
+	}
+	return hook
+}
 
 // handBackOf decodes the hand_back of a webhook or a record.
 func handBackOf(t *testing.T, body map[string]any) handoff.HandBack {
@@ -46,7 +62,7 @@ func TestReturnHandsBackWhatTheBotNeeds(t *testing.T) {
 	d.act(t, "return", url.Values{"reason": {"resolved_by_policy"}, "note": {"refund issued"},
 		"done": {"Refunded the duplicate charge ch_44c"}, "confirm": {"account_id"}, "correct.product_sku": {"PRO-ANNUAL"},
 		"correct.charge_ids": {""}, "instruction": {"Do not escalate again for this charge; the refund is done."}})
-	hook := d.waitForHook(t, "returned_to_bot")
+	hook := webhookConforms(t, d.waitForHook(t, "returned_to_bot"))
 	back := handBackOf(t, hook)
 	if back.Done != "Refunded the duplicate charge ch_44c" || len(back.Confirmed) != 1 || back.Confirmed[0] != "account_id" ||
 		len(back.Corrected) != 1 || back.Corrected["product_sku"] != "PRO-ANNUAL" ||
@@ -76,7 +92,7 @@ func TestResolveAndReopenHandBack(t *testing.T) {
 	d.act(t, "accept", nil)
 	d.act(t, "reply", url.Values{"text": {"Done: the duplicate is refunded."}})
 	d.act(t, "resolve", url.Values{"code": {"solved"}, "done": {"Refunded the duplicate"}})
-	back := handBackOf(t, d.waitForHook(t, "resolved"))
+	back := handBackOf(t, webhookConforms(t, d.waitForHook(t, "resolved")))
 	if back.Done != "Refunded the duplicate" || back.LastSeq != 1 || back.LastReply == nil || back.LastReply.Text != "Done: the duplicate is refunded." {
 		t.Errorf("the resolve hands back %+v", back)
 	}

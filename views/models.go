@@ -219,6 +219,9 @@ type Controls struct {
 	// the permissions they decide the one next step the panel offers first (Primary).
 	CanReply bool
 	Replied  bool
+	// Entities are the package's structured entities as the viewer sees them, which the return
+	// form offers to confirm or correct for the bot.
+	Entities []Entity
 }
 
 // The next steps of a package's working day, in order; Primary says which one the action panel

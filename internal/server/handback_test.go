@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/handoffdesk/desk/internal/handoff"
@@ -109,5 +110,46 @@ func TestResolveAndReopenHandBack(t *testing.T) {
 	again := handBackOf(t, d.waitForHook(t, "resolved"))
 	if again.Done != "" || again.Instruction != "Tell them it shows in 3-5 business days." || again.LastSeq != 2 || again.LastReply.Seq != 1 {
 		t.Errorf("the second resolve hands back %+v", again)
+	}
+}
+
+// The agent fills the return form's hand-back in Chromium: the form offers the package's
+// entities to confirm or correct, and the bot's webhook carries what was filled in. The open
+// form passes axe-core.
+func TestBrowserReturnFormHandsBack(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.act(t, "accept", nil)
+	ctx := browser(t)
+	browserLogin(t, ctx, d.URL, "dana@example.com")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.URL+"/handoffs/"+d.id),
+		chromedp.WaitVisible(`[data-testid="actions"]`),
+		inMenu("return"),
+		chromedp.WaitVisible(`[data-testid="hand-back-entities"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"account_id", "charge_ids", "product_sku"} {
+		if !strings.Contains(text(t, ctx, `[data-testid="hand-back-entities"]`), key) {
+			t.Errorf("the form does not offer %s to confirm", key)
+		}
+	}
+	checkA11y(t, ctx, axeSource(t), "the return form with its hand-back")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(`[data-testid="return-form"] select`, "resolved_by_policy"),
+		chromedp.SendKeys(`[data-testid="hand-back-done"]`, "Refunded the duplicate charge"),
+		chromedp.Click(`[data-testid="confirm-account_id"]`),
+		chromedp.SendKeys(`[data-testid="correct-product_sku"]`, "PRO-ANNUAL"),
+		chromedp.SendKeys(`[data-testid="hand-back-instruction"]`, "Do not escalate again for this charge."),
+		chromedp.Submit(`[data-testid="return-form"]`),
+		chromedp.WaitVisible(`[data-testid="my-queues"], [data-testid="cards"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	back := handBackOf(t, webhookConforms(t, d.waitForHook(t, "returned_to_bot")))
+	if back.Done != "Refunded the duplicate charge" || len(back.Confirmed) != 1 || back.Confirmed[0] != "account_id" ||
+		back.Corrected["product_sku"] != "PRO-ANNUAL" || len(back.Corrected) != 1 || back.Instruction != "Do not escalate again for this charge." {
+		t.Errorf("the form handed back %+v", back)
 	}
 }

@@ -16,7 +16,7 @@ import (
 const instructions = `Handoff Desk: hand the customer's conversation to a human support agent, and take it back when the human is done.
 Call handoff_to_human when the customer asks for a person, when policy does not let you act, or when you tried and cannot solve it.
 After a handoff, stop answering the customer yourself: relay each message they write with post_customer_message, and pass on the human's replies, which get_messages returns.
-When get_messages or get_handoff says the handoff is resolved or returned_to_bot, the conversation is yours again: read outcome and outcome_note, and do not hand off again for what the human settled.`
+When get_messages or get_handoff says the handoff is resolved or returned_to_bot, the conversation is yours again: get_handoff's hand_back says what the human did (done), which facts they confirmed or corrected, what the customer was told last (last_reply) and what you must do now (instruction). Follow it, and do not hand off again for what the human settled.`
 
 // tool is one MCP tool: its definition as clients list it, the line the model reads before a
 // successful answer, and the call into the desk.
@@ -47,7 +47,7 @@ After it succeeds, stop answering the customer yourself: tell them a person will
 				Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(false)},
 				InputSchema: object(doc, prop{"handoff_id", handoffIDSchema(doc), true}),
 				Description: `Read where a handoff stands. status is queued (waiting for an agent), reserved or accepted (an agent has it), awaiting_approval (a supervisor decides a refund), resolved (the agent solved it), returned_to_bot (the agent gave the conversation back to you), canceled or expired.
-When it is resolved or returned_to_bot, the conversation is yours again: outcome and outcome_note say what the agent did and what you should do; do not hand off again for what the human settled.`},
+When it is resolved or returned_to_bot, the conversation is yours again. hand_back says what to carry on with: done (what the agent did), confirmed and corrected (the package's facts the agent checked; use the corrected values from now on), last_reply (what the customer was told last: do not contradict it or repeat an older promise) and instruction (what you must do now). outcome and outcome_note give the agent's code and note. Do not hand off again for what the human settled.`},
 			next: "The handoff as the desk has it:",
 			call: func(ctx context.Context, args []byte) (any, error) {
 				var a idArgs
@@ -82,7 +82,7 @@ A customer message on a handoff resolved within the queue's reopen window reopen
 						"description": "How long to wait for the human's next reply when there is none after `after` yet, at most 30 (0, or left out: do not wait)."}, false}),
 				Description: `Read the thread of a handoff after seq after: the customer's messages, yours, and the human agent's replies (role agent). Pass each agent reply on to the customer word for word, then call again with after = the highest seq you have read.
 With wait_seconds (at most 30) it waits for the agent's next reply, or for the handoff to close, and answers as soon as one comes; an empty messages list means no reply yet: call again.
-status says whether the human still has the conversation. When it is resolved or returned_to_bot, the conversation is yours again: read get_handoff's outcome and outcome_note, and carry on from there.`},
+status says whether the human still has the conversation. When it is resolved or returned_to_bot, the conversation is yours again: read get_handoff's hand_back (what the agent did, the facts they corrected, what the customer was told last, your instruction) and carry on from there.`},
 			next: "The thread after the seq you gave, and the handoff's status. Pass each reply with role agent on to the customer word for word; if status is resolved or returned_to_bot the conversation is yours again.",
 			call: func(ctx context.Context, args []byte) (any, error) {
 				var a messagesArgs

@@ -288,6 +288,11 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 	if back["status"] != "returned_to_bot" {
 		t.Errorf("after the return: %v", back)
 	}
+	handed := mustCall(t, session, "get_handoff", map[string]any{"handoff_id": id})
+	if hb, _ := handed["hand_back"].(map[string]any); handed["outcome"] != "resolved_by_policy" || hb["last_seq"] != 2.0 ||
+		hb["last_reply"].(map[string]any)["text"] != "It goes back to the Visa ending in 4417." {
+		t.Errorf("get_handoff after the return: %v", handed)
+	}
 }
 
 // compileInput compiles a tool's input schema as JSON Schema 2020-12, formats asserted.

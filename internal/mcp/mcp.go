@@ -32,6 +32,7 @@ type Desk interface {
 	PostMessage(ctx context.Context, handoffID string, msg []byte) (any, error)                 // POST /api/v1/handoffs/{id}/messages
 	Messages(ctx context.Context, handoffID string, after int, wait time.Duration) (any, error) // GET /api/v1/handoffs/{id}/messages
 	Cancel(ctx context.Context, handoffID string) (any, error)                                  // POST /api/v1/handoffs/{id}/cancel
+	RecordCSAT(ctx context.Context, handoffID string, survey []byte) (any, error)               // POST /api/v1/handoffs/{id}/csat
 	// Refusal is what the REST route answers for err.
 	Refusal(err error) Refusal
 }

@@ -9,6 +9,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/handoffdesk/desk/internal/conversation"
+	"github.com/handoffdesk/desk/internal/csat"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
 
@@ -104,6 +105,21 @@ status says whether the human still has the conversation. When it is resolved or
 					return nil, err
 				}
 				return d.Cancel(ctx, a.HandoffID)
+			},
+		},
+		{ // POST /api/v1/handoffs/{id}/csat
+			tool: &sdk.Tool{Name: "record_csat", Title: "Record the customer's verdict",
+				Annotations: &sdk.ToolAnnotations{IdempotentHint: false, OpenWorldHint: new(false), DestructiveHint: new(false)},
+				InputSchema: object(doc, append([]prop{{"handoff_id", handoffIDSchema(doc), true}}, doc.properties("CSATIn")...)...),
+				Description: `Record the customer's verdict on a handoff that has closed (resolved, returned_to_bot, canceled or expired): the score from 1 (very bad) to 5 (very good) they gave in the survey you ran, their comment if they wrote one, and which leg they rated: human for the agents' part of the conversation, bot for yours.
+Ask the customer once the conversation ended, and record what they said: each leg is recorded once, and a handoff still open is refused. Do not make a score up when the customer gave none.`},
+			next: "Recorded: the customer's verdict is kept with the handoff.",
+			call: func(ctx context.Context, args []byte) (any, error) {
+				id, survey, err := splitID(args, func(body []byte) error { _, err := csat.Decode(body); return err })
+				if err != nil {
+					return nil, err
+				}
+				return d.RecordCSAT(ctx, id, survey)
 			},
 		},
 		{ // GET /api/v1/handoffs?contact_id=…&open=true

@@ -255,6 +255,10 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/api/v1/handoffs", query: "?contact_id=cust_9912", want: byRole{noKey, noKey, noKey, noKey, noKey, ok}},
 		{method: "GET", route: "/api/v1/handoffs/:id", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		{method: "POST", route: "/api/v1/handoffs/:id/cancel", state: queued, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		// The customer's verdict: only the key whose queue has the package (another's: not found).
+		{method: "POST", route: "/api/v1/handoffs/:id/csat", body: func(*testing.T, string) any {
+			return map[string]any{"score": 5, "leg": "bot"}
+		}, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		// MCP: every call needs a bot's key. A bot gets in, and is then answered by the protocol:
 		// without the Accept an MCP client sends (JSON and an event stream) a call is refused
 		// (400), and a stateless server opens no stream (GET) nor session to end (DELETE); the

@@ -64,6 +64,10 @@ func (d mcpDesk) Cancel(ctx context.Context, handoffID string) (any, error) {
 	return d.s.cancel(ctx, bot(ctx), handoffID)
 }
 
+func (d mcpDesk) RecordCSAT(ctx context.Context, handoffID string, survey []byte) (any, error) {
+	return d.s.recordCSAT(ctx, bot(ctx), handoffID, survey)
+}
+
 // Refusal is what the REST route answers for err (apiAnswer), logged as handleError logs it.
 func (d mcpDesk) Refusal(err error) mcp.Refusal {
 	status, body, retry := apiAnswer(err)

@@ -157,7 +157,7 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"cancel_handoff", "get_handoff", "get_messages", "handoff_to_human", "list_open_handoffs", "post_customer_message"}; !slices.Equal(names, want) {
+	if want := []string{"cancel_handoff", "get_handoff", "get_messages", "handoff_to_human", "list_open_handoffs", "post_customer_message", "record_csat"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 
@@ -293,6 +293,19 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 		hb["last_reply"].(map[string]any)["text"] != "It goes back to the Visa ending in 4417." {
 		t.Errorf("get_handoff after the return: %v", handed)
 	}
+
+	// The customer's verdict on the agents' part, once; a score out of range names its rule.
+	if res, _ := call(t, session, "record_csat", map[string]any{"handoff_id": id, "score": 6, "leg": "human"}); !res.IsError ||
+		!strings.Contains(resultText(res), "- score [max]: score must be at most 5") {
+		t.Errorf("a score of 6: %s", resultText(res))
+	}
+	verdict := mustCall(t, session, "record_csat", valid("record_csat", map[string]any{"handoff_id": id, "score": 5, "leg": "human", "comment": "Quick and kind."}))
+	if verdict["score"] != 5.0 || verdict["leg"] != "human" || verdict["comment"] != "Quick and kind." {
+		t.Errorf("record_csat: %v", verdict)
+	}
+	if res, again := call(t, session, "record_csat", map[string]any{"handoff_id": id, "score": 4, "leg": "human"}); !res.IsError || again["reason"] != "csat_given" {
+		t.Errorf("the same leg again: %s", resultText(res))
+	}
 }
 
 // compileInput compiles a tool's input schema as JSON Schema 2020-12, formats asserted.
@@ -408,7 +421,7 @@ func TestMCPWithTheTypeScriptClient(t *testing.T) {
 		{Name: "cancel_handoff", Arguments: map[string]any{"handoff_id": id}},
 		{Name: "get_handoff", Arguments: map[string]any{"handoff_id": "ho_nobody"}},
 	})
-	if s.Server != "handoff-desk" || !strings.Contains(s.Instructions, "handoff_to_human") || len(s.Tools) != 6 {
+	if s.Server != "handoff-desk" || !strings.Contains(s.Instructions, "handoff_to_human") || len(s.Tools) != 7 {
 		t.Errorf("server %q, %d tools, instructions %q", s.Server, len(s.Tools), s.Instructions)
 	}
 	r := s.Results

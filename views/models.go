@@ -497,6 +497,15 @@ type DashboardFigures struct {
 	Agents    []AgentRow
 	// AgentDefinitions say how each column of the agents' table is counted.
 	AgentDefinitions []FigureRow
+	// CSATQueues and CSATAgents are the customer's verdicts per queue and per agent.
+	CSATQueues, CSATAgents []CSATRow
+}
+
+// CSATRow is a queue's or an agent's verdicts, each leg this window beside the previous one: the
+// mean score and its sample, linked to the packages behind it. An agent's row has no bot leg.
+type CSATRow struct {
+	Name, Email                    string
+	Human, PrevHuman, Bot, PrevBot Figure
 }
 
 // FigureRow is one figure in the current and the previous window. ID names it for tests and for

@@ -81,3 +81,8 @@ func Insert(ctx context.Context, tx pgx.Tx, rowID, queueID int64, agentID *int64
 	}
 	return ErrGiven{When: at}
 }
+
+// GivenSQL is SQL that holds when package row has the customer's verdict on leg (SQL for a text).
+func GivenSQL(row, leg string) string {
+	return `EXISTS (SELECT 1 FROM csat c WHERE c.handoff_id = ` + row + ` AND c.leg = ` + leg + `)`
+}

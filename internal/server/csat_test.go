@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/handoffdesk/desk/internal/auth"
 )
 
 // The customer's verdict is taken once per leg, after the package closed, and only on the legs it
@@ -68,4 +72,79 @@ func TestCSATOncePerLegAfterTheClose(t *testing.T) {
 		t.Errorf("the human leg of a package nobody took: %d %s", ans.Status, ans.Raw)
 	}
 	expect(t, "the bot's leg of a canceled package", d.api(t, http.MethodPost, left+"/csat", d.key, map[string]any{"score": 1, "leg": "bot"}), http.StatusCreated)
+}
+
+// In Chromium: the dashboard shows the customer's verdicts per queue and per agent, the agents'
+// leg and the bot's apart, each beside the window before with its sample; clicking an agent's
+// sample lands on /packages listing exactly the packages behind it. axe-core finds nothing
+// serious on the dashboard.
+func TestBrowserCSATOnTheDashboard(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "sam@example.com", auth.RoleSupervisor)
+	app.user(t, "ann@example.com", auth.RoleAgent, "billing_t2")
+	ann := app.client(t)
+	app.login(t, ann, "ann@example.com")
+	verdict := func(id string, leg string, score int) {
+		t.Helper()
+		expect(t, "csat", app.api(t, http.MethodPost, "/api/v1/handoffs/"+id+"/csat", key, map[string]any{"score": score, "leg": leg}), http.StatusCreated)
+	}
+	handOver := func(id string, worked bool) {
+		t.Helper()
+		pkg := harbor(t, func(p map[string]any) {
+			p["handoff_id"], p["transfer_mode"] = id, "cold"
+			p["contact"].(map[string]any)["id"] = "cust_" + id
+		})
+		expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+		if !worked {
+			expect(t, "cancel", app.api(t, http.MethodPost, "/api/v1/handoffs/"+id+"/cancel", key, nil), http.StatusOK)
+			return
+		}
+		for _, step := range []struct {
+			action string
+			form   url.Values
+		}{{"accept", nil}, {"return", url.Values{"reason": {"resolved_by_policy"}}}} {
+			if status, _, body := postForm(t, ann, app.URL+"/handoffs/"+id+"/"+step.action, step.form); status != http.StatusSeeOther {
+				t.Fatalf("%s %s: %d\n%.300s", step.action, id, status, body)
+			}
+		}
+	}
+	handOver("ho_csat_old", true)
+	verdict("ho_csat_old", "human", 1)
+	// It arrived in the window before this one.
+	if _, err := app.DB.Exec(t.Context(), `UPDATE handoffs SET created_at = now() - interval '30 hours' WHERE handoff_id = 'ho_csat_old'`); err != nil {
+		t.Fatal(err)
+	}
+	handOver("ho_csat_1", true)
+	handOver("ho_csat_2", true)
+	handOver("ho_csat_3", false)
+	verdict("ho_csat_1", "human", 5)
+	verdict("ho_csat_2", "human", 2)
+	verdict("ho_csat_1", "bot", 4)
+	verdict("ho_csat_3", "bot", 1)
+
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "sam@example.com")
+	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/dashboard?window=24h"), chromedp.WaitVisible(`[data-testid="csat-queues"]`)); err != nil {
+		t.Fatal(err)
+	}
+	checkA11y(t, ctx, axeSource(t), "/dashboard with the verdicts")
+	for sel, want := range map[string]string{
+		`[data-testid="csat-queues"] [data-name="billing_t2"] [data-testid="csat-human"]`:        "3.50 (2)",
+		`[data-testid="csat-queues"] [data-name="billing_t2"] [data-testid="csat-human-before"]`: "1.00 (1)",
+		`[data-testid="csat-queues"] [data-name="billing_t2"] [data-testid="csat-bot"]`:          "2.50 (2)",
+		`[data-testid="csat-queues"] [data-name="billing_t2"] [data-testid="csat-bot-before"]`:   "— (0)",
+		`[data-testid="csat-agents"] [data-testid="csat-row"] [data-testid="csat-human"]`:        "3.50 (2)",
+		`[data-testid="csat-agents"] [data-testid="csat-row"] [data-testid="csat-human-before"]`: "1.00 (1)",
+	} {
+		if got := text(t, ctx, sel); got != want {
+			t.Errorf("%s reads %q, want %q", sel, got, want)
+		}
+	}
+	evalString(t, ctx, `(() => { const a = document.querySelector('[data-testid="csat-agents"] [data-testid="csat-human"] a[data-drill]'); a.click(); return a.textContent })()`)
+	acrossPages(t, ctx, "the agent's verdicts opening /packages", `location.pathname === "/packages" && !!document.querySelector('[data-testid="search-count"]')`)
+	if got := listed(t, ctx); !slices.Equal(got, []string{"ho_csat_2", "ho_csat_1"}) {
+		t.Errorf("the agent's verdicts list %v", got)
+	}
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -146,5 +147,62 @@ func TestBrowserCSATOnTheDashboard(t *testing.T) {
 	acrossPages(t, ctx, "the agent's verdicts opening /packages", `location.pathname === "/packages" && !!document.querySelector('[data-testid="search-count"]')`)
 	if got := listed(t, ctx); !slices.Equal(got, []string{"ho_csat_2", "ho_csat_1"}) {
 		t.Errorf("the agent's verdicts list %v", got)
+	}
+}
+
+// The eval records of a package carry how it ended (its status, a reopen, the customer back within
+// 7 days, the verdict on each leg) and a return's hand-back; the export filters on them, so a team
+// trains on the replies that ended well.
+func TestEvalRecordsCarryHowThePackageEnded(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.user(t, "sam@example.com", auth.RoleSupervisor)
+	sam := d.client(t)
+	d.login(t, sam, "sam@example.com")
+	d.act(t, "accept", nil)
+	d.act(t, "reply", url.Values{"text": {"Refunded."}})
+	d.act(t, "return", url.Values{"reason": {"resolved_by_policy"}, "instruction": {"Do not escalate this charge again."}})
+	expect(t, "csat", d.api(t, http.MethodPost, "/api/v1/handoffs/"+d.id+"/csat", d.key, map[string]any{"score": 5, "leg": "human", "comment": "Great"}), http.StatusCreated)
+
+	records := func(query string) []map[string]any {
+		t.Helper()
+		var out []map[string]any
+		for line := range strings.Lines(mustGet(t, sam, d.URL+"/evals/export.jsonl?"+query)) {
+			var r map[string]any
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	all := records("")
+	if len(all) != 2 {
+		t.Fatalf("%d records, want the reply and the return: %v", len(all), all)
+	}
+	for _, r := range all {
+		ended := r["ended"].(map[string]any)
+		if ended["status"] != "returned_to_bot" || ended["reopened"] != false || ended["repeat_within_7d"] != false ||
+			ended["csat_human"].(map[string]any)["score"] != 5.0 || ended["csat_bot"] != nil {
+			t.Errorf("the %v record ended %v", r["kind"], ended)
+		}
+	}
+	if back := records("kind=return_to_bot")[0]["hand_back"].(map[string]any); back["instruction"] != "Do not escalate this charge again." || back["last_seq"] != 1.0 {
+		t.Errorf("the return's record hands back %v", back)
+	}
+	for query, want := range map[string]int{"csat_min=5": 2, "csat_min=5&kind=reply": 1, "ended=resolved": 0, "ended=returned_to_bot": 2,
+		"reopened=true": 0, "repeat_within_7d=false": 2} {
+		if got := len(records(query)); got != want {
+			t.Errorf("export?%s: %d records, want %d", query, got, want)
+		}
+	}
+	// The customer hands off again the next day: the package before was followed by a repeat.
+	again := harbor(t, func(p map[string]any) { p["transfer_mode"], p["source_agent"] = "cold", "web-chat" })
+	expect(t, "the customer is back", d.submit(t, d.key, again), http.StatusCreated)
+	if got := len(records("repeat_within_7d=true")); got != 2 {
+		t.Errorf("after the customer came back: %d records followed by a repeat, want 2", got)
+	}
+	if resp, body := get(t, sam, d.URL+"/evals/export.jsonl?csat_min=6"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "csat_min") {
+		t.Errorf("csat_min=6: %d %.200s", resp.StatusCode, body)
 	}
 }

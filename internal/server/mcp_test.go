@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -372,6 +373,13 @@ func TestMCPKeyScopesAndRefusals(t *testing.T) {
 	own := mcpSession(t, d.URL, bearer{key: d.key})
 	if got := mustCall(t, own, "cancel_handoff", map[string]any{"handoff_id": id}); got["status"] != "canceled" {
 		t.Errorf("cancel_handoff: %v", got)
+	}
+	// A guard's refusal says when to try again: the same bot to the same queue for the same
+	// customer within the pair cooldown.
+	res, guard := call(t, own, "handoff_to_human", harbor(t, func(p map[string]any) { p["transfer_mode"] = "cold" }))
+	if !res.IsError || guard["code"] != "rate_limited" || guard["reason"] != "circular_handoff" ||
+		!regexp.MustCompile(`HTTP 429\): .*\nTry again in \d+ seconds, not before\.$`).MatchString(resultText(res)) {
+		t.Errorf("a handoff the pair guard refuses: %q %v", resultText(res), guard)
 	}
 
 	revoked := d.botKey(t, "revoked", "billing_t2")

@@ -255,6 +255,11 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/api/v1/handoffs", query: "?contact_id=cust_9912", want: byRole{noKey, noKey, noKey, noKey, noKey, ok}},
 		{method: "GET", route: "/api/v1/handoffs/:id", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		{method: "POST", route: "/api/v1/handoffs/:id/cancel", state: queued, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		// The conversation after the handoff: only the key whose queue has the package.
+		{method: "POST", route: "/api/v1/handoffs/:id/messages", body: func(*testing.T, string) any {
+			return map[string]any{"message_id": "mx_1", "role": "user", "text": "hello?"}
+		}, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		{method: "GET", route: "/api/v1/handoffs/:id/messages", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		// The customer's verdict: only the key whose queue has the package (another's: not found).
 		{method: "POST", route: "/api/v1/handoffs/:id/csat", body: func(*testing.T, string) any {
 			return map[string]any{"score": 5, "leg": "bot"}

@@ -45,6 +45,9 @@ type Refusal struct {
 	Message    string
 	Fields     []handoff.FieldError
 	RetryAfter time.Duration
+	// Reason and Details are the body's, for the tool's advice on what to do instead (toolHints).
+	Reason  string
+	Details map[string]string
 }
 
 // MaxBody bounds a call's JSON-RPC message: a package at its limit (256 KiB) with room for the
@@ -109,8 +112,26 @@ func (r Refusal) text(tool string) string {
 			fmt.Fprintf(&b, "\n- %s [%s]: %s", field, f.Rule, f.Message)
 		}
 	}
+	if hint := hints[r.Reason]; hint != nil {
+		b.WriteString("\n")
+		b.WriteString(hint(r.Details))
+	}
 	if r.RetryAfter > 0 {
 		fmt.Fprintf(&b, "\nTry again in %d seconds, not before.", int(math.Ceil(r.RetryAfter.Seconds())))
 	}
 	return b.String()
+}
+
+// hints say, for the refusals whose message names a REST route, what to do with the tools instead.
+var hints = map[string]func(details map[string]string) string{
+	handoff.ReasonOpenHandoff: func(d map[string]string) string {
+		return fmt.Sprintf("The customer has handoff %s open: relay their messages to it with post_customer_message {handoff_id: %q} instead of handing off again.",
+			d["open_handoff_id"], d["open_handoff_id"])
+	},
+	handoff.ReasonCircular: func(map[string]string) string {
+		return "A customer who writes again after a resolve is no new handoff: relay their message to that handoff with post_customer_message and its handoff_id, which reopens it within the queue's reopen window."
+	},
+	"handoff_closed": func(d map[string]string) string {
+		return fmt.Sprintf("The handoff is %s: the conversation is yours; call handoff_to_human with a new package if the customer needs a human again.", d["status"])
+	},
 }

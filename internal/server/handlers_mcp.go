@@ -79,5 +79,6 @@ func (d mcpDesk) Refusal(err error) mcp.Refusal {
 	case status >= 500 && status != 503:
 		d.s.logger.Error("tool call failed", "path", mcpPath, "err", err)
 	}
-	return mcp.Refusal{Status: status, Body: body, Message: body.Error, Fields: body.Fields, RetryAfter: retry}
+	return mcp.Refusal{Status: status, Body: body, Message: body.Error, Fields: body.Fields, RetryAfter: retry,
+		Reason: body.Reason, Details: body.Details}
 }

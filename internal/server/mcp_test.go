@@ -378,8 +378,11 @@ func TestMCPKeyScopesAndRefusals(t *testing.T) {
 	// customer within the pair cooldown.
 	res, guard := call(t, own, "handoff_to_human", harbor(t, func(p map[string]any) { p["transfer_mode"] = "cold" }))
 	if !res.IsError || guard["code"] != "rate_limited" || guard["reason"] != "circular_handoff" ||
-		!regexp.MustCompile(`HTTP 429\): .*\nTry again in \d+ seconds, not before\.$`).MatchString(resultText(res)) {
+		!regexp.MustCompile(`(?s)HTTP 429\): .*\nTry again in \d+ seconds, not before\.$`).MatchString(resultText(res)) {
 		t.Errorf("a handoff the pair guard refuses: %q %v", resultText(res), guard)
+	}
+	if !strings.Contains(resultText(res), "relay their message to that handoff with post_customer_message") {
+		t.Errorf("the pair guard's refusal does not say which tool to use instead: %s", resultText(res))
 	}
 
 	revoked := d.botKey(t, "revoked", "billing_t2")

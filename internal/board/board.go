@@ -115,8 +115,7 @@ func (it Item) SortKey() string {
 	return fmt.Sprintf("%d-%016d-%012d", it.PriorityRank, it.EnqueuedAt.UnixMicro(), it.ID)
 }
 
-// waitingSince is when an agent's reply began waiting for the customer's answer (internal/conversation),
-// read in a lateral join for accepted packages only.
+// waitingSince is when an agent's reply began waiting for the customer's answer (internal/conversation).
 var waitingSince = conversation.WaitingSinceSQL("h.id")
 
 var itemSelect = `
@@ -128,9 +127,9 @@ var itemSelect = `
 		-- Only a package awaiting approval has a pending request: the others skip the probe.
 		CASE WHEN h.status = 'awaiting_approval' THEN
 			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending') END,
-		h.refund, h.package, idle.at
-	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id
-		LEFT JOIN LATERAL (SELECT ` + waitingSince + ` + q.customer_idle AS at WHERE h.status = 'accepted') idle ON true`
+		h.refund, h.package,
+		CASE WHEN h.status = 'accepted' THEN ` + waitingSince + ` + q.customer_idle END
+	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the
 // transcript and the rest are most of a package's bytes and none of a card's.

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/actions"
-	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
 
@@ -128,7 +128,7 @@ var itemSelect = `
 		CASE WHEN h.status = 'awaiting_approval' THEN
 			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending') END,
 		h.refund, h.package,
-		CASE WHEN h.status = 'accepted' THEN ` + waitingSince + ` + q.customer_idle END
+		CASE WHEN h.status = 'accepted' THEN `+waitingSince+` + q.customer_idle END
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the

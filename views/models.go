@@ -131,9 +131,6 @@ type Card struct {
 	SortKey          string
 	// Repeat: the contact had another package resolved or returned within the 7 days before this one.
 	Repeat bool
-	// CustomerIdleAt is when the customer counts as idle, not having answered the agent's reply
-	// (the queue's customer_idle); nil while no reply waits for them.
-	CustomerIdleAt *time.Time
 }
 
 // EarlierHandoff is one of the contact's earlier packages, in a queue the viewer may see.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/desk"
-	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
 
@@ -62,9 +61,6 @@ type Item struct {
 	RefundThreshold string
 	Currency        string
 	Package         handoff.Package
-	// CustomerIdleAt is, on an accepted package whose agent's reply the customer has not
-	// answered, when the customer counts as idle: the reply's time and the queue's customer_idle.
-	CustomerIdleAt *time.Time
 }
 
 // PIIRule is the item's queue's rule for personal data.
@@ -115,10 +111,7 @@ func (it Item) SortKey() string {
 	return fmt.Sprintf("%d-%016d-%012d", it.PriorityRank, it.EnqueuedAt.UnixMicro(), it.ID)
 }
 
-// waitingSince is when an agent's reply began waiting for the customer's answer (internal/conversation).
-var waitingSince = conversation.WaitingSinceSQL("h.id")
-
-var itemSelect = `
+const itemSelect = `
 	SELECT h.id, h.handoff_id, h.queue_id, q.name, h.status, h.priority_rank, h.enqueued_at, h.expires_at,
 		h.reserved_until, h.assignee_id, coalesce(u.display_name, ''), h.rejections, h.rejected_by, h.needs_supervisor,
 		h.offered_to, h.offered_until, coalesce(h.outcome, ''), q.sla, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript,
@@ -127,8 +120,7 @@ var itemSelect = `
 		-- Only a package awaiting approval has a pending request: the others skip the probe.
 		CASE WHEN h.status = 'awaiting_approval' THEN
 			(SELECT a.requested_by FROM approvals a WHERE a.handoff_id = h.id AND a.state = 'pending') END,
-		h.refund, h.package,
-		CASE WHEN h.status = 'accepted' THEN `+waitingSince+` + q.customer_idle END
+		h.refund, h.package
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id`
 
 // cardFields is the part of a stored package that lists show. Lists decode only it: the
@@ -164,7 +156,7 @@ func scanItem(row pgx.Row, decode func([]byte, *handoff.Package) error) (Item, e
 	err := row.Scan(&it.ID, &it.PublicID, &it.QueueID, &it.Queue, &it.Status, &it.PriorityRank, &it.EnqueuedAt,
 		&it.ExpiresAt, &it.ReservedUntil, &it.AssigneeID, &it.Assignee, &it.Rejections, &it.RejectedBy, &it.NeedsSupervisor,
 		&it.OfferedTo, &it.OfferedUntil, &it.Outcome, &it.SLA, &it.PIIMinRole, &it.PIIEntityKeys, &it.WithholdTranscript,
-		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &it.Refund, &pkg, &it.CustomerIdleAt)
+		&it.RequiredEntityKeys, &it.Repeat, &it.RefundThreshold, &it.Currency, &it.ApprovalBy, &it.Refund, &pkg)
 	if err != nil {
 		return Item{}, err
 	}

@@ -153,30 +153,3 @@ func TestBrowserReturnFormHandsBack(t *testing.T) {
 		t.Errorf("the form handed back %+v", back)
 	}
 }
-
-// An agent's reply the customer leaves unanswered for the queue's customer_idle shows "customer
-// idle" on My work and on the package; the customer's answer clears it.
-func TestCustomerIdleShowsOnMyWorkAndThePackage(t *testing.T) {
-	t.Parallel()
-	d := newConversation(t)
-	if _, err := d.DB.Exec(t.Context(), `UPDATE queues SET customer_idle = '1 second' WHERE name = 'billing_t2'`); err != nil {
-		t.Fatal(err)
-	}
-	d.act(t, "accept", nil)
-	idle := func(path string) bool {
-		_, body := get(t, d.agent, d.URL+path)
-		return strings.Contains(body, `data-testid="customer-idle"`)
-	}
-	if idle("/mine") || idle("/handoffs/"+d.id) {
-		t.Fatal("customer idle before the agent wrote anything")
-	}
-	d.act(t, "reply", url.Values{"text": {"Which card did you pay with?"}})
-	waitFor(t, "My work to show the customer idle", func() bool { return idle("/mine") })
-	if !idle("/handoffs/" + d.id) {
-		t.Error("the package does not show the customer idle")
-	}
-	expect(t, "the customer answers", d.post(t, map[string]any{"message_id": "m1", "role": "user", "text": "The Visa."}), http.StatusCreated)
-	if idle("/mine") || idle("/handoffs/"+d.id) {
-		t.Error("the customer answered, and is still shown idle")
-	}
-}

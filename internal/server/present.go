@@ -44,7 +44,7 @@ func cardOf(item board.Item, v handoff.Visibility, entityLimit int) views.Card {
 		ProblemStatement: p.ProblemStatement, Contact: contact, Entities: entities(p, item.RequiredEntityKeys, entityLimit),
 		Sentiment: string(p.Sentiment), Channel: channel, EnqueuedAt: item.EnqueuedAt, SLA: item.SLA,
 		Assignee: item.Assignee, NeedsSupervisor: item.NeedsSupervisor, Rejections: item.Rejections,
-		SortKey: item.SortKey(), Repeat: item.Repeat, CustomerIdleAt: item.CustomerIdleAt,
+		SortKey: item.SortKey(), Repeat: item.Repeat,
 	}
 }
 

@@ -288,7 +288,7 @@ func Defaults() Queue {
 		Guards:         Guards{ContactHourly: 3, ContactDaily: 10, PairCooldown: 30 * time.Minute, ChainLimit: 3, OneOpen: true},
 		OverflowPolicy: "accept", AcceptWindow: DefaultAcceptWindow, WarmWait: DefaultWarmWait, MissedRingsAway: DefaultMissedRingsAway,
 		ReopenWindow: DefaultReopenWindow, CustomerIdle: DefaultCustomerIdle,
-		Currency: DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
+		Currency:     DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
 }
 
 // Values spells every setting of q as the form shows it, by field.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
 )
@@ -37,22 +36,6 @@ func (a *Service) Sweep(ctx context.Context) (int, error) {
 			ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) due, queues q
 		WHERE h.id = due.id AND q.id = h.queue_id
 		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id, h.trace_parent, due.warm`, events.Expired, handoff.StatusExpired, "expired")
-	if err != nil {
-		return released + expired, err
-	}
-	// A held package whose customer stopped answering the agent for its queue's customer_gone is
-	// resolved as customer_unreachable, and its agent freed; the bot hears resolved, with where the
-	// thread stood. SKIP LOCKED: one instance resolves it, once.
-	gone, err := a.sweep(ctx, `
-		UPDATE handoffs h SET status = 'resolved', outcome = '`+handoff.OutcomeCustomerUnreachable+`', closed_at = $1, updated_at = $1,
-			hand_back = jsonb_build_object('thread', '/api/v1/handoffs/' || h.handoff_id || '/messages') || `+conversation.TailSQL("h.id")+`
-		FROM (SELECT h.id FROM handoffs h JOIN queues q ON q.id = h.queue_id
-			WHERE h.status = 'accepted' AND q.customer_gone > '0'::interval
-				AND `+conversation.WaitingSinceSQL("h.id")+` <= $1::timestamptz - q.customer_gone
-			ORDER BY h.id LIMIT $2 FOR UPDATE OF h SKIP LOCKED) due, queues q
-		WHERE h.id = due.id AND q.id = h.queue_id
-		RETURNING h.id, h.handoff_id, h.queue_id, q.name, h.api_key_id, h.trace_parent, false`, events.Resolved, handoff.StatusResolved, handoff.OutcomeCustomerUnreachable)
-	expired += gone
 	if err != nil {
 		return released + expired, err
 	}

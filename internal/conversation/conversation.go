@@ -260,11 +260,3 @@ func TailSQL(row string) string {
 		coalesce((SELECT jsonb_build_object('last_reply', jsonb_build_object('seq', m.seq, 'text', m.text)) FROM messages m
 			WHERE m.handoff_id = ` + row + ` AND m.role = 'agent' ORDER BY m.seq DESC LIMIT 1), '{}')`
 }
-
-// WaitingSinceSQL is SQL for when the agent's replies on the package row began waiting for the
-// customer: the time of the first reply the customer has not answered since (NULL: none waits).
-func WaitingSinceSQL(row string) string {
-	return `(SELECT a.at FROM messages a WHERE a.handoff_id = ` + row + ` AND a.role = 'agent'
-		AND NOT EXISTS (SELECT 1 FROM messages u WHERE u.handoff_id = ` + row + ` AND u.role = 'user' AND u.seq > a.seq)
-		ORDER BY a.seq LIMIT 1)`
-}

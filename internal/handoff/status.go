@@ -77,7 +77,3 @@ func PriorityOfRank(rank int) Priority {
 	}
 	return Priorities()[len(Priorities())-1-rank]
 }
-
-// OutcomeCustomerUnreachable is the outcome of a package the sweeper resolved because its
-// customer stopped answering the agent for the queue's customer_gone.
-const OutcomeCustomerUnreachable = "customer_unreachable"

@@ -58,10 +58,6 @@ type Queue struct {
 	WithholdTranscript bool
 	// ReopenWindow is how long after a resolve a customer's message reopens the package (SPEC §2a).
 	ReopenWindow time.Duration
-	// CustomerIdle is how long an agent's reply may wait for the customer's answer before the
-	// package shows the customer idle; CustomerGone, before the sweeper resolves it as
-	// customer_unreachable (0: never).
-	CustomerIdle, CustomerGone time.Duration
 }
 
 // Guards keep bots from flooding a contact with handoffs or bouncing one between agents.
@@ -97,7 +93,6 @@ const (
 	DefaultCurrency           = "USD"
 	DefaultApprovalTimeout    = 4 * time.Hour
 	DefaultReopenWindow       = 24 * time.Hour
-	DefaultCustomerIdle       = 10 * time.Minute
 )
 
 var (
@@ -206,16 +201,14 @@ const columns = `id, name, parent_id, enabled, ttl, reservation_timeout, refund_
 	default_priority, sla, skills, required_entity_keys, pii_entity_keys, pii_min_role, transfer_policy,
 	max_rejections, guard_contact_hourly, guard_contact_daily, guard_pair_cooldown, guard_chain_limit,
 	guard_one_open, escalation_queue_id, overflow_policy, overflow_queue_id, accepts_top_level_transfers,
-	accept_window, warm_wait, withhold_transcript, currency, approval_timeout, missed_rings_away, reopen_window,
-	customer_idle, customer_gone`
+	accept_window, warm_wait, withhold_transcript, currency, approval_timeout, missed_rings_away, reopen_window`
 
 func (q *Queue) scanTargets() []any {
 	return []any{&q.ID, &q.Name, &q.ParentID, &q.Enabled, &q.TTL, &q.ReservationTimeout, &q.RefundThreshold,
 		&q.DefaultPriority, &q.SLA, &q.Skills, &q.RequiredEntityKeys, &q.PIIEntityKeys, &q.PIIMinRole, &q.TransferPolicy,
 		&q.MaxRejections, &q.Guards.ContactHourly, &q.Guards.ContactDaily, &q.Guards.PairCooldown, &q.Guards.ChainLimit,
 		&q.Guards.OneOpen, &q.EscalationQueueID, &q.OverflowPolicy, &q.OverflowQueueID, &q.AcceptsTopLevelTransfers,
-		&q.AcceptWindow, &q.WarmWait, &q.WithholdTranscript, &q.Currency, &q.ApprovalTimeout, &q.MissedRingsAway, &q.ReopenWindow,
-		&q.CustomerIdle, &q.CustomerGone}
+		&q.AcceptWindow, &q.WarmWait, &q.WithholdTranscript, &q.Currency, &q.ApprovalTimeout, &q.MissedRingsAway, &q.ReopenWindow}
 }
 
 func scanQueue(row pgx.Row) (Queue, error) {

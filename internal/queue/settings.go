@@ -126,22 +126,6 @@ func Settings() []Setting {
 				q.ReopenWindow, err = parseDuration(v, "reopen window", 0)
 				return
 			}},
-		{Field: "customer_idle", Label: "Customer idle after", Input: InputDuration,
-			Help:   "An agent's reply the customer has not answered this long shows the package as customer idle.",
-			Get:    func(q Queue) []string { return one(FormatDuration(q.CustomerIdle)) },
-			Column: "customer_idle", Value: func(q Queue) any { return q.CustomerIdle },
-			Set: func(q *Queue, v []string) (err error) {
-				q.CustomerIdle, err = parseDuration(v, "customer idle", time.Second)
-				return
-			}},
-		{Field: "customer_gone", Label: "Customer gone after", Input: InputDuration,
-			Help:   "An agent's reply the customer has not answered this long resolves the package as customer_unreachable, freeing the agent. 0s: never.",
-			Get:    func(q Queue) []string { return one(FormatDuration(q.CustomerGone)) },
-			Column: "customer_gone", Value: func(q Queue) any { return q.CustomerGone },
-			Set: func(q *Queue, v []string) (err error) {
-				q.CustomerGone, err = parseDuration(v, "customer gone", 0)
-				return
-			}},
 		{Field: "missed_rings_away", Label: "Missed rings before away", Input: InputNumber,
 			Help:   "An agent who lets this many rings in a row run out is set to away and told why.",
 			Get:    func(q Queue) []string { return one(strconv.Itoa(q.MissedRingsAway)) },
@@ -287,7 +271,7 @@ func Defaults() Queue {
 		PIIMinRole: "supervisor", TransferPolicy: []string{"children", "parent", "peers"}, MaxRejections: 3,
 		Guards:         Guards{ContactHourly: 3, ContactDaily: 10, PairCooldown: 30 * time.Minute, ChainLimit: 3, OneOpen: true},
 		OverflowPolicy: "accept", AcceptWindow: DefaultAcceptWindow, WarmWait: DefaultWarmWait, MissedRingsAway: DefaultMissedRingsAway,
-		ReopenWindow: DefaultReopenWindow, CustomerIdle: DefaultCustomerIdle,
+		ReopenWindow: DefaultReopenWindow,
 		Currency:     DefaultCurrency, ApprovalTimeout: DefaultApprovalTimeout}
 }
 

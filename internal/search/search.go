@@ -199,9 +199,9 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 }
 
 // Outcomes are the values of the outcome filter: every resolution code and return reason, and
-// the outcomes the desk itself gives (expired, canceled, customer_unreachable).
+// the outcomes the desk itself gives (expired, canceled).
 func Outcomes() []string {
-	return slices.Concat(handoff.ResolutionCodes(), handoff.ReturnReasons(), []string{"expired", "canceled", handoff.OutcomeCustomerUnreachable})
+	return slices.Concat(handoff.ResolutionCodes(), handoff.ReturnReasons(), []string{"expired", "canceled"})
 }
 
 func joined[T ~string](values []T) string {

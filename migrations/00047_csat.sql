@@ -21,14 +21,6 @@ CREATE TABLE csat (
 -- Figures read a window of time.
 CREATE INDEX csat_at_idx ON csat (at);
 
--- The customer who goes quiet (issue 31 §4): an agent's reply the customer has not answered for
--- customer_idle shows the package as "customer idle"; for customer_gone ('0': never), the sweeper
--- resolves it as customer_unreachable, which frees the agent's capacity. Columns with constant
--- defaults: adding them rewrites nothing.
-ALTER TABLE queues ADD COLUMN customer_idle interval NOT NULL DEFAULT '10 minutes' CHECK (customer_idle > '0'::interval),
-    ADD COLUMN customer_gone interval NOT NULL DEFAULT '0' CHECK (customer_gone >= '0'::interval);
-
 -- +goose Down
 SET LOCAL lock_timeout = '1s';
-ALTER TABLE queues DROP COLUMN customer_idle, DROP COLUMN customer_gone;
 DROP TABLE csat;

@@ -236,6 +236,9 @@ type Controls struct {
 	// the permissions they decide the one next step the panel offers first (Primary).
 	CanReply bool
 	Replied  bool
+	// Entities are the package's structured entities as the viewer sees them, which the return
+	// form offers to confirm or correct for the bot.
+	Entities []Entity
 }
 
 // The next steps of a package's working day, in order; Primary says which one the action panel
@@ -515,6 +518,15 @@ type DashboardFigures struct {
 	Agents    []AgentRow
 	// AgentDefinitions say how each column of the agents' table is counted.
 	AgentDefinitions []FigureRow
+	// CSATQueues and CSATAgents are the customer's verdicts per queue and per agent.
+	CSATQueues, CSATAgents []CSATRow
+}
+
+// CSATRow is a queue's or an agent's verdicts, each leg this window beside the previous one: the
+// mean score and its sample, linked to the packages behind it. An agent's row has no bot leg.
+type CSATRow struct {
+	Name, Email                    string
+	Human, PrevHuman, Bot, PrevBot Figure
 }
 
 // FigureRow is one figure in the current and the previous window. ID names it for tests and for

@@ -35,6 +35,7 @@ type SearchCount struct {
 type SearchFilter struct {
 	Q, Queue, Status, Trigger, SourceAgent, Outcome, Repeat, SLABreached, Since, Until string
 	Agent, Accepted, Rejected, Open, Record, RecordBy, Tag, RecordSince, RecordUntil   string
+	CSAT                                                                               string
 }
 
 // SearchOptions are the choices of the form's selects.

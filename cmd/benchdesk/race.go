@@ -17,6 +17,7 @@ import (
 	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/loadtest"
 )
 
@@ -300,7 +301,7 @@ func (b *bench) agentActions(ctx context.Context, deadline time.Time, actions *a
 			return
 		}
 		record(id, 0)
-		if _, err := actions.Resolve(ctx, user, id, "solved", ""); err != nil {
+		if _, err := actions.Resolve(ctx, user, id, "solved", "", handoff.HandBack{}); err != nil {
 			errs.Add(fmt.Errorf("resolve %s: %w", id, err))
 			return
 		}

@@ -249,7 +249,7 @@ func seedReplies(ctx context.Context, db *pgxpool.Pool, users *auth.Service) err
 		if err := act.Reply(ctx, agent, d.id, r); err != nil {
 			return fmt.Errorf("%s: %w", d.id, err)
 		}
-		if _, err := act.Resolve(ctx, agent, d.id, "solved", ""); err != nil {
+		if _, err := act.Resolve(ctx, agent, d.id, "solved", "", handoff.HandBack{}); err != nil {
 			return fmt.Errorf("%s: %w", d.id, err)
 		}
 	}

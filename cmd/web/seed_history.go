@@ -117,7 +117,7 @@ func seedHistory(ctx context.Context, db *pgxpool.Pool, users *auth.Service, now
 		}
 		at = at.Add(time.Duration(4+i*17%20) * time.Minute)
 		if i%5 == 1 {
-			if _, err := act.ReturnToBot(ctx, agent, id, handoff.ReturnReasons()[i/5%len(handoff.ReturnReasons())], ""); err != nil {
+			if _, err := act.ReturnToBot(ctx, agent, id, handoff.ReturnReasons()[i/5%len(handoff.ReturnReasons())], "", handoff.HandBack{}); err != nil {
 				return fmt.Errorf("%s: %w", id, err)
 			}
 			continue
@@ -134,7 +134,7 @@ func seedHistory(ctx context.Context, db *pgxpool.Pool, users *auth.Service, now
 			return fmt.Errorf("%s: %w", id, err)
 		}
 		at = at.Add(time.Duration(5+i*23%40) * time.Minute)
-		if _, err := act.Resolve(ctx, agent, id, handoff.ResolutionCodes()[i%len(handoff.ResolutionCodes())], ""); err != nil {
+		if _, err := act.Resolve(ctx, agent, id, handoff.ResolutionCodes()[i%len(handoff.ResolutionCodes())], "", handoff.HandBack{}); err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
 	}

@@ -444,27 +444,27 @@ func (a *Service) released(handoffID, from string, err error) (string, error) {
 
 // ReturnToBot closes the package and hands the conversation back to the bot with a reason code.
 // It returns the queue the package was in.
-func (a *Service) ReturnToBot(ctx context.Context, user auth.User, handoffID, reasonCode, note string) (from string, err error) {
+func (a *Service) ReturnToBot(ctx context.Context, user auth.User, handoffID, reasonCode, note string, back handoff.HandBack) (from string, err error) {
 	if !slices.Contains(handoff.ReturnReasons(), reasonCode) {
 		return "", desk.Errorf(desk.Invalid, "reason %q is not one of %v", reasonCode, handoff.ReturnReasons())
 	}
-	return a.close(ctx, Return, user, handoffID, handoff.StatusReturnedToBot, events.ReturnedToBot, reasonCode, note, "")
+	return a.close(ctx, Return, user, handoffID, handoff.StatusReturnedToBot, events.ReturnedToBot, reasonCode, note, "", back)
 }
 
 // Resolve closes an accepted package with a resolution code. It returns the queue the package
 // was in.
-func (a *Service) Resolve(ctx context.Context, user auth.User, handoffID, code, note string) (from string, err error) {
+func (a *Service) Resolve(ctx context.Context, user auth.User, handoffID, code, note string, back handoff.HandBack) (from string, err error) {
 	if !slices.Contains(handoff.ResolutionCodes(), code) {
 		return "", desk.Errorf(desk.Invalid, "resolution %q is not one of %v", code, handoff.ResolutionCodes())
 	}
-	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, code, note, "")
+	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, code, note, "", back)
 }
 
 // ResolveRefunded closes an accepted package as refunded, for amount ("": the amount the package
 // asks). A refund above the queue's threshold, or in another currency, needs a granted approval
 // for exactly that amount and currency (approvals.Needed): otherwise a Conflict names it.
-func (a *Service) ResolveRefunded(ctx context.Context, user auth.User, handoffID, amount, note string) (from string, err error) {
-	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, refunded, note, amount)
+func (a *Service) ResolveRefunded(ctx context.Context, user auth.User, handoffID, amount, note string, back handoff.HandBack) (from string, err error) {
+	return a.close(ctx, Resolve, user, handoffID, handoff.StatusResolved, events.Resolved, refunded, note, amount, back)
 }
 
 // refunded is the resolution code that pays money back: the one bound to refund approvals.
@@ -473,12 +473,13 @@ const refunded = "refunded"
 // evalKinds are the eval records of the actions that close a package.
 var evalKinds = map[Action]evals.Kind{Return: evals.KindReturnToBot, Resolve: evals.KindResolve}
 
-// close ends a package for act. The fast path's update holds the part of Check it relies on: a
-// package the user holds, in a status act closes.
+// close ends a package for act, handing the conversation back to the bot with back, the agent's
+// part, and where the thread stands (handBackSQL). The fast path's update holds the part of Check
+// it relies on: a package the user holds, in a status act closes.
 //
 // A refund (outcome refunded) skips the fast path: whether it needs an approval depends on the
 // package's refund and its queue's threshold, which the fast path does not read.
-func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note, amount string) (_ string, err error) {
+func (a *Service) close(ctx context.Context, act Action, user auth.User, handoffID string, status handoff.Status, kind events.Kind, outcome, note, amount string, back handoff.HandBack) (_ string, err error) {
 	if err := checkNote("note", note); err != nil {
 		return "", err
 	}
@@ -490,19 +491,24 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 	}
 	label := func(hd hold, now time.Time) evals.Outcome {
 		return evals.Outcome{Kind: evalKinds[act], HandoffID: hd.rowID, QueueID: hd.queueID, EditorID: user.ID, At: now,
-			Code: outcome, Note: note}
+			Code: outcome, Note: note, HandBack: true}
 	}
 	refund := act == Resolve && outcome == refunded
-	if hd, ok := a.holds.get(handoffID, user.ID); ok && !refund {
+	// A hand-back the agent must fix takes the slow path, which names every bad field once the
+	// package is the user's to close.
+	if hd, ok := a.holds.get(handoffID, user.ID); ok && !refund && checkHandBack(back, nil) == nil {
 		from := []handoff.Status{handoff.StatusAccepted}
 		if act == Return {
 			from = append(from, handoff.StatusReserved)
 		}
 		now := a.now()
 		// A package still in its warm phase (reserved by "next") is closed on the slow path, which
-		// tells the bot the warm phase ended.
+		// tells the bot the warm phase ended; and so is a hand-back naming an entity the package
+		// does not have, which the slow path names.
 		done, err := a.fast(ctx, user, hd, `status = $6, outcome = $7, outcome_note = NULLIF($8, ''), closed_at = $9, updated_at = $9,
-			reserved_until = NULL`, `h.status = ANY ($10) AND h.warm_until IS NULL`, []any{status, outcome, note, now, from}, closed(hd, now), label(hd, now))
+			reserved_until = NULL, hand_back = `+handBackSQL("$11"),
+			`h.status = ANY ($10) AND h.warm_until IS NULL AND `+entitiesSQL+` @> $12::text[]`,
+			[]any{status, outcome, note, now, from, back, entityKeys(back)}, closed(hd, now), label(hd, now))
 		if done && act == Resolve {
 			a.counts.Resolved(hd.queue, now.Sub(hd.createdAt))
 		}
@@ -518,6 +524,9 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 			return err
 		}
 		queueName, took = h.Queue.Name, now.Sub(h.CreatedAt)
+		if err := checkHandBackOf(ctx, tx, h.ID, back); err != nil {
+			return err
+		}
 		change, record := closed(h.hold(user.ID), now), label(h.hold(user.ID), now)
 		var paid *handoff.RefundOutcome
 		if refund {
@@ -538,9 +547,9 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 			}
 		}
 		return apply(ctx, tx, `
-			UPDATE handoffs SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
-				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6), warm_until = NULL, refund = $7
-			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID, paid}, change, record)
+			UPDATE handoffs h SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
+				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6), warm_until = NULL, refund = $7, hand_back = `+handBackSQL("$8")+`
+			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID, paid, back}, change, record)
 	})
 	if err == nil && act == Resolve {
 		a.counts.Resolved(queueName, took)

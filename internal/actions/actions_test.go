@@ -176,7 +176,7 @@ func TestAgentsDrainQueueClaimingEachOnce(t *testing.T) {
 				}
 				claims[id] = a.ID
 				mu.Unlock()
-				if _, err := d.actions.Resolve(ctx, a, id, "solved", ""); err != nil {
+				if _, err := d.actions.Resolve(ctx, a, id, "solved", "", handoff.HandBack{}); err != nil {
 					t.Errorf("resolve %s: %v", id, err)
 					return
 				}
@@ -401,16 +401,16 @@ func TestCloseAndTellTheBot(t *testing.T) {
 	resolved := d.submit(t, "billing", nil)
 	expiring := d.submit(t, "billing", nil)
 
-	wantCode(t, "unknown return reason", errOf(d.actions.ReturnToBot(ctx, alex, returned, "bored", "")), desk.Invalid)
-	if _, err := d.actions.ReturnToBot(ctx, alex, returned, "wrong_escalation", "policy covers this"); err != nil {
+	wantCode(t, "unknown return reason", errOf(d.actions.ReturnToBot(ctx, alex, returned, "bored", "", handoff.HandBack{})), desk.Invalid)
+	if _, err := d.actions.ReturnToBot(ctx, alex, returned, "wrong_escalation", "policy covers this", handoff.HandBack{}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "resolve before accepting", errOf(d.actions.Resolve(ctx, alex, resolved, "solved", "")), desk.Conflict)
+	wantCode(t, "resolve before accepting", errOf(d.actions.Resolve(ctx, alex, resolved, "solved", "", handoff.HandBack{})), desk.Conflict)
 	if err := d.actions.Accept(ctx, alex, resolved); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "resolve someone else's", errOf(d.actions.Resolve(ctx, bea, resolved, "solved", "")), desk.Forbidden)
-	if _, err := d.actions.Resolve(ctx, alex, resolved, "refunded", "goodwill refund"); err != nil {
+	wantCode(t, "resolve someone else's", errOf(d.actions.Resolve(ctx, bea, resolved, "solved", "", handoff.HandBack{})), desk.Forbidden)
+	if _, err := d.actions.Resolve(ctx, alex, resolved, "refunded", "goodwill refund", handoff.HandBack{}); err != nil {
 		t.Fatal(err)
 	}
 	d.clock.Advance(queue.DefaultTTL + time.Minute)
@@ -499,7 +499,7 @@ func TestNextAcceptResolveTakeOneRoundTripEach(t *testing.T) {
 			t.Fatal(err)
 		}
 		accept := trips.n.Load()
-		if _, err := actions.Resolve(ctx, alex, id, "solved", ""); err != nil {
+		if _, err := actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{}); err != nil {
 			t.Fatal(err)
 		}
 		resolve := trips.n.Load()
@@ -519,7 +519,7 @@ func (d *testDesk) records(t *testing.T, id string) string {
 		SELECT concat_ws(E'\n',
 			(SELECT string_agg(e.kind || ' by ' || coalesce(e.actor_user::text, 'bot') || ' in ' || e.queue_id || ' '
 				|| (e.detail - 'reserved_until')::text, ', ' ORDER BY e.seq) FROM events e WHERE e.handoff_id = h.id),
-			(SELECT string_agg(o.event || ' to ' || o.api_key_id || ' ' || (o.payload - 'event_id' - 'handoff_id' - 'occurred_at')::text, ', ' ORDER BY o.id)
+			(SELECT string_agg(o.event || ' to ' || o.api_key_id || ' ' || (o.payload - 'event_id' - 'handoff_id' - 'occurred_at' #- '{hand_back,thread}')::text, ', ' ORDER BY o.id)
 				FROM webhook_outbox o WHERE o.handoff_id = h.handoff_id),
 			(SELECT string_agg('eval ' || v.kind || ' by ' || v.editor_id || ' in ' || v.queue_id || ' ' || concat_ws(' ', v.code, v.note,
 				'escalation_needed=' || v.escalation_needed), ', ' ORDER BY v.id) FROM evals v WHERE v.handoff_id = h.id))
@@ -545,7 +545,7 @@ func TestFastAndSlowPathsRecordTheSame(t *testing.T) {
 		if err := accept.Accept(ctx, alex, id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := resolve.Resolve(ctx, alex, id, "refunded", "goodwill"); err != nil {
+		if _, err := resolve.Resolve(ctx, alex, id, "refunded", "goodwill", handoff.HandBack{}); err != nil {
 			t.Fatal(err)
 		}
 		return d.records(t, id)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // BenchmarkResolveRefunded measures what the approval rule costs a resolve: a resolve as refunded
@@ -36,11 +37,11 @@ func BenchmarkResolveRefunded(b *testing.B) {
 	}
 	solved := func() time.Duration {
 		id := accepted("20.00")
-		return timed(func() (string, error) { return d.actions.Resolve(ctx, alex, id, "solved", "") })
+		return timed(func() (string, error) { return d.actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{}) })
 	}
 	below := func() time.Duration {
 		id := accepted("20.00")
-		return timed(func() (string, error) { return d.actions.Resolve(ctx, alex, id, "refunded", "") })
+		return timed(func() (string, error) { return d.actions.Resolve(ctx, alex, id, "refunded", "", handoff.HandBack{}) })
 	}
 	granted := func() time.Duration {
 		id := accepted("120.00")
@@ -52,7 +53,7 @@ func BenchmarkResolveRefunded(b *testing.B) {
 			b.Fatal(err)
 		}
 		// Accept put a hold in place; the grant left the package accepted in alex's hands as before.
-		return timed(func() (string, error) { return d.actions.Resolve(ctx, alex, id, "refunded", "") })
+		return timed(func() (string, error) { return d.actions.Resolve(ctx, alex, id, "refunded", "", handoff.HandBack{}) })
 	}
 	var fast, slow, approved []time.Duration
 	turn := 0

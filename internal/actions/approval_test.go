@@ -67,7 +67,7 @@ func TestRefundApprovalFlow(t *testing.T) {
 	sam := d.agent(t, "sam", auth.RoleSupervisor, 3)
 	id := d.acceptedRefund(t, alex, "120.00", "USD")
 
-	_, err := d.actions.Resolve(ctx, alex, id, "refunded", "")
+	_, err := d.actions.Resolve(ctx, alex, id, "refunded", "", handoff.HandBack{})
 	wantCode(t, "resolve as refunded without approval", err, desk.Conflict)
 	if !strings.Contains(desk.ErrorMessage(err), "approval") || !strings.Contains(desk.ErrorMessage(err), "120.00 USD") {
 		t.Errorf("refusal %q does not name the missing approval of 120.00 USD", desk.ErrorMessage(err))
@@ -86,7 +86,7 @@ func TestRefundApprovalFlow(t *testing.T) {
 	}
 	_, err = d.actions.RequestApproval(ctx, alex, id, "again")
 	wantCode(t, "a second request while one is pending", err, desk.Conflict)
-	_, err = d.actions.Resolve(ctx, alex, id, "solved", "")
+	_, err = d.actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{})
 	wantCode(t, "resolve while awaiting approval", err, desk.Conflict)
 
 	_, err = d.actions.Decide(ctx, alex, approvalID, true, "self")
@@ -106,14 +106,14 @@ func TestRefundApprovalFlow(t *testing.T) {
 	_, err = d.actions.Decide(ctx, sam, approvalID, false, "changed my mind")
 	wantCode(t, "deciding a granted request again", err, desk.Conflict)
 
-	_, err = d.actions.ResolveRefunded(ctx, alex, id, "130.00", "")
+	_, err = d.actions.ResolveRefunded(ctx, alex, id, "130.00", "", handoff.HandBack{})
 	wantCode(t, "resolve for another amount than granted", err, desk.Conflict)
 	if msg := desk.ErrorMessage(err); !strings.Contains(msg, "120.00 USD") || !strings.Contains(msg, "130.00 USD") {
 		t.Errorf("refusal %q does not name the granted and the asked amount", msg)
 	}
-	_, err = d.actions.ResolveRefunded(ctx, alex, id, "12e1", "")
+	_, err = d.actions.ResolveRefunded(ctx, alex, id, "12e1", "", handoff.HandBack{})
 	wantCode(t, "resolve for a malformed amount", err, desk.Invalid)
-	if _, err := d.actions.ResolveRefunded(ctx, alex, id, "120.0", "refunded"); err != nil {
+	if _, err := d.actions.ResolveRefunded(ctx, alex, id, "120.0", "refunded", handoff.HandBack{}); err != nil {
 		t.Fatalf("resolve for the granted amount, written 120.0: %v", err)
 	}
 	// The package is warm and nobody is online: its warm phase ended as it came in.
@@ -146,9 +146,9 @@ func TestSelfApprovalIsRefused(t *testing.T) {
 	if _, err := d.actions.Decide(ctx, admin, approvalID, false, "not policy"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.actions.Resolve(ctx, lead, id, "refunded", "")
+	_, err = d.actions.Resolve(ctx, lead, id, "refunded", "", handoff.HandBack{})
 	wantCode(t, "resolve as refunded after a denial", err, desk.Conflict)
-	if _, err := d.actions.Resolve(ctx, lead, id, "solved", "explained the policy"); err != nil {
+	if _, err := d.actions.Resolve(ctx, lead, id, "solved", "explained the policy", handoff.HandBack{}); err != nil {
 		t.Fatalf("resolve otherwise after a denial: %v", err)
 	}
 	// The database holds four eyes too, should a path ever skip the check.
@@ -179,7 +179,7 @@ func TestApprovalIsNeededAboveTheThresholdOrInAnotherCurrency(t *testing.T) {
 		}
 		if !tc.needed {
 			wantCode(t, "request for "+tc.amount+" "+tc.currency, err, desk.Conflict)
-			if _, err := d.actions.Resolve(ctx, alex, id, "refunded", ""); err != nil {
+			if _, err := d.actions.Resolve(ctx, alex, id, "refunded", "", handoff.HandBack{}); err != nil {
 				t.Errorf("%s %s: resolve as refunded: %v", tc.amount, tc.currency, err)
 			}
 		}
@@ -190,7 +190,7 @@ func TestApprovalIsNeededAboveTheThresholdOrInAnotherCurrency(t *testing.T) {
 	}
 	_, err := d.actions.RequestApproval(ctx, alex, id, "no refund here")
 	wantCode(t, "request for a package without a refund", err, desk.Conflict)
-	_, err = d.actions.ResolveRefunded(ctx, alex, id, "75.00", "stated at the desk")
+	_, err = d.actions.ResolveRefunded(ctx, alex, id, "75.00", "stated at the desk", handoff.HandBack{})
 	wantCode(t, "resolve refunding 75.00 the package did not ask for", err, desk.Conflict)
 }
 
@@ -226,7 +226,7 @@ func TestRacingDecisionsOneWins(t *testing.T) {
 		if won != 1 {
 			t.Fatalf("round %d: %d decisions counted (%v), want exactly 1", round, won, errs)
 		}
-		if _, err := d.actions.Resolve(ctx, alex, id, "solved", ""); err != nil {
+		if _, err := d.actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -355,7 +355,7 @@ func TestPartialRefundRecordsWhatWasAsked(t *testing.T) {
 	ctx := context.Background()
 	alex := d.agent(t, "alex", auth.RoleAgent, 5, "billing")
 	id := d.acceptedRefund(t, alex, "300.00", "USD")
-	if _, err := d.actions.ResolveRefunded(ctx, alex, id, "50", ""); err != nil {
+	if _, err := d.actions.ResolveRefunded(ctx, alex, id, "50", "", handoff.HandBack{}); err != nil {
 		t.Fatalf("a partial refund below the threshold: %v", err)
 	}
 	want := handoff.RefundOutcome{Amount: "50", Currency: "USD", RequestedAmount: "300.00", RequestedCurrency: "USD", Partial: true}
@@ -376,7 +376,7 @@ func TestPartialRefundRecordsWhatWasAsked(t *testing.T) {
 	}
 
 	whole := d.acceptedRefund(t, alex, "40.00", "USD")
-	if _, err := d.actions.Resolve(ctx, alex, whole, "refunded", ""); err != nil {
+	if _, err := d.actions.Resolve(ctx, alex, whole, "refunded", "", handoff.HandBack{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.db.QueryRow(ctx, `SELECT refund FROM handoffs WHERE handoff_id = $1`, whole).Scan(&stored); err != nil {

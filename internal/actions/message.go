@@ -185,7 +185,7 @@ func (a *Service) reopen(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r threadR
 		offeredTo, offeredUntil = resolver, &until
 	}
 	b.Queue(`
-		UPDATE handoffs SET status = 'queued', closed_at = NULL, outcome = NULL, outcome_note = NULL, assignee_id = NULL,
+		UPDATE handoffs SET status = 'queued', closed_at = NULL, outcome = NULL, outcome_note = NULL, hand_back = NULL, assignee_id = NULL,
 			accepted_at = NULL, reserved_until = NULL, rejected_by = '{}', rejections = 0, needs_supervisor = false,
 			enqueued_at = $2, expires_at = $2::timestamptz + $3::interval, updated_at = $2,
 			offered_to = $4, offered_until = $5, warm_until = $6
@@ -216,18 +216,26 @@ func (a *Service) reopen(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r threadR
 	return tx.SendBatch(ctx, rb).Close()
 }
 
+// Reading is a package's thread after a seq, as its bot reads it, with where the package stands.
+type Reading struct {
+	RowID    int64 // the package's row, whose events a bot waiting for a reply watches
+	Status   handoff.Status
+	Messages []conversation.Message
+}
+
 // Messages returns the thread of a package in one of queueIDs after seq after, in order, as the
 // bot reads it: whole, since the bot relayed every word of it.
-func (a *Service) Messages(ctx context.Context, queueIDs []int64, handoffID string, after int) ([]conversation.Message, error) {
-	var rowID int64
-	err := a.db.QueryRow(ctx, `SELECT id FROM handoffs WHERE handoff_id = $1 AND queue_id = ANY($2)`, handoffID, queueIDs).Scan(&rowID)
+func (a *Service) Messages(ctx context.Context, queueIDs []int64, handoffID string, after int) (Reading, error) {
+	r := Reading{}
+	err := a.db.QueryRow(ctx, `SELECT id, status FROM handoffs WHERE handoff_id = $1 AND queue_id = ANY($2)`, handoffID, queueIDs).Scan(&r.RowID, &r.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, desk.Errorf(desk.NotFound, "no handoff %q in this key's queues", handoffID)
+		return r, desk.Errorf(desk.NotFound, "no handoff %q in this key's queues", handoffID)
 	}
 	if err != nil {
-		return nil, err
+		return r, err
 	}
-	return conversation.Read(ctx, a.db, rowID, after)
+	r.Messages, err = conversation.Read(ctx, a.db, r.RowID, after)
+	return r, err
 }
 
 // RepliesSettled logs where reply webhooks stand after the deliverer recorded an attempt, one

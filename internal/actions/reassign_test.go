@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/desk"
+	"github.com/handoffdesk/desk/internal/handoff"
 )
 
 // A supervisor moves a package Alex holds to Blake: Blake holds it, accepted; the bot hears
@@ -45,8 +46,8 @@ func TestReassignMovesTheHoldAndTellsTheBot(t *testing.T) {
 		t.Fatalf("the log's detail %s (%v), want from alex to blake", detail, err)
 	}
 	// Alex's hold on this instance is gone: the fast path must not let Alex resolve Blake's package.
-	wantCode(t, "alex resolving after the reassign", errOf(d.actions.Resolve(ctx, alex, id, "solved", "")), desk.Forbidden)
-	if _, err := d.actions.Resolve(ctx, blake, id, "solved", ""); err != nil {
+	wantCode(t, "alex resolving after the reassign", errOf(d.actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{})), desk.Forbidden)
+	if _, err := d.actions.Resolve(ctx, blake, id, "solved", "", handoff.HandBack{}); err != nil {
 		t.Fatalf("blake resolving: %v", err)
 	}
 }
@@ -170,7 +171,7 @@ func TestReassignAgainstTheHoldersResolve(t *testing.T) {
 		var reassignErr, resolveErr error
 		var wg sync.WaitGroup
 		wg.Go(func() { _, reassignErr = d.actions.Reassign(ctx, sam, id, "blake@example.com") })
-		wg.Go(func() { _, resolveErr = d.actions.Resolve(ctx, alex, id, "solved", "") })
+		wg.Go(func() { _, resolveErr = d.actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{}) })
 		wg.Wait()
 		if (reassignErr == nil) == (resolveErr == nil) {
 			t.Fatalf("reassign %v, resolve %v: want exactly one to succeed", reassignErr, resolveErr)

@@ -94,7 +94,7 @@ func TestReplyIsTheAcceptingAgents(t *testing.T) {
 	if err := d.actions.Reply(ctx, alex, id, reply(t, "Hello")); err != nil {
 		t.Fatalf("the accepting agent's reply: %v", err)
 	}
-	if _, err := d.actions.Resolve(ctx, alex, id, "solved", ""); err != nil {
+	if _, err := d.actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{}); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, "reply to a resolved package", d.actions.Reply(ctx, alex, id, reply(t, "Hello")), desk.Conflict)
@@ -232,29 +232,29 @@ func TestOutcomesAreEvalRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantCode(t, "a colleague's return", errOf(d.actions.ReturnToBot(ctx, bea, needless, "wrong_escalation", "")), desk.Forbidden)
-	wantCode(t, "a colleague's resolve", errOf(d.actions.Resolve(ctx, bea, resolved, "solved", "")), desk.Forbidden)
+	wantCode(t, "a colleague's return", errOf(d.actions.ReturnToBot(ctx, bea, needless, "wrong_escalation", "", handoff.HandBack{})), desk.Forbidden)
+	wantCode(t, "a colleague's resolve", errOf(d.actions.Resolve(ctx, bea, resolved, "solved", "", handoff.HandBack{})), desk.Forbidden)
 	wantCode(t, "a colleague's reject", errOf(d.actions.Reject(ctx, bea, rejected, "not mine", "")), desk.Forbidden)
-	wantCode(t, "a reason unknown", errOf(d.actions.ReturnToBot(ctx, alex, needless, "bored", "")), desk.Invalid)
+	wantCode(t, "a reason unknown", errOf(d.actions.ReturnToBot(ctx, alex, needless, "bored", "", handoff.HandBack{})), desk.Invalid)
 	for _, id := range []string{needless, rejected, resolved} {
 		if got := d.evals(t, id); len(got) != 0 {
 			t.Fatalf("refused actions on %s wrote %d eval records", id, len(got))
 		}
 	}
 
-	if _, err := d.actions.ReturnToBot(ctx, alex, needless, "wrong_escalation", "the FAQ covers this"); err != nil {
+	if _, err := d.actions.ReturnToBot(ctx, alex, needless, "wrong_escalation", "the FAQ covers this", handoff.HandBack{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.actions.ReturnToBot(ctx, alex, needed, "needs_more_info", ""); err != nil {
+	if _, err := d.actions.ReturnToBot(ctx, alex, needed, "needs_more_info", "", handoff.HandBack{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.actions.Reject(ctx, alex, rejected, "wrong team", "billing-disputes"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.actions.Resolve(ctx, alex, resolved, "refunded", "goodwill"); err != nil {
+	if _, err := d.actions.Resolve(ctx, alex, resolved, "refunded", "goodwill", handoff.HandBack{}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "resolving twice", errOf(d.actions.Resolve(ctx, alex, resolved, "solved", "")), desk.Conflict)
+	wantCode(t, "resolving twice", errOf(d.actions.Resolve(ctx, alex, resolved, "solved", "", handoff.HandBack{})), desk.Conflict)
 
 	for _, tc := range []struct {
 		id, want string
@@ -347,7 +347,7 @@ func TestNoteWithAMaskIsRefused(t *testing.T) {
 	if err := d.actions.Accept(ctx, alex, id); err != nil {
 		t.Fatal(err)
 	}
-	_, err := d.actions.ReturnToBot(ctx, alex, id, "needs_more_info", "Ask for the card ending "+handoff.Masked+"34.")
+	_, err := d.actions.ReturnToBot(ctx, alex, id, "needs_more_info", "Ask for the card ending "+handoff.Masked+"34.", handoff.HandBack{})
 	if desk.ErrorCode(err) != desk.Invalid || !strings.Contains(desk.ErrorMessage(err), handoff.Masked) {
 		t.Fatalf("a note with a mask: %v, want a refusal naming it", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
 	"github.com/handoffdesk/desk/internal/tracing"
 )
@@ -58,7 +59,7 @@ func TestTracedActionsKeepOneRoundTripEach(t *testing.T) {
 			t.Fatal(err)
 		}
 		accept := trips.n.Load()
-		if _, err := actions.Resolve(ctx, alex, id, "solved", ""); err != nil {
+		if _, err := actions.Resolve(ctx, alex, id, "solved", "", handoff.HandBack{}); err != nil {
 			t.Fatal(err)
 		}
 		resolve := trips.n.Load()
@@ -123,7 +124,10 @@ func TestEveryTracedWebhookRemembersItsPackage(t *testing.T) {
 		func() error { _, err := actions.Reject(ctx, alex, id, "not mine", ""); return err },
 		func() error { _, err := actions.Transfer(ctx, alex, id, "billing-refunds", "refund"); return err },
 		func() error { return actions.Accept(ctx, alex, id) },
-		func() error { _, err := actions.ReturnToBot(ctx, alex, id, "out_of_scope", ""); return err },
+		func() error {
+			_, err := actions.ReturnToBot(ctx, alex, id, "out_of_scope", "", handoff.HandBack{})
+			return err
+		},
 	}
 	for i, step := range steps {
 		if err := step(); err != nil {

@@ -387,3 +387,13 @@ func WaitingOf(ctx context.Context, db querier, rowIDs []int64) (map[int64]Waiti
 	})
 	return out, err
 }
+
+// TailSQL is SQL for a JSON object saying where the thread of the package row ends: last_seq, its
+// last message's seq (0: none yet), and last_reply, the agent's last reply {seq, text} (left out:
+// none), what a bot that takes the conversation back resumes from. A close writes it in its own
+// statement, which sees the thread as it is under the close's lock.
+func TailSQL(row string) string {
+	return `jsonb_build_object('last_seq', coalesce((SELECT max(m.seq) FROM messages m WHERE m.handoff_id = ` + row + `), 0)) ||
+		coalesce((SELECT jsonb_build_object('last_reply', jsonb_build_object('seq', m.seq, 'text', m.text)) FROM messages m
+			WHERE m.handoff_id = ` + row + ` AND m.role = 'agent' ORDER BY m.seq DESC LIMIT 1), '{}')`
+}

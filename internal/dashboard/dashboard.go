@@ -138,6 +138,8 @@ type Stats struct {
 	Queues            []QueueFigures
 	// Agents are the current window's figures per agent, by name.
 	Agents []AgentFigures
+	// CSATQueues and CSATAgents are the customer's verdicts per queue and per agent, by name.
+	CSATQueues, CSATAgents []CSAT
 }
 
 // Filter says what to read: a queue by name ("" for all) and a window ending at Now.
@@ -197,6 +199,9 @@ func Read(ctx context.Context, db DB, f Filter) (Stats, error) {
 		return Stats{}, err
 	}
 	if err := readAgents(ctx, tx, &s); err != nil {
+		return Stats{}, err
+	}
+	if err := readCSAT(ctx, tx, q, &s); err != nil {
 		return Stats{}, err
 	}
 	return s, tx.Commit(ctx)

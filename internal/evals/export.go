@@ -57,11 +57,18 @@ type Filter struct {
 	Since       time.Time // at or after; zero: from the first
 	Until       time.Time // before; zero: to the last
 	Redact      bool      // placeholders for the customer's details, see handoff.RedactFor
+	// How the record's package ended (Ended): its status now, a least score on the agents' leg
+	// (1–5; 0: any, verdict or not), and whether it was reopened or its customer came back within
+	// 7 days (nil: either way). A team trains on the replies that ended well with them.
+	Ended        handoff.Status
+	CSATMin      int
+	Reopened     *bool
+	RepeatWithin *bool
 }
 
 // FilterParams are the names ParseFilter reads, which the CLI's flags share.
 func FilterParams() []string {
-	return []string{"format", "queue", "source_agent", "kind", "since", "until", "redact"}
+	return []string{"format", "queue", "source_agent", "kind", "since", "until", "redact", "ended", "csat_min", "reopened", "repeat_within_7d"}
 }
 
 // ParseFilter reads a Filter from query parameters, refusing any it does not know or cannot read
@@ -98,6 +105,27 @@ func ParseFilter(q url.Values) (Filter, error) {
 			return Filter{}, desk.BadParam("redact", "redact %q is neither true nor false", v)
 		}
 		f.Redact = b
+	}
+	if v := q.Get("ended"); v != "" {
+		if f.Ended = handoff.Status(v); !slices.Contains(handoff.Statuses(), f.Ended) {
+			return Filter{}, desk.BadParam("ended", "ended %q is not one of %s", v, joinOf(handoff.Statuses()))
+		}
+	}
+	if v := q.Get("csat_min"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 5 {
+			return Filter{}, desk.BadParam("csat_min", "csat_min %q is not a score from 1 to 5", v)
+		}
+		f.CSATMin = n
+	}
+	for name, to := range map[string]**bool{"reopened": &f.Reopened, "repeat_within_7d": &f.RepeatWithin} {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return Filter{}, desk.BadParam(name, "%s %q is neither true nor false", name, v)
+			}
+			*to = &b
+		}
 	}
 	return f, nil
 }
@@ -275,6 +303,18 @@ func exportQuery(f Filter) (string, []any) {
 	if !f.Until.IsZero() {
 		cond("e.at < $%d", f.Until)
 	}
+	if f.Ended != "" {
+		cond("h.status = $%d", string(f.Ended))
+	}
+	if f.CSATMin > 0 {
+		cond("csat_human.score >= $%d", f.CSATMin)
+	}
+	if f.Reopened != nil {
+		cond(reopenedSQL+" = $%d", *f.Reopened)
+	}
+	if f.RepeatWithin != nil {
+		cond(repeatWithinSQL+" = $%d", *f.RepeatWithin)
+	}
 	switch {
 	case f.Format == FormatOpenAIDPO || f.Format == FormatTRLPreference:
 		// A preference needs two different answers to the same prompt.
@@ -288,8 +328,11 @@ func exportQuery(f Filter) (string, []any) {
 		SELECT h.id, e.kind, h.handoff_id, e.source_agent, e.source_run_id, q.name, e.trigger, coalesce(e.locale, ''), e.at,
 			e.draft, e.final, e.word_diff, e.unified_diff, e.edit_distance_chars, e.edit_distance_words, e.accepted_as_is,
 			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, e.refund, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package,
-			e.in_reply_to, e.thread
-		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id`
+			e.in_reply_to, e.thread, e.hand_back, h.status, ` + reopenedSQL + `, ` + repeatWithinSQL + `,
+			csat_human.score, csat_human.comment, csat_bot.score, csat_bot.comment
+		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id
+			LEFT JOIN csat csat_human ON csat_human.handoff_id = h.id AND csat_human.leg = 'human'
+			LEFT JOIN csat csat_bot ON csat_bot.handoff_id = h.id AND csat_bot.leg = 'bot'`
 	if len(where) > 0 {
 		sql += "\n\t\tWHERE " + strings.Join(where, " AND ")
 	}
@@ -316,13 +359,18 @@ type row struct {
 	pkg                                                 []byte
 	inReplyTo                                           *int
 	thread                                              []ThreadMessage
+	handBack                                            *handoff.HandBack
+	status                                              handoff.Status
+	reopened, repeatWithin                              bool
+	humanScore, botScore                                *int
+	humanComment, botComment                            *string
 }
 
 func (r *row) dest() []any {
 	return []any{&r.rowID, &r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
 		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,
 		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.refund, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg,
-		&r.inReplyTo, &r.thread}
+		&r.inReplyTo, &r.thread, &r.handBack, &r.status, &r.reopened, &r.repeatWithin, &r.humanScore, &r.humanComment, &r.botScore, &r.botComment}
 }
 
 type exporter struct {
@@ -345,6 +393,8 @@ type shown struct {
 	pkg    handoff.Package
 	text   func(string) string
 	thread []ThreadMessage
+	// hidden are the entity keys whose values the exporter may not see.
+	hidden []string
 }
 
 func (x *exporter) show(r *row) (shown, error) {
@@ -365,7 +415,7 @@ func (x *exporter) show(r *row) (shown, error) {
 				thread[i] = m
 			}
 		}
-		return shown{masked, red.Text, thread}, nil
+		return shown{masked, red.Text, thread, r.piiKeys}, nil
 	}
 	fields := v.Unmasked(p)
 	if len(r.thread) > 0 && !slices.Contains(fields, handoff.FieldTranscript) {
@@ -374,7 +424,7 @@ func (x *exporter) show(r *row) (shown, error) {
 	if len(fields) > 0 {
 		x.unmasked = append(x.unmasked, unmasked{r.rowID, fields})
 	}
-	return shown{p, func(text string) string { return text }, r.thread}, nil
+	return shown{p, func(text string) string { return text }, r.thread, nil}, nil
 }
 
 // decode reads a stored package with encoding/json/v2, which takes a third of the time v1 does,
@@ -465,12 +515,77 @@ type Record struct {
 	// conversation after the package's transcript that the reply followed.
 	InReplyTo *int            `json:"in_reply_to,omitempty"`
 	Thread    []ThreadMessage `json:"thread,omitempty"`
+	// HandBack is, on a return or a resolve, what the agent handed the conversation back with.
+	HandBack *handoff.HandBack `json:"hand_back,omitempty"`
+
+	// Ended is how the record's package has ended so far, on every record of it.
+	Ended Ended `json:"ended"`
+}
+
+// Ended is how a package ended, as the export reads it now: its status, whether a customer
+// message reopened it after a resolve, whether its customer handed off again within 7 days of its
+// close, and the customer's verdict on each leg.
+type Ended struct {
+	Status       handoff.Status `json:"status"`
+	Reopened     bool           `json:"reopened"`
+	RepeatWithin bool           `json:"repeat_within_7d"`
+	CSATHuman    *Verdict       `json:"csat_human,omitempty"`
+	CSATBot      *Verdict       `json:"csat_bot,omitempty"`
+}
+
+// Verdict is the customer's score of a leg, 1 to 5, and their comment.
+type Verdict struct {
+	Score   int    `json:"score"`
+	Comment string `json:"comment,omitempty"`
+}
+
+// reopenedSQL holds when a customer message reopened the package h; repeatWithinSQL when its
+// customer handed off again within 7 days of its close (the dashboard's repeat contact, seen
+// from the package before).
+const (
+	reopenedSQL     = `EXISTS (SELECT 1 FROM events v WHERE v.handoff_id = h.id AND v.kind = 'reopened')`
+	repeatWithinSQL = `(h.closed_at IS NOT NULL AND EXISTS (SELECT 1 FROM handoffs l WHERE l.contact_id = h.contact_id
+		AND l.created_at > h.closed_at AND l.created_at <= h.closed_at + interval '7 days'))`
+)
+
+// verdictOf is a leg's verdict as the exporter may show its comment.
+func verdictOf(score *int, comment *string, text func(string) string) *Verdict {
+	if score == nil {
+		return nil
+	}
+	return &Verdict{Score: *score, Comment: text(deref(comment))}
+}
+
+// handBackShown is a hand-back with its texts as the exporter may show them: a corrected value of
+// an entity it may not see is masked whole, since it is no text of the package's to mask in.
+func handBackShown(b *handoff.HandBack, s shown) *handoff.HandBack {
+	if b == nil {
+		return nil
+	}
+	out := *b
+	out.Done, out.Instruction = s.text(b.Done), s.text(b.Instruction)
+	if b.Corrected != nil {
+		out.Corrected = map[string]string{}
+		for k, v := range b.Corrected {
+			out.Corrected[k] = s.text(v)
+			if slices.Contains(s.hidden, k) {
+				out.Corrected[k] = handoff.Masked
+			}
+		}
+	}
+	if b.LastReply != nil {
+		out.LastReply = &handoff.LastReply{Seq: b.LastReply.Seq, Text: s.text(b.LastReply.Text)}
+	}
+	return &out
 }
 
 func (x *exporter) record(r *row, s shown) Record {
 	rec := Record{Schema: Schema, Kind: r.kind, HandoffID: r.handoffID, SourceAgent: r.sourceAgent, SourceRunID: r.sourceRunID,
 		Queue: r.queue, Trigger: r.trigger, Locale: r.locale, At: r.at.UTC(),
-		Code: deref(r.code), Note: s.text(deref(r.note)), EscalationNeeded: r.escalationNeeded, Refund: r.refund}
+		Code: deref(r.code), Note: s.text(deref(r.note)), EscalationNeeded: r.escalationNeeded, Refund: r.refund,
+		HandBack: handBackShown(r.handBack, s),
+		Ended: Ended{Status: r.status, Reopened: r.reopened, RepeatWithin: r.repeatWithin,
+			CSATHuman: verdictOf(r.humanScore, r.humanComment, s.text), CSATBot: verdictOf(r.botScore, r.botComment, s.text)}}
 	if r.kind != KindReply {
 		return rec
 	}

@@ -254,6 +254,8 @@ func describe(fe validator.FieldError) string {
 			return "must be at most " + fe.Param() + " characters"
 		case reflect.Map:
 			return "must have at most " + fe.Param() + " entries"
+		case reflect.Int, reflect.Int64:
+			return "must be at most " + fe.Param()
 		}
 		return "must have at most " + fe.Param() + " items"
 	case "oneof":

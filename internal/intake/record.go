@@ -28,6 +28,8 @@ type Record struct {
 	Approval *Approval `json:"approval,omitempty"`
 	// Refund is, once resolved as refunded, what was paid back against what the bot asked.
 	Refund *handoff.RefundOutcome `json:"refund,omitempty"`
+	// HandBack is, once returned to the bot or resolved, what the agent handed it back with.
+	HandBack *handoff.HandBack `json:"hand_back,omitempty"`
 }
 
 // Approval is what a bot may know of a refund approval: no names, no notes.
@@ -41,7 +43,7 @@ type Approval struct {
 const recordSelect = `
 	SELECT h.handoff_id, h.status, q.name, h.contact_id, coalesce(u.display_name, ''), coalesce(h.outcome, ''),
 		coalesce(h.outcome_note, ''), h.created_at, h.accepted_at, h.closed_at, h.expires_at,
-		a.state, a.amount::text, a.currency, a.decided_at, h.refund
+		a.state, a.amount::text, a.currency, a.decided_at, h.refund, h.hand_back
 	FROM handoffs h JOIN queues q ON q.id = h.queue_id LEFT JOIN users u ON u.id = h.assignee_id
 	-- The latest refund approval request, read from its owner's table (internal/approvals).
 	LEFT JOIN LATERAL (SELECT state, amount, currency, decided_at FROM approvals
@@ -52,7 +54,7 @@ func scanRecord(row pgx.Row) (Record, error) {
 	var state, amount, currency *string
 	var decidedAt *time.Time
 	err := row.Scan(&r.HandoffID, &r.Status, &r.Queue, &r.ContactID, &r.Assignee, &r.Outcome, &r.OutcomeNote,
-		&r.CreatedAt, &r.AcceptedAt, &r.ClosedAt, &r.ExpiresAt, &state, &amount, &currency, &decidedAt, &r.Refund)
+		&r.CreatedAt, &r.AcceptedAt, &r.ClosedAt, &r.ExpiresAt, &state, &amount, &currency, &decidedAt, &r.Refund, &r.HandBack)
 	if state != nil {
 		r.Approval = &Approval{State: *state, Amount: *amount, Currency: *currency, DecidedAt: decidedAt}
 	}

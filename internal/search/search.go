@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/csat"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/handoff"
@@ -47,6 +48,8 @@ type Filter struct {
 	Outcome     string
 	Repeat      *bool // a repeat contact as the dashboard counts one
 	SLABreached *bool // waited past its queue's SLA before an agent accepted it (SLABreachedSQL)
+	// CSAT is a leg the customer gave their verdict on (internal/csat): human or bot.
+	CSAT string
 	// Since and Until bound the package's arrival (created_at), as the dashboard's windows do.
 	Since time.Time
 	Until time.Time
@@ -116,7 +119,7 @@ func (r Record) Noun(n int) string {
 // Params are the query parameters ParseFilter reads.
 func Params() []string {
 	return []string{"q", "queue", "status", "trigger", "source_agent", "outcome", "repeat", "sla_breached", "since", "until",
-		"agent", "accepted", "rejected", "open", "record", "record_by", "tag", "record_since", "record_until"}
+		"agent", "accepted", "rejected", "open", "record", "record_by", "tag", "record_since", "record_until", "csat"}
 }
 
 // MaxQuery bounds the search box: a longer text is no search a person types.
@@ -144,7 +147,7 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 	f := Filter{Q: strings.TrimSpace(q.Get("q")), Queue: q.Get("queue"), Status: handoff.Status(q.Get("status")),
 		Trigger: handoff.Trigger(q.Get("trigger")), SourceAgent: q.Get("source_agent"), Outcome: q.Get("outcome"),
 		Agent: strings.TrimSpace(q.Get("agent")), Record: Record(q.Get("record")), RecordBy: strings.TrimSpace(q.Get("record_by")),
-		Tag: q.Get("tag")}
+		Tag: q.Get("tag"), CSAT: q.Get("csat")}
 	if n := utf8.RuneCountInString(f.Q); n > MaxQuery {
 		return Filter{}, desk.BadParam("q", "the search is %d characters; at most %d are read", n, MaxQuery)
 	}
@@ -159,6 +162,9 @@ func ParseFilter(q url.Values, also ...string) (Filter, error) {
 	}
 	if outcomes := Outcomes(); f.Outcome != "" && !slices.Contains(outcomes, f.Outcome) {
 		return Filter{}, desk.BadParam("outcome", "outcome %q is not one of %s", f.Outcome, strings.Join(outcomes, ", "))
+	}
+	if legs := (csat.Leg("")).AllowedValues(); f.CSAT != "" && !slices.Contains(legs, f.CSAT) {
+		return Filter{}, desk.BadParam("csat", "csat %q is not one of %s", f.CSAT, strings.Join(legs, ", "))
 	}
 	if f.Record != "" && !slices.Contains(Records(), f.Record) {
 		return Filter{}, desk.BadParam("record", "record %q is not one of %s", f.Record, joined(Records()))
@@ -218,7 +224,7 @@ func (f Filter) Query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"q": f.Q, "queue": f.Queue, "status": string(f.Status), "trigger": string(f.Trigger),
 		"source_agent": f.SourceAgent, "outcome": f.Outcome, "agent": f.Agent, "record": string(f.Record), "record_by": f.RecordBy,
-		"tag": f.Tag} {
+		"tag": f.Tag, "csat": f.CSAT} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -448,6 +454,10 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 	if f.SLABreached != nil {
 		st.args["breached"] = *f.SLABreached
 		where = append(where, slaBreachedSQL+` = @breached`)
+	}
+	if f.CSAT != "" {
+		st.args["csat"] = f.CSAT
+		where = append(where, csat.GivenSQL("h.id", "@csat"))
 	}
 	if !f.Since.IsZero() {
 		st.args["since"] = f.Since

@@ -257,10 +257,24 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/api/v1/handoffs", query: "?contact_id=cust_9912", want: byRole{noKey, noKey, noKey, noKey, noKey, ok}},
 		{method: "GET", route: "/api/v1/handoffs/:id", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
 		{method: "POST", route: "/api/v1/handoffs/:id/cancel", state: queued, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
-		{method: "GET", route: "/api/v1/handoffs/:id/messages", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		// The conversation after the handoff: only the key whose queue has the package.
 		{method: "POST", route: "/api/v1/handoffs/:id/messages", body: func(*testing.T, string) any {
-			return map[string]any{"message_id": "mx_1", "role": "user", "text": "Still there?"}
+			return map[string]any{"message_id": "mx_1", "role": "user", "text": "hello?"}
 		}, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		{method: "GET", route: "/api/v1/handoffs/:id/messages", want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		// The customer's verdict: only the key whose queue has the package (another's: not found).
+		{method: "POST", route: "/api/v1/handoffs/:id/csat", body: func(*testing.T, string) any {
+			return map[string]any{"score": 5, "leg": "bot"}
+		}, want: byRole{noKey, noKey, noKey, noKey, noKey, missing}},
+		// MCP: every call needs a bot's key. A bot gets in, and is then answered by the protocol:
+		// without the Accept an MCP client sends (JSON and an event stream) a call is refused
+		// (400), and a stateless server opens no stream (GET) nor session to end (DELETE); the
+		// calls themselves are mcp_test.go's.
+		{method: "POST", route: "/mcp", body: func(*testing.T, string) any {
+			return map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}
+		}, want: byRole{noKey, noKey, noKey, noKey, noKey, http.StatusBadRequest}},
+		{method: "GET", route: "/mcp", want: byRole{noKey, noKey, noKey, noKey, noKey, http.StatusMethodNotAllowed}},
+		{method: "DELETE", route: "/mcp", want: byRole{noKey, noKey, noKey, noKey, noKey, http.StatusMethodNotAllowed}},
 		// SW4RM routes among the key's own queues: a to_agent naming another's is a field no route
 		// matches (422), as for any queue the key does not have.
 		{method: "POST", route: "/api/v1/sw4rm/handoff-requests", body: func(t *testing.T, q string) any {

@@ -126,39 +126,15 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().WriteHeader(statusClientLeft)
 		return
 	}
-	cause := err
+	status, body, retry := apiAnswer(err)
 	outage := unavailable(err)
-	if outage != nil {
-		err = outage
-	}
-	body := apiError{Code: errorCode(err), Error: desk.ErrorMessage(err)}
-	var he *echo.HTTPError
-	var de *desk.Error
-	var syntax *handoff.SyntaxError
-	var invalid *handoff.ValidationError
-	switch {
-	case errors.As(err, &he):
-		body.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_"))
-		if m, ok := he.Message.(string); ok {
-			body.Error = m
-		}
-	case errors.As(err, &syntax):
-		body.Error = "malformed JSON: " + syntax.Error()
-	case errors.As(err, &invalid):
-		body.Fields = invalid.Fields
-		body.Error = fmt.Sprintf("the %s is invalid: %d field(s) break the rules, listed in fields", cmp.Or(invalid.Subject, "package"), len(invalid.Fields))
-	case errors.As(err, &de):
-		body.Reason, body.Details = de.Reason, de.Details
-		setRetryAfter(c, de)
-	}
-	status := statusOf[body.Code]
-	if he != nil {
-		status = he.Code
+	if retry > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
 	}
 	message := body.Error
 	switch {
 	case outage != nil:
-		s.logger.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "reason", outage.Reason, "err", cause)
+		s.logger.Warn("unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "reason", outage.Reason, "err", err)
 	case status >= 500 && status != http.StatusServiceUnavailable:
 		s.logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
@@ -177,6 +153,36 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
+// apiAnswer is the one mapping of an error to what a client of the bot API reads: the status, the
+// JSON body and when to try again (0: not said). REST answers it as it is; MCP gives the body as a
+// refused tool call's structured content.
+func apiAnswer(err error) (status int, body apiError, retryAfter time.Duration) {
+	if outage := unavailable(err); outage != nil {
+		err = outage
+	}
+	body = apiError{Code: errorCode(err), Error: desk.ErrorMessage(err)}
+	var he *echo.HTTPError
+	var de *desk.Error
+	var syntax *handoff.SyntaxError
+	var invalid *handoff.ValidationError
+	switch {
+	case errors.As(err, &he):
+		body.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_"))
+		if m, ok := he.Message.(string); ok {
+			body.Error = m
+		}
+		return he.Code, body, 0
+	case errors.As(err, &syntax):
+		body.Error = "malformed JSON: " + syntax.Error()
+	case errors.As(err, &invalid):
+		body.Fields = invalid.Fields
+		body.Error = fmt.Sprintf("the %s is invalid: %d field(s) break the rules, listed in fields", cmp.Or(invalid.Subject, "package"), len(invalid.Fields))
+	case errors.As(err, &de):
+		body.Reason, body.Details, retryAfter = de.Reason, de.Details, de.RetryAfter
+	}
+	return statusOf[body.Code], body, retryAfter
+}
+
 // errorCode is the desk's code for err, as its answer gives it: a package that is not JSON is a
 // bad request, and one that breaks the package's rules is invalid.
 func errorCode(err error) string {
@@ -192,9 +198,12 @@ func errorCode(err error) string {
 // setRetryAfter tells a refused client, in whole seconds rounded up, when to try again.
 func setRetryAfter(c echo.Context, e *desk.Error) {
 	if e.RetryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(e.RetryAfter)))
 	}
 }
+
+// retrySeconds is a Retry-After in whole seconds, rounded up.
+func retrySeconds(d time.Duration) int { return int(math.Ceil(d.Seconds())) }
 
 func titleFor(status int) string {
 	if t, ok := titleOf[status]; ok {

@@ -99,41 +99,56 @@ type submitAnswer struct {
 }
 
 func (s *Server) handleSubmitHandoff(c echo.Context) error {
-	receipt, err := s.submit(c)
+	body, err := readJSON(c)
 	if err != nil {
 		s.metrics.Intake("", intakeResult(err))
 		return err
 	}
-	status, result := http.StatusCreated, metrics.Created
-	if receipt.Replayed {
-		status, result = http.StatusOK, metrics.Replayed
+	answer, err := s.submit(c.Request().Context(), sender(c), body)
+	if err != nil {
+		return err
 	}
-	s.metrics.Intake(receipt.Queue, result)
-	return c.JSON(status, submitAnswer{Receipt: receipt, URL: s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID})
+	status := http.StatusCreated
+	if answer.Replayed {
+		status = http.StatusOK
+	}
+	return c.JSON(status, answer)
 }
 
-func (s *Server) submit(c echo.Context) (intake.Receipt, error) {
-	body, err := readJSON(c)
+// submit takes a package from bot, counted in handoffdesk_intake_total: POST /api/v1/handoffs and
+// the MCP tool handoff_to_human.
+func (s *Server) submit(ctx context.Context, bot intake.Sender, body []byte) (submitAnswer, error) {
+	receipt, err := s.submitPackage(ctx, bot, body)
 	if err != nil {
-		return intake.Receipt{}, err
+		s.metrics.Intake("", intakeResult(err))
+		return submitAnswer{}, err
 	}
+	result := metrics.Created
+	if receipt.Replayed {
+		result = metrics.Replayed
+	}
+	s.metrics.Intake(receipt.Queue, result)
+	return submitAnswer{Receipt: receipt, URL: s.cfg.BaseURL + "/handoffs/" + receipt.HandoffID}, nil
+}
+
+func (s *Server) submitPackage(ctx context.Context, bot intake.Sender, body []byte) (intake.Receipt, error) {
 	pkg, err := handoff.Decode(body)
 	var invalid *handoff.ValidationError
 	if errors.As(err, &invalid) {
 		// Report the queue's own rules in the same answer, so a bot fixes everything at once.
-		return intake.Receipt{}, s.intake.AddQueueRules(c.Request().Context(), pkg, err)
+		return intake.Receipt{}, s.intake.AddQueueRules(ctx, pkg, err)
 	}
 	if err != nil {
 		return intake.Receipt{}, err
 	}
-	receipt, err := s.intake.Submit(c.Request().Context(), sender(c), pkg)
+	receipt, err := s.intake.Submit(ctx, bot, pkg)
 	if err != nil {
 		s.followUnanswered(err, pkg.HandoffID)
 	}
 	// Intake decided a warm package's first ring with its batch. A replay answers as the first
 	// answer did, who it rings now or the estimate, and so does a package intake left to ring.
 	if err == nil && receipt.Status == handoff.StatusQueued && pkg.TransferMode == handoff.TransferModeWarm && !receipt.RingDecided() {
-		s.ring(c.Request().Context(), &receipt)
+		s.ring(ctx, &receipt)
 	}
 	return receipt, err
 }
@@ -222,23 +237,37 @@ func (s *Server) handleListHandoffs(c echo.Context) error {
 	default:
 		return desk.Errorf(desk.BadRequest, "open must be true or false, not %q", c.QueryParam("open"))
 	}
-	records, err := s.intake.ForContact(c.Request().Context(), sender(c), contactID, openOnly)
+	list, err := s.listHandoffs(c.Request().Context(), sender(c), contactID, openOnly)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string][]intake.Record{"handoffs": records})
+	return c.JSON(http.StatusOK, list)
+}
+
+// handoffList is the answer of GET /api/v1/handoffs?contact_id=….
+type handoffList struct {
+	Handoffs []intake.Record `json:"handoffs"`
+}
+
+func (s *Server) listHandoffs(ctx context.Context, bot intake.Sender, contactID string, openOnly bool) (handoffList, error) {
+	records, err := s.intake.ForContact(ctx, bot, contactID, openOnly)
+	return handoffList{Handoffs: records}, err
 }
 
 func (s *Server) handleCancelHandoff(c echo.Context) error {
-	ctx, bot := c.Request().Context(), sender(c)
-	if err := s.actions.Cancel(ctx, bot.APIKeyID, bot.QueueIDs, c.Param("id")); err != nil {
-		return err
-	}
-	record, err := s.intake.Get(ctx, bot, c.Param("id"))
+	record, err := s.cancel(c.Request().Context(), sender(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, record)
+}
+
+// cancel ends bot's package handoffID because the customer left, and answers what it is now.
+func (s *Server) cancel(ctx context.Context, bot intake.Sender, handoffID string) (intake.Record, error) {
+	if err := s.actions.Cancel(ctx, bot.APIKeyID, bot.QueueIDs, handoffID); err != nil {
+		return intake.Record{}, err
+	}
+	return s.intake.Get(ctx, bot, handoffID)
 }
 
 func (s *Server) handleSchema(c echo.Context) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/csat"
 	"github.com/handoffdesk/desk/internal/dashboard"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/queue"
@@ -296,7 +297,34 @@ func dashboardFiguresOf(st dashboard.Stats) views.DashboardFigures {
 		v.Agents = append(v.Agents, agentRowOf(a, in(cur)))
 	}
 	v.AgentDefinitions = agentDefinitions()
+	for _, q := range st.CSATQueues {
+		v.CSATQueues = append(v.CSATQueues, csatRowOf(q, of(in(cur), func(f *search.Filter) { f.Queue = q.Queue }),
+			of(in(prev), func(f *search.Filter) { f.Queue = q.Queue })))
+	}
+	for _, a := range st.CSATAgents {
+		v.CSATAgents = append(v.CSATAgents, csatRowOf(a, of(in(cur), func(f *search.Filter) { f.Agent = a.Email }),
+			of(in(prev), func(f *search.Filter) { f.Agent = a.Email })))
+	}
 	return v
+}
+
+// csatRowOf is a queue's or an agent's verdicts, each sample linked to its packages among cur's
+// and prev's.
+func csatRowOf(c dashboard.CSAT, cur, prev search.Filter) views.CSATRow {
+	verdict := func(v dashboard.Verdicts, p search.Filter, leg csat.Leg) views.Figure {
+		p.CSAT = string(leg)
+		if v.Mean == nil {
+			return views.Figure{text("— ("), count(v.N, p), text(")")}
+		}
+		return views.Figure{text(strconv.FormatFloat(*v.Mean, 'f', 2, 64) + " ("), count(v.N, p), text(")")}
+	}
+	name := c.Queue
+	if name == "" {
+		name = c.Name
+	}
+	return views.CSATRow{Name: name, Email: c.Email,
+		Human: verdict(c.Human[dashboard.Current], cur, csat.Human), PrevHuman: verdict(c.Human[dashboard.Previous], prev, csat.Human),
+		Bot: verdict(c.Bot[dashboard.Current], cur, csat.Bot), PrevBot: verdict(c.Bot[dashboard.Previous], prev, csat.Bot)}
 }
 
 // agentRowOf is an agent's row, each count linked to its packages among p's.

@@ -324,7 +324,11 @@ func (s *Server) handleReject(c echo.Context) error {
 
 func (s *Server) handleReturn(c echo.Context) error {
 	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
-		return s.actions.ReturnToBot(ctx, user, id, c.FormValue("reason"), strings.TrimSpace(c.FormValue("note")))
+		back, err := handBackForm(c)
+		if err != nil {
+			return "", err
+		}
+		return s.actions.ReturnToBot(ctx, user, id, c.FormValue("reason"), strings.TrimSpace(c.FormValue("note")), back)
 	})
 }
 
@@ -339,10 +343,14 @@ func (s *Server) handleTransfer(c echo.Context) error {
 func (s *Server) handleResolve(c echo.Context) error {
 	return s.closing(c, func(ctx context.Context, user auth.User, id string) (string, error) {
 		note := strings.TrimSpace(c.FormValue("note"))
-		if code := c.FormValue("code"); code != "refunded" {
-			return s.actions.Resolve(ctx, user, id, code, note)
+		back, err := handBackForm(c)
+		if err != nil {
+			return "", err
 		}
-		return s.actions.ResolveRefunded(ctx, user, id, strings.TrimSpace(c.FormValue("amount")), note)
+		if code := c.FormValue("code"); code != "refunded" {
+			return s.actions.Resolve(ctx, user, id, code, note, back)
+		}
+		return s.actions.ResolveRefunded(ctx, user, id, strings.TrimSpace(c.FormValue("amount")), note, back)
 	})
 }
 

@@ -114,7 +114,7 @@ func searchFilterOf(q map[string][]string) views.SearchFilter {
 		SourceAgent: get("source_agent"), Outcome: get("outcome"), Repeat: get("repeat"), SLABreached: get("sla_breached"),
 		Since: get("since"), Until: get("until"), Agent: get("agent"), Accepted: get("accepted"), Rejected: get("rejected"),
 		Open: get("open"), Record: get("record"), RecordBy: get("record_by"), Tag: get("tag"), RecordSince: get("record_since"),
-		RecordUntil: get("record_until")}
+		RecordUntil: get("record_until"), CSAT: get("csat")}
 }
 
 func searchOptions() views.SearchOptions {

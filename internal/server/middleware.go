@@ -89,7 +89,11 @@ const permissionsPolicy = "accelerometer=(), browsing-topics=(), camera=(), clip
 func (s *Server) limitTime(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		ctx, cancel := context.WithTimeout(req.Context(), s.cfg.RequestTimeout)
+		timeout := s.cfg.RequestTimeout
+		if c.Path() == mcpPath {
+			timeout += MaxWait // get_messages waits that long for a reply, holding no connection meanwhile
+		}
+		ctx, cancel := context.WithTimeout(req.Context(), timeout)
 		defer cancel()
 		c.SetRequest(req.WithContext(ctx))
 		err := next(c)
@@ -156,8 +160,10 @@ func (s *Server) checkCrossOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// isAPI reports whether r is for the bot API, REST or MCP: a bearer key, never a cookie, says
+// who sends it, so no other site can send it in a person's name.
 func isAPI(r *http.Request) bool {
-	return len(r.URL.Path) >= 5 && r.URL.Path[:5] == "/api/"
+	return strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == mcpPath
 }
 
 // maxFormBytes caps a form's body. The largest form a desk page sends carries a reply of

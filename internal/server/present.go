@@ -194,6 +194,7 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 		Outcome:  outcomeOf(item),
 		Controls: controls(perms, transferTargets),
 	}
+	v.Controls.Entities = v.Card.Entities
 	if user.Role.AtLeast(auth.RoleSupervisor) {
 		v.History = "/audit?package=" + url.QueryEscape(item.PublicID)
 	}

@@ -122,7 +122,10 @@ func (s *Server) routes() {
 	// The conversation after the handoff: the customer's messages in, the thread back out.
 	bot.POST("/handoffs/:id/messages", s.handlePostMessage)
 	bot.GET("/handoffs/:id/messages", s.handleMessages)
+	bot.POST("/handoffs/:id/csat", s.handleCSAT) // the customer's verdict, once the package closed
 	bot.POST("/sw4rm/handoff-requests", s.handleSW4RM)
+	// The same bot API as Model Context Protocol tools, for a bot's model to call (internal/mcp).
+	e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, mcpPath, s.handleMCP(), s.requireBot)
 
 	e.RouteNotFound("/*", func(c echo.Context) error { return echo.NewHTTPError(http.StatusNotFound, "no such page") })
 

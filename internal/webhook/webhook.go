@@ -154,12 +154,18 @@ func insert(events []Event) (string, []any, error) {
 	// and updated by a deliverer later for nothing. The rows take their ids in the order given,
 	// whatever order the join yields, since a package's events are delivered in the order of
 	// their ids (its queued before its warm_timeout, written together by intake).
+	//
+	// A return's or a resolve's payload carries the package's hand_back, as the close wrote it
+	// earlier in the same transaction (internal/actions): where the thread stood is read there,
+	// under the close's lock, and copied here rather than read twice.
 	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state, trace_parent, package_trace)
-		SELECT e.event_id, e.api_key_id, e.handoff_id, e.event, e.payload,
+		SELECT e.event_id, e.api_key_id, e.handoff_id, e.event,
+			CASE WHEN h.hand_back IS NULL THEN e.payload ELSE e.payload || jsonb_build_object('hand_back', h.hand_back) END,
 			CASE WHEN k.webhook_url IS NULL THEN 'no_endpoint' ELSE 'pending' END, e.trace_parent, e.package_trace
 		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]::jsonb[], $6::text[], $7::text[])
 			WITH ORDINALITY AS e(event_id, api_key_id, handoff_id, event, payload, trace_parent, package_trace, i)
 		LEFT JOIN api_keys k ON k.id = e.api_key_id
+		LEFT JOIN handoffs h ON h.handoff_id = e.handoff_id AND e.event IN ('returned_to_bot', 'resolved')
 		ORDER BY e.i`,
 		[]any{ids, keys, handoffs, names, bodies, traces, packageTraces}, nil
 }

@@ -39,7 +39,7 @@ func (s *Server) handleAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, next, err := audit.Page(ctx, s.db, user.Role, f, after)
+	entries, next, err := audit.Page(ctx, s.db, user, f, after)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (s *Server) exportAudit(c echo.Context, contentType string, writer func(io.
 	var shown audit.Shown
 	write := writer(c.Response(), queues)
 	rows := 0
-	err = audit.Each(ctx, s.db, user.Role, f, func(e audit.Entry) error {
+	err = audit.Each(ctx, s.db, user, f, func(e audit.Entry) error {
 		shown.Add(e.HandoffID, e.Unmasked)
 		rows++
 		if rows%256 == 0 {

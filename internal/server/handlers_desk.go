@@ -15,6 +15,7 @@ import (
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/timeline"
 	"github.com/handoffdesk/desk/views"
 )
@@ -54,10 +55,13 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	ctx := c.Request().Context()
 	user := currentUser(c)
 	q, err := s.queues.ByName(ctx, name)
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = s.mayView(ctx, user, q.ID)
 	}
-	if _, err := s.mayView(ctx, user, q.ID); err != nil {
+	if code := desk.ErrorCode(err); code == desk.NotFound || code == desk.Forbidden {
+		return queue.Unknown(name)
+	}
+	if err != nil {
 		return err
 	}
 	var after *board.Cursor
@@ -124,7 +128,7 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 		}
 	}
 	v := handoffView(item, user, perms, targets, s.citations)
-	v.Timeline, notes = timelineOf(item, visibility(user, item), lines, perms.Note)
+	v.Timeline, notes = timelineOf(item, user, lines, perms.Note)
 	shown.Add(item.ID, notes)
 	if v.Controls.Approval, err = s.approvalControls(ctx, user, item, perms); err != nil {
 		return views.HandoffView{}, audit.Shown{}, nil, err

@@ -191,11 +191,12 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 	return v
 }
 
-// timelineOf is the package's timeline for a viewer who sees it through vis: what people wrote is
-// masked as every note is. It also says which of that named the customer and was shown unmasked,
-// for the record of PII reads: "note", or nothing.
-func timelineOf(item board.Item, vis handoff.Visibility, lines []timeline.Line, canNote bool) (views.Timeline, []string) {
-	mask := item.Package.NoteMaskFor(vis)
+// timelineOf is the package's timeline for user: what people wrote is masked as every text people
+// wrote is (handoff.WrittenMaskFor). It also says which of that named the customer and was shown
+// unmasked, for the record of PII reads: "note", or nothing.
+func timelineOf(item board.Item, user auth.User, lines []timeline.Line, canNote bool) (views.Timeline, []string) {
+	vis := visibility(user, item)
+	mask := item.Package.WrittenMaskFor(vis)
 	// What a viewer below the queue's PII role would be shown: where it differs, this one saw more.
 	masked := item.Package.NoteMaskFor(handoff.Visibility{PIIEntityKeys: vis.PIIEntityKeys})
 	t := views.Timeline{ID: item.PublicID, CanNote: canNote, NoteLimit: actions.MaxNoteChars}
@@ -204,9 +205,17 @@ func timelineOf(item board.Item, vis handoff.Visibility, lines []timeline.Line, 
 		if vis.PII && unmasked == nil && masked(l.Note) != l.Note {
 			unmasked = []string{"note"}
 		}
-		t.Lines = append(t.Lines, views.TimelineLine{At: l.At, Kind: string(l.Kind), Text: l.Text, Note: mask(l.Note)})
+		t.Lines = append(t.Lines, views.TimelineLine{At: l.At, Kind: string(l.Kind), Text: l.Text,
+			Note: mask(l.Note, writerOf(item, user, l.NoteBy, l.NoteByRole))})
 	}
 	return t, unmasked
+}
+
+// writerOf is who wrote a text about item for user, from the writer's user id and role (0 and ""
+// for a bot or the desk, who see the contact).
+func writerOf(item board.Item, user auth.User, by int64, role string) handoff.Writer {
+	return handoff.Writer{Viewer: by != 0 && by == user.ID,
+		SawContact: by == 0 || handoff.VisibilityFor(auth.Role(role), item.PIIRule()).PII}
 }
 
 func controls(perms actions.Permissions, transferTargets []string) views.Controls {

@@ -30,6 +30,9 @@ type Entry struct {
 	// Actor is the display name of the person who made the change, Bot the name of the bot key
 	// that did; both empty for the desk itself (the sweeper).
 	Actor, Bot string
+	// ActorID and ActorRole are the person's user id and role now; 0 and "" for a bot or the desk.
+	ActorID   int64
+	ActorRole string
 	// Subject is the display name of the person a ring named.
 	Subject string
 	Detail  map[string]any
@@ -45,6 +48,9 @@ type Line struct {
 	Text string
 	// Note is what a person wrote with the change, unmasked: the caller masks it per viewer.
 	Note string
+	// NoteBy and NoteByRole are the user id and role of who wrote Note; 0 and "" for a bot.
+	NoteBy     int64
+	NoteByRole string
 }
 
 // Querier is a pool, a connection or a transaction.
@@ -57,8 +63,8 @@ type Querier interface {
 const Limit = 500
 
 const entrySelect = `
-	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(k.name, ''), coalesce(su.display_name, ''), e.detail,
-		e.handoff_id
+	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(au.id, 0), coalesce(au.role, ''), coalesce(k.name, ''),
+		coalesce(su.display_name, ''), e.detail, e.handoff_id
 	FROM events e
 		LEFT JOIN users au ON au.id = e.actor_user
 		LEFT JOIN api_keys k ON k.id = e.actor_bot
@@ -106,7 +112,8 @@ func collect(rows pgx.Rows) ([]packageEntry, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (packageEntry, error) {
 		var pe packageEntry
 		var detail []byte
-		if err := row.Scan(&pe.Seq, &pe.At, &pe.Kind, &pe.Actor, &pe.Bot, &pe.Subject, &detail, &pe.handoffID); err != nil {
+		if err := row.Scan(&pe.Seq, &pe.At, &pe.Kind, &pe.Actor, &pe.ActorID, &pe.ActorRole, &pe.Bot, &pe.Subject, &detail,
+			&pe.handoffID); err != nil {
 			return packageEntry{}, err
 		}
 		if err := json.Unmarshal(detail, &pe.Detail); err != nil {
@@ -150,7 +157,7 @@ func Lines(es []Entry) []Line {
 
 // Words says what one entry means, in a sentence an agent reads at a glance.
 func Words(e Entry) Line {
-	l := Line{Seq: e.Seq, At: e.At, Kind: e.Kind}
+	l := Line{Seq: e.Seq, At: e.At, Kind: e.Kind, NoteBy: e.ActorID, NoteByRole: e.ActorRole}
 	by := func(verb string) string {
 		switch {
 		case e.Actor != "":

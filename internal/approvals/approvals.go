@@ -137,11 +137,11 @@ type Approval struct {
 	// viewer asks whether they could see the contact (handoff.Writer).
 	RequesterRole, DeciderRole string
 	Note                       string
-	RequestedAt time.Time
-	ExpiresAt   time.Time
-	State       State
-	DecidedBy   *int64
-	Decider     string
+	RequestedAt                time.Time
+	ExpiresAt                  time.Time
+	State                      State
+	DecidedBy                  *int64
+	Decider                    string
 	// DecisionNote is the supervisor's note on a grant or denial.
 	DecisionNote string
 	DecidedAt    *time.Time

@@ -178,7 +178,7 @@ func (s *Server) approvalControls(ctx context.Context, user auth.User, item boar
 			Refund: h.Refund.String(), Requester: h.Requester, Note: mask(h.Note, writerOf(item, user, h.RequestedBy, h.RequesterRole)),
 			RequestedAt: formatTime(&h.RequestedAt), Decider: h.Decider,
 			DecisionNote: mask(h.DecisionNote, writerOf(item, user, decider, h.DeciderRole)),
-			DecidedAt: formatTime(h.DecidedAt)})
+			DecidedAt:    formatTime(h.DecidedAt)})
 	}
 	// The latest request, once decided, is the agent's news: a grant is what they resolve with,
 	// and no second request is offered for the amount it covers.

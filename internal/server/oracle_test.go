@@ -137,7 +137,10 @@ func TestForeignQueueAnswersAsAMissingOne(t *testing.T) {
 	t.Parallel()
 	d := newSearchDesk(t)
 	for _, ask := range []func(name string) (int, string){
-		func(name string) (int, string) { resp, body := get(t, d.agent, d.app.URL+"/queues/"+name); return resp.StatusCode, body },
+		func(name string) (int, string) {
+			resp, body := get(t, d.agent, d.app.URL+"/queues/"+name)
+			return resp.StatusCode, body
+		},
 		func(name string) (int, string) {
 			status, _, body := postForm(t, d.agent, d.app.URL+"/queues/"+name+"/next", url.Values{})
 			return status, body

@@ -133,18 +133,18 @@ type Approval struct {
 	Refund      Refund
 	RequestedBy int64
 	Requester   string // display name
-	// RequesterRole and DeciderRole are the people's roles now: masking what they wrote for a
-	// viewer asks whether they could see the contact (handoff.Writer).
-	RequesterRole, DeciderRole string
-	Note                       string
-	RequestedAt                time.Time
-	ExpiresAt                  time.Time
-	State                      State
-	DecidedBy                  *int64
-	Decider                    string
+	Note        string
+	RequestedAt time.Time
+	ExpiresAt   time.Time
+	State       State
+	DecidedBy   *int64
+	Decider     string
 	// DecisionNote is the supervisor's note on a grant or denial.
 	DecisionNote string
 	DecidedAt    *time.Time
+	// RequesterRole and DeciderRole are the people's roles now: masking what they wrote for a
+	// viewer asks whether they could see the contact (handoff.Writer).
+	RequesterRole, DeciderRole string
 }
 
 // Check says whether user may decide request a on a package held by assignee (nil: nobody), at

@@ -14,6 +14,7 @@ type SyntaxError struct {
 	Offset int64
 	line   int
 	column int // in bytes
+	what   string // what went wrong there: "malformed JSON", "context_snapshot is not valid base64"
 	reason string
 }
 
@@ -21,18 +22,25 @@ type SyntaxError struct {
 // SyntaxError.Offset is: it stops being JSON there, or being what it claims
 // to encode, such as base64.
 func NewSyntaxError(body []byte, offset int64, reason string) *SyntaxError {
+	return NewEncodingError(body, offset, "malformed JSON", reason)
+}
+
+// NewEncodingError is NewSyntaxError for a value that is JSON but not what
+// it claims to encode: what says so ("context_snapshot is not valid base64").
+func NewEncodingError(body []byte, offset int64, what, reason string) *SyntaxError {
 	offset = min(max(offset, 0), int64(len(body)))
 	before := string(body[:max(offset-1, 0)])
 	return &SyntaxError{
 		Offset: offset,
 		line:   1 + strings.Count(before, "\n"),
 		column: len(before) - strings.LastIndexByte(before, '\n'),
+		what:   what,
 		reason: reason,
 	}
 }
 
 func (e *SyntaxError) Error() string {
-	return fmt.Sprintf("malformed JSON at byte %d (line %d, column %d): %s", e.Offset, e.line, e.column, e.reason)
+	return fmt.Sprintf("%s at byte %d (line %d, column %d): %s", e.what, e.Offset, e.line, e.column, e.reason)
 }
 
 // FieldError is one problem with one field of a package.

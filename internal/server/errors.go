@@ -137,7 +137,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 			body.Error = m
 		}
 	case errors.As(err, &syntax):
-		body.Error = "malformed JSON: " + syntax.Error()
+		body.Error = syntax.Error() // it says what is malformed, and where
 	case errors.As(err, &invalid):
 		body.Fields = invalid.Fields
 		body.Error = fmt.Sprintf("the package is invalid: %d field(s) break the rules, listed in fields", len(invalid.Fields))

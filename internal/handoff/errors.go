@@ -13,7 +13,7 @@ type SyntaxError struct {
 	// the JSON, as in encoding/json: the 1-based position of that byte.
 	Offset int64
 	line   int
-	column int // in bytes
+	column int    // in bytes
 	what   string // what went wrong there: "malformed JSON", "context_snapshot is not valid base64"
 	reason string
 }

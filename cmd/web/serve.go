@@ -69,6 +69,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	hstsPreload, err := boolEnv(getenv, "HSTS_PRELOAD")
+	if err != nil {
+		return err
+	}
 	traces, err := tracing.New(ctx, getenv)
 	if err != nil {
 		return err
@@ -99,6 +103,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			RequestTimeout:  requestTimeout,
 			DrainPeriod:     drainPeriod,
 			OIDC:            oidc,
+			HSTSPreload:     hstsPreload,
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

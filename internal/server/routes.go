@@ -12,7 +12,7 @@ import (
 // routes lists every route of the desk in one place, each with the least role it needs.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput,
+	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, s.securityHeaders, s.checkCrossOrigin, s.loadSession, s.checkInput,
 		s.loadRing, s.loadHolding, s.loadNotice)
 
 	e.GET("/healthz", s.handleHealthz)

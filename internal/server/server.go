@@ -57,6 +57,9 @@ type Config struct {
 	// DashboardEvery is the least time between two sendings of the dashboard's figures to one
 	// browser (0: DefaultDashboardEvery): changes in between are coalesced into the next one.
 	DashboardEvery time.Duration
+	// HSTSPreload asks browsers' preload lists to hold the desk's domain, subdomains included
+	// (HSTS_PRELOAD): an https BASE_URL sends Strict-Transport-Security either way.
+	HSTSPreload bool
 }
 
 // DefaultDashboardEvery is how often at most a dashboard's figures are sent to its browser.
@@ -89,6 +92,8 @@ type Server struct {
 	handler       http.Handler
 	citations     citationLinks
 	secureCookies bool
+	// hsts is the Strict-Transport-Security header of an https BASE_URL; "" on http.
+	hsts string
 	csrf          *http.CrossOriginProtection
 
 	// shutdown closes when the server stops, telling websockets (which http.Server.Shutdown does
@@ -146,6 +151,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		// Browsers keep Secure cookies on https and on loopback (a secure context), which
 		// covers production and `make run`; a plain-http LAN address would lose its login.
 		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),
+		hsts:          hstsFor(base, cfg.HSTSPreload),
 		csrf:          http.NewCrossOriginProtection(),
 		citations:     citations,
 		shutdown:      make(chan struct{}),

@@ -92,9 +92,9 @@ type Server struct {
 	handler       http.Handler
 	citations     citationLinks
 	secureCookies bool
+	csrf          *http.CrossOriginProtection
 	// hsts is the Strict-Transport-Security header of an https BASE_URL; "" on http.
 	hsts string
-	csrf          *http.CrossOriginProtection
 
 	// shutdown closes when the server stops, telling websockets (which http.Server.Shutdown does
 	// not track once hijacked) to say goodbye; sockets counts them until they have.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -190,9 +192,16 @@ func (s *Server) handleAuditCSV(c echo.Context) error {
 
 // inertCell keeps a spreadsheet from reading a cell as a formula: a bot chooses its packages' ids
 // and an agent their notes, and "=HYPERLINK(…)" opened in a supervisor's spreadsheet would run.
+// Spreadsheets trim a cell before they look for a formula, and some read the full-width signs
+// (＝＋－＠) as the ASCII ones: a cell whose first character after any white space or control
+// character starts a formula, or that starts with a tab, CR or line feed, gets a leading quote.
 func inertCell(cell string) string {
-	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
-		return "'" + cell
+	trimmed := strings.TrimLeftFunc(cell, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	first, _ := utf8.DecodeRuneInString(trimmed)
+	if trimmed != cell || strings.ContainsRune("=+-@＝＋－＠", first) {
+		if cell != "" {
+			return "'" + cell
+		}
 	}
 	return cell
 }

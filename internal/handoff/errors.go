@@ -56,8 +56,9 @@ type FieldError struct {
 	// "required", "notblank", "max", "oneof", "email", "uri", "bcp47",
 	// "iso4217", "schema_version", "handoff_id" (characters outside
 	// A-Z a-z 0-9 _ . : -), "single_paragraph", "amount" (not a positive
-	// decimal string) and "key" (a map key outside the same characters or
-	// longer than 64).
+	// decimal string), "visible_text" (a name holding an invisible or
+	// reordering character, such as a right-to-left override) and "key" (a
+	// map key outside the same characters or longer than 64).
 	Rule string `json:"rule"`
 	// Message says what is wrong in a sentence, for people.
 	Message string `json:"message"`

@@ -1,6 +1,9 @@
 package handoff
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/handoffdesk/desk/internal/auth"
@@ -47,5 +50,37 @@ func TestWrittenMaskConfirmsNoGuess(t *testing.T) {
 	}
 	if sup := p.WrittenMaskFor(VisibilityFor(auth.RoleSupervisor, rule)); sup(right, blind) != right {
 		t.Error("a viewer who sees the contact reads a note as written")
+	}
+}
+
+// A bot's name and the contact's name refuse characters that show nothing or reorder the page
+// (rule visible_text); letters of any script, and spaces, pass.
+func TestNamesAreVisibleText(t *testing.T) {
+	for _, c := range []struct {
+		source, name string
+		bad          []string
+	}{
+		{"tier1-support", "Dana Whitfield", nil},
+		{"бот-поддержки", "دانا ويتفيلد", nil},
+		{"tier1\u202esupport", "Dana", []string{"source_agent"}},
+		{"tier1", "Dana\u200bWhitfield", []string{"contact.display_name"}},
+		{"tier1\u2066x\u2069", "Dana\u202eeno", []string{"contact.display_name", "source_agent"}},
+		{"tier1", "Dana\nWhitfield", []string{"contact.display_name"}},
+		{"tier1\u00ad", "\ufeffDana", []string{"contact.display_name", "source_agent"}},
+	} {
+		p := harborPackage(t)
+		p.SourceAgent, p.Contact.DisplayName = c.source, c.name
+		var bad []string
+		if verr, ok := errors.AsType[*ValidationError](p.Validate()); ok {
+			for _, f := range verr.Fields {
+				if f.Rule != RuleVisibleText || !strings.Contains(f.Message, "invisible") {
+					t.Errorf("%q / %q: %+v", c.source, c.name, f)
+				}
+				bad = append(bad, f.Field)
+			}
+		}
+		if !slices.Equal(bad, c.bad) {
+			t.Errorf("%q / %q: refused %v, want %v", c.source, c.name, bad, c.bad)
+		}
 	}
 }

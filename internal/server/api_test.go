@@ -208,6 +208,11 @@ func TestSubmitRefusesBadRequests(t *testing.T) {
 		// A gzip header, then a stream deflate cannot read (a reserved block type).
 		{"corrupt deflate in gzip", key, append(gzipped(t, nil)[:10], 0xff, 0xff, 0xff, 0xff), []string{"Content-Encoding", "gzip"}, 400,
 			"the gzip body is corrupt"},
+		{"right-to-left override in source_agent", key, harbor(t, func(p map[string]any) { p["source_agent"] = "tier1\u202etroppus" }), nil,
+			422, `"field":"source_agent","rule":"visible_text"`},
+		{"zero-width space in the contact's name", key, harbor(t, func(p map[string]any) {
+			p["contact"].(map[string]any)["display_name"] = "Dana\u200bWhitfield"
+		}), nil, 422, `"field":"contact.display_name","rule":"visible_text"`},
 		{"checksum wrong", key, corruptCRC(gzipped(t, raw)), []string{"Content-Encoding", "gzip"}, 400, "the gzip body is corrupt"},
 		{"over 256 KiB", key, hugeRaw, nil, 413, "over 256 KiB"},
 		{"over 256 KiB once gunzipped", key, gzipped(t, hugeRaw), []string{"Content-Encoding", "gzip"}, 413, "after decompression"},

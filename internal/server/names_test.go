@@ -1,0 +1,43 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/handoffdesk/desk/internal/auth"
+)
+
+// TestNamesRenderIsolated: a contact's name and a bot's name, in any script, are isolated from the
+// text around them (<bdi>) wherever a page shows them, so a right-to-left name never reorders the
+// page around it.
+func TestNamesRenderIsolated(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	const name, bot = "دانا ويتفيلد", "بوت-الدعم"
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "sup@example.com", auth.RoleSupervisor)
+	sup := app.client(t)
+	app.login(t, sup, "sup@example.com")
+	pkg := harbor(t, func(p map[string]any) {
+		p["contact"].(map[string]any)["display_name"] = name
+		p["source_agent"] = bot
+	})
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	for path, wants := range map[string][]string{
+		"/handoffs/" + id:    {`data-testid="contact-name">` + name + `</bdi>`, `<bdi>` + bot + `</bdi>`},
+		"/queues/billing_t2": {`<bdi data-testid="contact">` + name + `</bdi>`},
+		"/packages?q=" + id:  {`<bdi>` + name + `</bdi>`, `<bdi>` + bot + `</bdi>`},
+	} {
+		resp, body := get(t, sup, app.URL+path)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				t.Errorf("GET %s lacks %s", path, want)
+			}
+		}
+	}
+}

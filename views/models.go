@@ -386,6 +386,10 @@ type HandoffView struct {
 	Earlier []EarlierHandoff
 	// Editor is the co-pilot editor, for the agent who accepted the package; nil for everyone else.
 	Editor *Editor
+	// Gone says, to a viewer without the editor, why they cannot reply: shown when the page loses
+	// the package while its agent writes (desk.js), or a send is refused. Kept is the text of a
+	// refused send, kept for them to copy.
+	Gone, Kept string
 	// Replies are the replies sent on the package, oldest first.
 	Replies  []SentReply
 	Outcome  string

@@ -431,7 +431,13 @@ func (s *Server) packageFragments(ctx context.Context, user auth.User, item boar
 	if err != nil {
 		return nil, nil, err
 	}
-	return []fragment{status, actions, lines}, notes, nil
+	// The reply's place: a page whose agent loses the package says so at once (desk.js keeps
+	// the composer while it is still theirs).
+	reply, err := rendered(ctx, fragment{Target: "reply-" + item.PublicID, Op: "replace"}, views.ReplySlot(v))
+	if err != nil {
+		return nil, nil, err
+	}
+	return []fragment{status, actions, lines, reply}, notes, nil
 }
 
 // approvalsFragment is the pending requests' list as user sees it: who may decide which request

@@ -153,6 +153,8 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	v.Controls.CanReply, v.Controls.Replied = perms.Reply, len(replies) > 0
 	if perms.Reply {
 		v.Editor = editorOf(item, user, len(replies) > 0)
+	} else {
+		v.Gone = goneWhy(user, item)
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, shown, notes, nil
@@ -325,15 +327,40 @@ func (s *Server) handleReply(c echo.Context) error {
 		// The agent's text stays in the composer beside what was wrong with it, to be fixed, not retyped.
 		return s.renderPackage(c, id, statusOf[code], func(v *views.HandoffView) {
 			if v.Editor == nil {
-				v.Flash = desk.ErrorMessage(err)
+				v.Flash, v.Kept = desk.ErrorMessage(err), text
 				return
 			}
 			v.Editor.Text, v.Editor.Error = text, desk.ErrorMessage(err)
 		})
+	} else if code != desk.Internal {
+		// Refused (the package is no longer theirs, or not yet): the text is never thrown away. It
+		// stays in the composer when there still is one, or is kept beside why for them to copy.
+		return s.renderPackage(c, id, statusOf[code], func(v *views.HandoffView) {
+			v.Flash = desk.ErrorMessage(err)
+			if v.Editor != nil {
+				v.Editor.Text = text
+			} else {
+				v.Kept = text
+			}
+		})
 	} else if err != nil {
-		return s.actionFailed(c, id, err)
+		return err
 	}
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
+}
+
+// goneWhy says why user may not reply to item, for a page that held the composer: who holds it
+// now, or where it went.
+func goneWhy(user auth.User, item board.Item) string {
+	switch {
+	case !item.Status.Open():
+		return "This package is no longer open: it is " + timeline.Spoken(string(item.Status)) + "."
+	case item.AssigneeID != nil && !item.HeldBy(user.ID):
+		return "This package is no longer yours: " + item.Assignee + " holds it now."
+	case item.AssigneeID == nil:
+		return "This package is no longer yours: it is back in the queue."
+	}
+	return "You may not reply to this package as it is now (" + timeline.Spoken(string(item.Status)) + ")."
 }
 
 // handleNote keeps an internal note on the package (form field text) and shows the package again,

@@ -131,7 +131,8 @@
       if (f.op === "remove") {
         if (old) old.remove();
       } else if (f.op === "replace") {
-        if (old && !editing(old)) old.replaceWith(keepOpen(old, fromHTML(f.html)));
+        if (old && old.matches("[data-reply-slot]")) replySlot(old, fromHTML(f.html));
+        else if (old && !editing(old)) old.replaceWith(keepOpen(old, fromHTML(f.html)));
       } else if (f.op === "upsert") {
         const list = document.getElementById(f.list);
         if (!list) continue;
@@ -156,6 +157,38 @@
     if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
     if (frame.ring) announceRing();
   }
+
+  // replySlot puts in the reply's place as the server sent it. While the composer is still the
+  // agent's it stays as it is, with what they typed and its editor. When the package left their
+  // hands (a reassign, a bot's cancel), the page says so at once: the notice that it is theirs
+  // goes, and what they typed moves into the kept box to copy, never lost.
+  function replySlot(old, el) {
+    const form = old.querySelector("[data-reply-form]");
+    if (form && el.querySelector("[data-reply-form]")) return;
+    if (editing(old) && !form) return; // nothing of the agent's there but what they are editing
+    old.replaceWith(el);
+    if (!form) return;
+    for (const n of document.querySelectorAll("[data-testid=notice]")) n.remove();
+    const kept = el.querySelector("[data-kept]");
+    if (!kept) return;
+    const typed = form.querySelector("textarea[name=text]").value;
+    kept.hidden = false;
+    if (typed.trim() !== "") {
+      kept.querySelector("[data-kept-text]").value = typed;
+      kept.querySelector("[data-kept-typed]").hidden = false;
+    }
+    const announcer = document.getElementById("announcer");
+    if (announcer) announcer.textContent = kept.querySelector("[data-testid=kept-why]").textContent;
+  }
+
+  // Copy puts the kept text on the clipboard, and selects it where the clipboard is refused.
+  document.addEventListener("click", (ev) => {
+    const button = ev.target.closest("[data-copy-kept]");
+    if (!button) return;
+    const text = button.closest("[data-kept]").querySelector("[data-kept-text]");
+    text.select();
+    if (navigator.clipboard) navigator.clipboard.writeText(text.value).then(() => { button.textContent = "Copied"; }, () => {});
+  });
 
   // reload loads the page afresh: the server could not catch it up (it was away too long, or the
   // database restarted). Input the agent has typed into the page is not thrown away for it: the

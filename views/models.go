@@ -21,6 +21,9 @@ type Viewer struct {
 	Path string
 	// Holding is how many open packages the viewer holds, "My work" in the top bar.
 	Holding int
+	// Approvals is how many refund approvals wait, beside "Approvals" in a supervisor's top bar
+	// and in their pages' titles.
+	Approvals int
 	// Notice says what the viewer's last action did ("You accepted the package"), shown once on
 	// the page the action led to, in a polite live region.
 	Notice string

@@ -50,6 +50,14 @@ func PendingList(ctx context.Context, db Querier) ([]Listed, error) {
 	})
 }
 
+// PendingCount is how many requests wait for a supervisor: the count beside "Approvals" in their
+// top bar and in their pages' titles.
+func PendingCount(ctx context.Context, db Querier) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE state = 'pending'`).Scan(&n)
+	return n, err
+}
+
 // Times is how long supervisors took to decide requests: the median, the 90th percentile and how
 // many were decided. Expired and withdrawn requests were not decided and do not count.
 type Times struct {

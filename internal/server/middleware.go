@@ -322,8 +322,10 @@ func viewer(c echo.Context) *views.Viewer {
 	ring, _ := c.Get(ringKey).(views.RingSlotView)
 	availability, _ := c.Get(availabilityKey).(string)
 	holding, _ := c.Get(holdingKey).(int)
+	waiting, _ := c.Get(approvalsKey).(int)
 	return &views.Viewer{
 		Holding:      holding,
+		Approvals:    waiting,
 		Name:         user.DisplayName,
 		Email:        user.Email,
 		Role:         string(user.Role),

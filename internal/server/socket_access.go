@@ -75,7 +75,7 @@ type watchRequest struct {
 
 func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.User) (watchRequest, error) {
 	r := watchRequest{w: watcher{user: user, roster: c.QueryParam("roster") == "true", approvals: c.QueryParam("approvals") == "true",
-		mine: c.QueryParam("mine") == "true"}}
+		mine: c.QueryParam("mine") == "true", waiting: user.Role.AtLeast(auth.RoleSupervisor)}}
 	r.queues = queue.SplitNames(c.QueryParam("queues"))
 	if len(r.queues) > maxSocketQueues {
 		return r, desk.Errorf(desk.BadRequest, "a socket watches at most %d queues; this one asks for %d", maxSocketQueues, len(r.queues))

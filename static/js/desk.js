@@ -154,8 +154,19 @@
     tick();
     liveSwitch();
     localTimes();
+    titleCount();
     if (frame.urgent && frame.urgent.length) notifyUrgent(frame.urgent);
     if (frame.ring) announceRing();
+  }
+
+  // titleCount leads the page's title with the approvals that wait, as the top bar counts them,
+  // so that a supervisor's tab in the background says so.
+  function titleCount() {
+    const count = document.getElementById("approvals-count");
+    if (!count) return;
+    const n = Number(count.dataset.count || 0);
+    const bare = document.title.replace(/^\(\d+\) /, "");
+    document.title = n > 0 ? "(" + n + ") " + bare : bare;
   }
 
   // replySlot puts in the reply's place as the server sent it. While the composer is still the

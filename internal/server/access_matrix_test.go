@@ -168,6 +168,8 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/healthz", want: byRole{ok, ok, ok, ok, ok, ok}},
 		{method: "GET", route: "/readyz", want: byRole{ok, ok, ok, ok, ok, ok}},
 		{method: "GET", route: "/static*", want: byRole{ok, ok, ok, ok, ok, ok}},
+		{method: "GET", route: "/favicon.ico", want: byRole{http.StatusMovedPermanently, http.StatusMovedPermanently, http.StatusMovedPermanently,
+			http.StatusMovedPermanently, http.StatusMovedPermanently, http.StatusMovedPermanently}},
 		{method: "GET", route: "/login", want: byRole{ok, moved, moved, moved, moved, ok}},
 		{method: "POST", route: "/login", form: url.Values{"email": {"nobody@example.com"}, "password": {"wrong-horse"}},
 			want: byRole{http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized}},

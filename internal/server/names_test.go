@@ -41,3 +41,23 @@ func TestNamesRenderIsolated(t *testing.T) {
 		}
 	}
 }
+
+// TestFaviconOnEveryPage: pages name the desk's icon, which is served, and /favicon.ico leads to
+// it: no page load ends in a 404 for its icon.
+func TestFaviconOnEveryPage(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	c := app.client(t)
+	const link = `<link rel="icon" type="image/svg+xml" href="/static/img/favicon.svg">`
+	if _, page := get(t, c, app.URL+"/login"); !strings.Contains(page, link) {
+		t.Errorf("the login page lacks %s", link)
+	}
+	resp, body := get(t, c, app.URL+"/static/img/favicon.svg")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(body, "<svg") {
+		t.Errorf("the icon: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if resp, _ := get(t, c, app.URL+"/favicon.ico"); resp.StatusCode != http.StatusMovedPermanently ||
+		resp.Header.Get("Location") != "/static/img/favicon.svg" {
+		t.Errorf("/favicon.ico: %d to %q, want 301 to the icon", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}

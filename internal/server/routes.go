@@ -18,6 +18,7 @@ func (s *Server) routes() {
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
 	e.StaticFS("/static", static.FS)
+	e.GET("/favicon.ico", handleFavicon)
 
 	// Every POST from a browser's form answers with a redirect to a page, which says what the
 	// action did (confirm, notice.go), or with a page that says where it stands (answersAt).

@@ -84,3 +84,18 @@ func TestNamesAreVisibleText(t *testing.T) {
 		}
 	}
 }
+
+// A contact without a phone or an email shows none masked: no phantom "•••" for a value that
+// does not exist.
+func TestMaskShowsNoPhantomValue(t *testing.T) {
+	p := harborPackage(t)
+	p.Contact.Phone, p.Contact.Email = "", ""
+	masked := p.MaskFor(VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor"}))
+	if masked.Contact.Phone != "" || masked.Contact.Email != "" {
+		t.Errorf("absent phone and email mask to %q and %q, want both empty", masked.Contact.Phone, masked.Contact.Email)
+	}
+	p.Contact.Phone = " "
+	if got := p.MaskFor(VisibilityFor(auth.RoleAgent, PIIRule{MinRole: "supervisor"})).Contact.Phone; got != "" {
+		t.Errorf("a blank phone masks to %q", got)
+	}
+}

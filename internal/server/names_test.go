@@ -61,3 +61,25 @@ func TestFaviconOnEveryPage(t *testing.T) {
 		t.Errorf("/favicon.ico: %d to %q, want 301 to the icon", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// TestNoPhantomPhone: an agent below the queue's PII role is shown no masked phone for a contact
+// who gave none.
+func TestNoPhantomPhone(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'supervisor'`); err != nil {
+		t.Fatal(err)
+	}
+	dana := app.client(t)
+	app.login(t, dana, "dana@example.com")
+	pkg := harbor(t, func(p map[string]any) { delete(p["contact"].(map[string]any), "phone") })
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	_, page := get(t, dana, app.URL+"/handoffs/"+id)
+	if !strings.Contains(page, `data-testid="contact-phone"></span>`) {
+		_, rest, _ := strings.Cut(page, `data-testid="contact-phone"`)
+		t.Errorf("the contact without a phone shows one: %.60s", rest)
+	}
+}

@@ -297,16 +297,19 @@ var warmReasons = map[string]string{
 	"waited_too_long": "it waited too long",
 }
 
-// seconds says a ring's length as an agent counts it: "20 s", "2 min 5 s".
+// seconds says a ring's length in the desk's one notation of durations (views.FormatSpan, which
+// this package does not import; TestOneDurationFormat holds them together): "20s", "2m 05s".
 func seconds(d time.Duration) string {
 	s := int(d.Round(time.Second).Seconds())
-	if s < 60 {
-		return fmt.Sprintf("%d s", s)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s >= 3600:
+		return fmt.Sprintf("%dh %02dm", s/3600, s/60%60)
+	case s%60 == 0:
+		return fmt.Sprintf("%dm", s/60)
 	}
-	if s%60 == 0 {
-		return fmt.Sprintf("%d min", s/60)
-	}
-	return fmt.Sprintf("%d min %d s", s/60, s%60)
+	return fmt.Sprintf("%dm %02ds", s/60, s%60)
 }
 
 // Spoken says a code (a status, a reason, a resolution) in words: awaiting_approval is "awaiting

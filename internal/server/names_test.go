@@ -83,3 +83,22 @@ func TestNoPhantomPhone(t *testing.T) {
 		t.Errorf("the contact without a phone shows one: %.60s", rest)
 	}
 }
+
+// TestOneNameForOneBot: the package's page names its bot once, as the package does
+// (source_agent), in the side panel and in the timeline alike, not by the key it used.
+func TestOneNameForOneBot(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "key_of_the_swarm", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	dana := app.client(t)
+	app.login(t, dana, "dana@example.com")
+	pkg := harbor(t, func(p map[string]any) { p["source_agent"] = "harbor-bot" })
+	id := pkg["handoff_id"].(string)
+	expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+	_, page := get(t, dana, app.URL+"/handoffs/"+id)
+	if !strings.Contains(page, "<bdi>harbor-bot</bdi> (") || !strings.Contains(page, "Handed over by the bot harbor-bot to billing_t2") ||
+		strings.Contains(page, "key_of_the_swarm") {
+		t.Errorf("the page names the bot otherwise than harbor-bot:\n%s", shownText(page))
+	}
+}

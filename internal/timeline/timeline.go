@@ -27,8 +27,9 @@ type Entry struct {
 	Seq  int64
 	At   time.Time
 	Kind events.Kind
-	// Actor is the display name of the person who made the change, Bot the name of the bot key
-	// that did; both empty for the desk itself (the sweeper).
+	// Actor is the display name of the person who made the change, Bot the bot that did, by the
+	// name the package gives it (source_agent), as the package's page names it, or its key's name
+	// where no package says; both empty for the desk itself (the sweeper).
 	Actor, Bot string
 	// ActorID and ActorRole are the person's user id and role now; 0 and "" for a bot or the desk.
 	ActorID   int64
@@ -63,11 +64,13 @@ type Querier interface {
 const Limit = 500
 
 const entrySelect = `
-	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(au.id, 0), coalesce(au.role, ''), coalesce(k.name, ''),
+	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(au.id, 0), coalesce(au.role, ''),
+		coalesce(CASE WHEN e.actor_bot IS NOT NULL THEN p.source_agent END, k.name, ''),
 		coalesce(su.display_name, ''), e.detail, e.handoff_id
 	FROM events e
 		LEFT JOIN users au ON au.id = e.actor_user
 		LEFT JOIN api_keys k ON k.id = e.actor_bot
+		LEFT JOIN handoffs p ON p.id = e.handoff_id
 		LEFT JOIN users su ON su.id = e.subject_user`
 
 // Read returns the package's entries, oldest first, at most Limit of the newest.

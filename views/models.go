@@ -239,6 +239,13 @@ func (c Controls) Primary() string {
 	switch {
 	case c.CanAccept:
 		return PrimaryAccept
+	// A refund that needs approval is asked for before the customer is told anything: a reply
+	// first would promise money a supervisor may refuse. While the request waits, nothing is
+	// next but its decision (the panel shows it pending).
+	case !c.Replied && c.Approval.AskFirst():
+		return PrimaryApproval
+	case !c.Replied && c.Approval.Needed && c.Approval.Pending() != nil:
+		return ""
 	case c.CanReply && !c.Replied:
 		return PrimaryReply
 	case c.Approval.CanRequest && c.Replied:
@@ -272,6 +279,12 @@ type ApprovalControls struct {
 	// Decide is the pending request's id when the viewer may decide it, on /approvals.
 	Decide  string
 	History []ApprovalLine
+}
+
+// AskFirst reports whether the refund needs an approval the agent should ask for now: none was
+// asked, or the last one expired. After a denial the next step is telling the customer.
+func (a ApprovalControls) AskFirst() bool {
+	return a.CanRequest && (a.Decision == nil || a.Decision.State == "expired")
 }
 
 // Pending is the request waiting for a supervisor, if one does: always the latest.
@@ -342,6 +355,9 @@ type Editor struct {
 	Notice string
 	// Replied: a reply was sent on the package already; sending another is no longer its next step.
 	Replied bool
+	// Awaiting says, while a refund waits for its approval, that the reply comes after the
+	// decision; Suggested, once it is decided, that Text is a reply the desk suggests telling it.
+	Awaiting, Suggested string
 	Tags    []string
 	// Limit is the most characters a reply may have; the server refuses more.
 	Limit int

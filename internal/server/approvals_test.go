@@ -217,7 +217,8 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 		chromedp.Navigate(app.URL+"/handoffs/"+id),
 		chromedp.Click(`[data-testid="accept"]`),
 		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
-		inMenu("approval"),
+		// Asking is the next step, before any reply: the form is the action panel's first.
+		chromedp.WaitVisible(`[data-testid="actions"][data-primary-action="approval"] [data-testid="request-approval-form"]`),
 		chromedp.SendKeys(`[data-testid="request-approval-form"] input[name="note"]`, "double charge, long-time customer"),
 		chromedp.Click(`[data-testid="request-approval"]`),
 		chromedp.WaitVisible(`[data-testid="approval-pending"]`),
@@ -265,6 +266,13 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	}
 	if got := evalString(t, agent, `document.querySelector('[data-testid="approval-history"]').textContent`); !strings.Contains(got, "within goodwill policy") || !strings.Contains(got, "sam") {
 		t.Errorf("the agent's approval history reads %q", got)
+	}
+	// The composer, untouched, now holds the reply that tells the customer.
+	if err := chromedp.Do(agent, chromedp.WaitVisible(`[data-testid="reply-suggested"]`)); err != nil {
+		t.Fatalf("the agent's composer never offered the reply after the grant: %v", err)
+	}
+	if got := evalString(t, agent, `document.querySelector('#reply-text').value`); !strings.Contains(got, "150.00 USD is approved") {
+		t.Errorf("after the grant the composer holds %q", got)
 	}
 	if err := chromedp.Do(agent,
 		inMenu("resolve"),

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -99,5 +100,59 @@ func TestApprovalsWaitingCountIsLive(t *testing.T) {
 	}
 	if html := readUntil(t, live, "approvals-count"); count(html) != "0" {
 		t.Errorf("the live count after the decision: %s", html)
+	}
+}
+
+// TestApprovalFirstThenTheReply: for a refund above the threshold, asking for approval is the
+// next step and the composer holds no promise of money, saying why; while the request waits it
+// says so; once a supervisor decides, the reply is next, the composer holding one that tells the
+// customer the decision.
+func TestApprovalFirstThenTheReply(t *testing.T) {
+	t.Parallel()
+	app, key, dana, sam := approvalsDesk(t)
+	composer := func(page string) string {
+		m := regexp.MustCompile(`(?s)data-testid="reply-text"[^>]*>([^<]*)</textarea>`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no composer:\n%.2000s", page)
+		}
+		return html.UnescapeString(m[1])
+	}
+	primary := func(page string) string {
+		m := regexp.MustCompile(`data-testid="actions" data-primary-action="([a-z]*)"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no action panel")
+		}
+		return m[1]
+	}
+	for _, decision := range []struct{ path, says, reply string }{
+		{"approve", "is approved", "your refund of 120.00 USD is approved"},
+		{"deny", "was denied", "we are not able to refund 120.00 USD"},
+	} {
+		pkg, id := refundPackage(t, "120.00")
+		pkg["contact"].(map[string]any)["id"] = "cust_" + id
+		expect(t, "submit", app.submit(t, key, pkg), http.StatusCreated)
+		base := app.URL + "/handoffs/" + id
+		if status, _, body := postForm(t, dana, base+"/accept", nil); status != http.StatusSeeOther {
+			t.Fatalf("accept: %d %.300s", status, body)
+		}
+		_, page := fetchPage(t, dana, base)
+		if primary(page) != "approval" || composer(page) != "" || !strings.Contains(page, "needs a supervisor&#39;s approval: ask for it first") {
+			t.Errorf("before the request: next %q, composer %q; want the request first and no draft", primary(page), composer(page))
+		}
+		if status, _, body := postForm(t, dana, base+"/approval", url.Values{"note": {"double charge"}}); status != http.StatusSeeOther {
+			t.Fatalf("request: %d %.300s", status, body)
+		}
+		_, page = fetchPage(t, dana, base)
+		if primary(page) != "" || composer(page) != "" || !strings.Contains(page, "awaits a supervisor&#39;s approval") {
+			t.Errorf("while it waits: next %q, composer %q; want nothing next but the decision", primary(page), composer(page))
+		}
+		approval := approvalIDOf(t, sam, app.URL, id)
+		if status, _, body := postForm(t, sam, app.URL+"/approvals/"+approval+"/"+decision.path, url.Values{"note": {"checked"}}); status != http.StatusSeeOther {
+			t.Fatalf("%s: %d %.300s", decision.path, status, body)
+		}
+		_, page = fetchPage(t, dana, base)
+		if primary(page) != "reply" || !strings.Contains(composer(page), decision.reply) || !strings.Contains(page, decision.says) {
+			t.Errorf("after %s: next %q, composer %q; want the reply next, telling the customer", decision.path, primary(page), composer(page))
+		}
 	}
 }

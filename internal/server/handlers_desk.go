@@ -153,6 +153,7 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 	v.Controls.CanReply, v.Controls.Replied = perms.Reply, len(replies) > 0
 	if perms.Reply {
 		v.Editor = editorOf(item, user, len(replies) > 0)
+		approvalFirst(v.Editor, v.Controls.Approval)
 	} else {
 		v.Gone = goneWhy(user, item)
 	}

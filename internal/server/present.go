@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/actions"
+	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/evals"
@@ -251,6 +252,27 @@ func editorOf(item board.Item, user auth.User, replied bool) *views.Editor {
 		e.Text = ""
 	}
 	return e
+}
+
+// approvalFirst keeps the reply for after the decision on a refund that needs approval: until
+// then the composer holds no draft (the bot's would promise the money) and says why; once decided,
+// it holds a reply that tells the customer, to edit and send.
+func approvalFirst(e *views.Editor, a views.ApprovalControls) {
+	if e.Replied || !a.Needed {
+		return
+	}
+	switch d := a.Decision; {
+	case a.Pending() != nil:
+		e.Text, e.Awaiting = "", "The refund of "+a.Refund+" awaits a supervisor's approval: the reply that tells the customer comes once it is decided."
+	case a.AskFirst():
+		e.Text, e.Awaiting = "", "The refund of "+a.Refund+" needs a supervisor's approval: ask for it first, then tell the customer what was decided."
+	case d != nil && d.State == string(approvals.Granted):
+		e.Text = "Good news: your refund of " + d.Refund + " is approved. You will see it on your statement within a few business days."
+		e.Suggested = "The refund is approved: a reply that tells the customer, to edit before you send it."
+	case d != nil && d.State == string(approvals.Denied):
+		e.Text = "I am sorry: we are not able to refund " + d.Refund + " this time. Is there anything else I can help you with?"
+		e.Suggested = "The refund was denied: a reply that tells the customer, to edit before you send it."
+	}
 }
 
 // repliesOf maps the replies sent on a package to the page, newest first, each with the tokens

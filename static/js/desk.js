@@ -175,7 +175,17 @@
   // goes, and what they typed moves into the kept box to copy, never lost.
   function replySlot(old, el) {
     const form = old.querySelector("[data-reply-form]");
-    if (form && el.querySelector("[data-reply-form]")) return;
+    const fresh = el.querySelector("[data-reply-form]");
+    if (form && fresh) {
+      // Still theirs: untouched, the composer takes what the desk now offers (the reply that
+      // tells the customer a refund's decision), in place, so reply.js keeps working on it.
+      if (editing(old)) return;
+      const text = form.querySelector("textarea[name=text]");
+      text.value = text.defaultValue = fresh.querySelector("textarea[name=text]").defaultValue;
+      form.querySelector("[data-reply-hints]").replaceWith(fresh.querySelector("[data-reply-hints]"));
+      text.dispatchEvent(new Event("input", { bubbles: true }));
+      return;
+    }
     if (editing(old) && !form) return; // nothing of the agent's there but what they are editing
     old.replaceWith(el);
     if (!form) return;

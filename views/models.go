@@ -355,12 +355,12 @@ type Editor struct {
 	Notice string
 	// Replied: a reply was sent on the package already; sending another is no longer its next step.
 	Replied bool
-	// Awaiting says, while a refund waits for its approval, that the reply comes after the
-	// decision; Suggested, once it is decided, that Text is a reply the desk suggests telling it.
-	Awaiting, Suggested string
 	Tags    []string
 	// Limit is the most characters a reply may have; the server refuses more.
 	Limit int
+	// Awaiting says, while a refund waits for its approval, that the reply comes after the
+	// decision; Suggested, once it is decided, that Text is a reply the desk suggests telling it.
+	Awaiting, Suggested string
 }
 
 // SentReply is a reply an agent sent, its text masked for the viewer like a note.

@@ -239,6 +239,10 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	if same, err := chromedp.Run(supervisor, chromedp.Evaluate[bool](`window.sameDocument === true`)); err != nil || !same {
 		t.Fatal("the supervisor's page reloaded; the request must arrive over the socket")
 	}
+	// The count of requests that wait leads the title, live, for a tab in the background.
+	if _, err := chromedp.Run(supervisor, chromedp.Poll[bool](`document.title.startsWith("(1) ")`)); err != nil {
+		t.Errorf("the supervisor's title never counted the request: %q (%v)", evalString(t, supervisor, `document.title`), err)
+	}
 	for sel, want := range map[string]string{
 		row + ` [data-testid="approval-amount"]`:  "150.00 USD",
 		row + ` [data-testid="approval-problem"]`: "Duplicate charge $49.99",
@@ -256,6 +260,9 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 		chromedp.WaitVisible(`[data-testid="no-approvals"]`),
 	); err != nil {
 		t.Fatalf("supervisor approves: %v", err)
+	}
+	if got := evalString(t, supervisor, `document.title`); strings.HasPrefix(got, "(") {
+		t.Errorf("with none waiting the title reads %q", got)
 	}
 
 	if err := chromedp.Do(agent, chromedp.WaitVisible(`[data-testid="approval-line"][data-state="granted"]`)); err != nil {

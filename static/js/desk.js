@@ -182,7 +182,7 @@
       if (editing(old)) return;
       const text = form.querySelector("textarea[name=text]");
       text.value = text.defaultValue = fresh.querySelector("textarea[name=text]").defaultValue;
-      form.querySelector("[data-reply-hints]").replaceWith(fresh.querySelector("[data-reply-hints]"));
+      for (const part of ["[data-reply-hints]", "[data-testid=send-bar]"]) form.querySelector(part).replaceWith(fresh.querySelector(part));
       text.dispatchEvent(new Event("input", { bubbles: true }));
       return;
     }

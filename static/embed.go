@@ -3,5 +3,5 @@ package static
 
 import "embed"
 
-//go:embed css/app.css js/desk.js js/page.js js/reply.js js/signin.js
+//go:embed css/app.css img/favicon.svg js/desk.js js/page.js js/reply.js js/signin.js
 var FS embed.FS

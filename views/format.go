@@ -23,6 +23,17 @@ func FormatAge(d time.Duration) string {
 	}
 }
 
+// FormatSpan is FormatAge to the second under an hour, for lengths people compare rather than
+// watch run (a time to accept, how long a ring rang): "45s", "17m", "17m 05s", "1h 05m". Every
+// duration the desk shows is one or the other, in the same notation.
+func FormatSpan(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Minute || d >= time.Hour || d%time.Minute == 0 {
+		return FormatAge(d)
+	}
+	return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // Words writes a code as the page says it: "awaiting_approval" as "awaiting approval",

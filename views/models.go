@@ -23,6 +23,9 @@ type Viewer struct {
 	// many messages their customers wrote since the last reply, also in the window's title.
 	Holding int
 	Unread  int
+	// Approvals is how many refund approvals wait, beside "Approvals" in a supervisor's top bar
+	// and in their pages' titles.
+	Approvals int
 	// Notice says what the viewer's last action did ("You accepted the package"), shown once on
 	// the page the action led to, in a polite live region.
 	Notice string
@@ -256,6 +259,13 @@ func (c Controls) Primary() string {
 	switch {
 	case c.CanAccept:
 		return PrimaryAccept
+	// A refund that needs approval is asked for before the customer is told anything: a reply
+	// first would promise money a supervisor may refuse. While the request waits, nothing is
+	// next but its decision (the panel shows it pending).
+	case !c.Replied && c.Approval.AskFirst():
+		return PrimaryApproval
+	case !c.Replied && c.Approval.Needed && c.Approval.Pending() != nil:
+		return ""
 	case c.CanReply && !c.Replied:
 		return PrimaryReply
 	case c.Approval.CanRequest && c.Replied:
@@ -289,6 +299,12 @@ type ApprovalControls struct {
 	// Decide is the pending request's id when the viewer may decide it, on /approvals.
 	Decide  string
 	History []ApprovalLine
+}
+
+// AskFirst reports whether the refund needs an approval the agent should ask for now: none was
+// asked, or the last one expired. After a denial the next step is telling the customer.
+func (a ApprovalControls) AskFirst() bool {
+	return a.CanRequest && (a.Decision == nil || a.Decision.State == "expired")
 }
 
 // Pending is the request waiting for a supervisor, if one does: always the latest.
@@ -368,6 +384,9 @@ type Editor struct {
 	Tags    []string
 	// Limit is the most characters a reply may have; the server refuses more.
 	Limit int
+	// Awaiting says, while a refund waits for its approval, that the reply comes after the
+	// decision; Suggested, once it is decided, that Text is a reply the desk suggests telling it.
+	Awaiting, Suggested string
 }
 
 // SentReply is a reply an agent sent, its text masked for the viewer like a note.
@@ -411,11 +430,15 @@ type HandoffView struct {
 	Editor *Editor
 	// Thread is the conversation: the transcript's last turns, then the messages since the handoff
 	// and the replies.
-	Thread   Thread
-	Outcome  string
-	Controls Controls
-	Live     LiveConfig
-	Flash    string
+	Thread Thread
+	// Gone says, to a viewer without the editor, why they cannot reply: shown when the page loses
+	// the package while its agent writes (desk.js), or a send is refused. Kept is the text of a
+	// refused send, kept for them to copy.
+	Gone, Kept string
+	Outcome    string
+	Controls   Controls
+	Live       LiveConfig
+	Flash      string
 }
 
 // QueueHealth is one queue on the roster; each count links to its packages.

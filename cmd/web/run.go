@@ -45,7 +45,7 @@ commands:
   dashboard rebuild            compute the dashboard's rollup of every hour again (instances refresh it themselves)
 
 environment: DATABASE_URL, DATABASE_ACQUIRE_TIMEOUT, ADDR, BASE_URL, FRAME_ANCESTORS, CITATION_SCHEMES,
-             TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, WEBHOOK_ALLOW_PRIVATE, LOG_FORMAT (text|json),
+             TRUSTED_PROXIES, REQUEST_TIMEOUT, DRAIN_PERIOD, WEBHOOK_ALLOW_PRIVATE, HSTS_PRELOAD, LOG_FORMAT (text|json),
              OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ALLOWED_DOMAINS
 `
 
@@ -176,6 +176,19 @@ func duration(getenv func(string) string, name string, def time.Duration) (time.
 		return 0, fmt.Errorf("%s: want a duration such as 5s or 1m, not %q", name, v)
 	}
 	return d, nil
+}
+
+// boolEnv reads a boolean variable: unset is false.
+func boolEnv(getenv func(string) string, name string) (bool, error) {
+	v := getenv(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s: want true or false, not %q", name, v)
+	}
+	return b, nil
 }
 
 // allowPrivateWebhooks reads WEBHOOK_ALLOW_PRIVATE, which lets webhook URLs point at loopback and

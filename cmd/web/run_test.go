@@ -181,6 +181,16 @@ func TestServeRejectsBadDurations(t *testing.T) {
 	}
 }
 
+func TestServeRejectsABadHSTSPreload(t *testing.T) {
+	t.Parallel()
+	getenv := func(k string) string {
+		return map[string]string{"HSTS_PRELOAD": "sometimes", "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"}[k]
+	}
+	if _, err := runCommand(t, getenv, "serve"); err == nil || !strings.HasPrefix(err.Error(), "HSTS_PRELOAD: ") {
+		t.Errorf("serve with HSTS_PRELOAD=sometimes: %v, want an error naming HSTS_PRELOAD", err)
+	}
+}
+
 // syncBuffer lets a test read what a running server writes.
 type syncBuffer struct {
 	mu  sync.Mutex

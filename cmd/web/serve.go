@@ -76,6 +76,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	hstsPreload, err := boolEnv(getenv, "HSTS_PRELOAD")
+	if err != nil {
+		return err
+	}
 	traces, err := tracing.New(ctx, getenv)
 	if err != nil {
 		return err
@@ -106,6 +110,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			RequestTimeout:  requestTimeout,
 			DrainPeriod:     drainPeriod,
 			OIDC:            oidc,
+			HSTSPreload:     hstsPreload,
 		}
 		if cfg.BaseURL == "" {
 			cfg.BaseURL = "http://localhost:" + portOf(ln.Addr())

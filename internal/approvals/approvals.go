@@ -142,6 +142,9 @@ type Approval struct {
 	// DecisionNote is the supervisor's note on a grant or denial.
 	DecisionNote string
 	DecidedAt    *time.Time
+	// RequesterRole and DeciderRole are the people's roles now: masking what they wrote for a
+	// viewer asks whether they could see the contact (handoff.Writer).
+	RequesterRole, DeciderRole string
 }
 
 // Check says whether user may decide request a on a package held by assignee (nil: nobody), at
@@ -174,8 +177,8 @@ type Querier interface {
 
 // selectApproval reads requests with their people's names and the package's public id.
 const selectApproval = `
-	SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name,
-		a.note, a.requested_at, a.expires_at, a.state, a.decided_by, coalesce(d.display_name, ''),
+	SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name, r.role,
+		a.note, a.requested_at, a.expires_at, a.state, a.decided_by, coalesce(d.display_name, ''), coalesce(d.role, ''),
 		coalesce(a.decision_note, ''), a.decided_at
 	FROM approvals a JOIN handoffs h ON h.id = a.handoff_id JOIN users r ON r.id = a.requested_by
 	LEFT JOIN users d ON d.id = a.decided_by`
@@ -183,7 +186,8 @@ const selectApproval = `
 func scan(row pgx.Row) (Approval, error) {
 	var a Approval
 	err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Refund.Amount, &a.Refund.Currency, &a.RequestedBy, &a.Requester,
-		&a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.Decider, &a.DecisionNote, &a.DecidedAt)
+		&a.RequesterRole, &a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.Decider, &a.DeciderRole, &a.DecisionNote,
+		&a.DecidedAt)
 	return a, err
 }
 

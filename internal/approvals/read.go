@@ -25,17 +25,18 @@ type Listed struct {
 	Package         handoff.Package
 }
 
-// PendingList lists the pending requests of every queue, oldest first. It joins the package,
+// PendingList lists the pending requests of every queue, the one nearest its expiry first: the
+// one a supervisor must decide soonest. It joins the package,
 // its queue and its holder, which the page shows beside each request.
 func PendingList(ctx context.Context, db Querier) ([]Listed, error) {
 	rows, err := db.Query(ctx, `
-		SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name,
-			a.note, a.requested_at, a.expires_at, a.state, a.decided_by, '', '', a.decided_at,
+		SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name, r.role,
+			a.note, a.requested_at, a.expires_at, a.state, a.decided_by, a.decided_at,
 			q.name, q.approval_timeout, q.pii_min_role, q.pii_entity_keys, h.assignee_id, coalesce(u.display_name, ''), h.package
 		FROM approvals a JOIN handoffs h ON h.id = a.handoff_id JOIN queues q ON q.id = h.queue_id
 		JOIN users r ON r.id = a.requested_by LEFT JOIN users u ON u.id = h.assignee_id
 		WHERE a.state = 'pending'
-		ORDER BY a.requested_at, a.id LIMIT $1`, maxListed)
+		ORDER BY a.expires_at, a.id LIMIT $1`, maxListed)
 	if err != nil {
 		return nil, err
 	}
@@ -43,10 +44,18 @@ func PendingList(ctx context.Context, db Querier) ([]Listed, error) {
 		var l Listed
 		a := &l.Approval
 		err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Refund.Amount, &a.Refund.Currency, &a.RequestedBy, &a.Requester,
-			&a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.Decider, &a.DecisionNote, &a.DecidedAt,
+			&a.RequesterRole, &a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.DecidedAt,
 			&l.Queue, &l.ApprovalTimeout, &l.PIIMinRole, &l.PIIEntityKeys, &l.AssigneeID, &l.Assignee, &l.Package)
 		return l, err
 	})
+}
+
+// PendingCount is how many requests wait for a supervisor: the count beside "Approvals" in their
+// top bar and in their pages' titles.
+func PendingCount(ctx context.Context, db Querier) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE state = 'pending'`).Scan(&n)
+	return n, err
 }
 
 // Times is how long supervisors took to decide requests: the median, the 90th percentile and how

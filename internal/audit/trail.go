@@ -179,16 +179,16 @@ func (f Filter) Check(ctx context.Context, db Querier) (handoffID int64, err err
 // PageSize is how many events a page of the trail shows.
 const PageSize = 50
 
-// Page reads a page of the trail f selects, newest first, below after if given, as role may see it;
+// Page reads a page of the trail f selects, newest first, below after if given, as reader may see it;
 // it returns the cursor of the next page (nil at the end).
-func Page(ctx context.Context, db Querier, role auth.Role, f Filter, after *Cursor) ([]Entry, *Cursor, error) {
+func Page(ctx context.Context, db Querier, reader auth.User, f Filter, after *Cursor) ([]Entry, *Cursor, error) {
 	sql, args := trailQuery(f, after, PageSize+1)
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, nil, err
 	}
 	var entries []Entry
-	err = each(rows, role, func(e Entry) error {
+	err = each(rows, reader, func(e Entry) error {
 		entries = append(entries, e)
 		return nil
 	})
@@ -200,15 +200,15 @@ func Page(ctx context.Context, db Querier, role auth.Role, f Filter, after *Curs
 	return entries, &Cursor{At: last.At, Seq: last.Seq}, nil
 }
 
-// Each streams every event f selects, newest first, as role may see it, to fn: rows are read from
+// Each streams every event f selects, newest first, as reader may see it, to fn: rows are read from
 // one query as fn takes them, so memory stays flat however long the trail. fn's error stops it.
-func Each(ctx context.Context, db Querier, role auth.Role, f Filter, fn func(Entry) error) error {
+func Each(ctx context.Context, db Querier, reader auth.User, f Filter, fn func(Entry) error) error {
 	sql, args := trailQuery(f, nil, 0)
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return err
 	}
-	return each(rows, role, fn)
+	return each(rows, reader, fn)
 }
 
 // trailQuery selects f's events below after, newest first, at most limit (0: all). Each filter is
@@ -250,7 +250,7 @@ func trailQuery(f Filter, after *Cursor, limit int) (string, []any) {
 		SELECT e.seq, e.at, e.kind, coalesce(au.email, 'bot:' || k.name, ''), coalesce(h.handoff_id, ''),
 			coalesce(q.name, ''), coalesce(su.email, ''), e.detail, coalesce(e.handoff_id, 0),
 			coalesce(hq.pii_min_role, 'agent'), coalesce(hq.pii_entity_keys, '{}'), coalesce(hq.withhold_transcript, false),
-			h.package->'contact', h.package->'structured_entities'
+			h.package->'contact', h.package->'structured_entities', coalesce(au.id, 0), coalesce(au.role, '')
 		FROM events e
 			LEFT JOIN handoffs h ON h.id = e.handoff_id
 			LEFT JOIN queues hq ON hq.id = h.queue_id
@@ -269,8 +269,8 @@ func trailQuery(f Filter, after *Cursor, limit int) (string, []any) {
 	return sql, args
 }
 
-// each scans the trail's rows and masks each for role.
-func each(rows pgx.Rows, role auth.Role, fn func(Entry) error) error {
+// each scans the trail's rows and masks each for reader.
+func each(rows pgx.Rows, reader auth.User, fn func(Entry) error) error {
 	defer rows.Close()
 	for rows.Next() {
 		var (
@@ -278,9 +278,11 @@ func each(rows pgx.Rows, role auth.Role, fn func(Entry) error) error {
 			detail            []byte
 			rule              handoff.PIIRule
 			contact, entities []byte
+			actorID           int64
+			actorRole         string
 		)
 		err := rows.Scan(&e.Seq, &e.At, &e.Kind, &e.Actor, &e.Package, &e.Queue, &e.Subject, &detail, &e.HandoffID,
-			&rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript, &contact, &entities)
+			&rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript, &contact, &entities, &actorID, &actorRole)
 		if err != nil {
 			return err
 		}
@@ -288,7 +290,9 @@ func each(rows pgx.Rows, role auth.Role, fn func(Entry) error) error {
 			return fmt.Errorf("audit: the detail of event %d: %w", e.Seq, err)
 		}
 		if e.HandoffID != 0 {
-			if err := e.mask(role, rule, contact, entities); err != nil {
+			by := handoff.Writer{Viewer: actorID != 0 && actorID == reader.ID,
+				SawContact: actorID == 0 || handoff.VisibilityFor(auth.Role(actorRole), rule).PII}
+			if err := e.mask(reader.Role, rule, by, contact, entities); err != nil {
 				return err
 			}
 		}
@@ -299,9 +303,10 @@ func each(rows pgx.Rows, role auth.Role, fn func(Entry) error) error {
 	return rows.Err()
 }
 
-// mask masks the detail's text by the package's queue's rule for role, as notes on the package
-// page are, and notes which of it named the customer and was shown unmasked.
-func (e *Entry) mask(role auth.Role, rule handoff.PIIRule, contact, entities []byte) error {
+// mask masks the detail's text, written by, by the package's queue's rule for role, as notes on the
+// package page are (handoff.WrittenMaskFor), and notes which of it named the customer and was shown
+// unmasked.
+func (e *Entry) mask(role auth.Role, rule handoff.PIIRule, by handoff.Writer, contact, entities []byte) error {
 	var p handoff.Package
 	if contact != nil {
 		if err := json.Unmarshal(contact, &p.Contact); err != nil {
@@ -314,7 +319,8 @@ func (e *Entry) mask(role auth.Role, rule handoff.PIIRule, contact, entities []b
 		}
 	}
 	v := handoff.VisibilityFor(role, rule)
-	text := p.NoteMaskFor(v)
+	written := p.WrittenMaskFor(v)
+	text := func(s string) string { return written(s, by) }
 	masked := p.NoteMaskFor(handoff.Visibility{PIIEntityKeys: rule.EntityKeys})
 	for k, val := range e.Detail {
 		e.Detail[k] = maskValue(val, text)

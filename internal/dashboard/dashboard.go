@@ -152,9 +152,14 @@ type Filter struct {
 // Periods are the window ending at now, from the start of the bucket now is in (the hour for 24h,
 // the UTC day for 7d and 30d) less the window's span, and the previous window of the span's
 // length before it. Windows start where the rollup's rows do: the current window holds the span's
-// whole buckets and the current one so far.
+// whole buckets and the current one so far, to the end of now's second: the figures link to
+// /packages with the same bounds, which read as whole seconds there ("until 12:00:01Z").
 func (w Window) Periods(now time.Time) (current, previous Period) {
-	current = Period{From: now.Truncate(w.Bucket).Add(-w.Span), To: now}
+	end := now.Truncate(time.Second)
+	if end.Before(now) {
+		end = end.Add(time.Second)
+	}
+	current = Period{From: now.Truncate(w.Bucket).Add(-w.Span), To: end}
 	previous = Period{From: current.From.Add(-w.Span), To: current.From}
 	return current, previous
 }

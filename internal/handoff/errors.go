@@ -13,7 +13,8 @@ type SyntaxError struct {
 	// the JSON, as in encoding/json: the 1-based position of that byte.
 	Offset int64
 	line   int
-	column int // in bytes
+	column int    // in bytes
+	what   string // what went wrong there: "malformed JSON", "context_snapshot is not valid base64"
 	reason string
 }
 
@@ -21,18 +22,25 @@ type SyntaxError struct {
 // SyntaxError.Offset is: it stops being JSON there, or being what it claims
 // to encode, such as base64.
 func NewSyntaxError(body []byte, offset int64, reason string) *SyntaxError {
+	return NewEncodingError(body, offset, "malformed JSON", reason)
+}
+
+// NewEncodingError is NewSyntaxError for a value that is JSON but not what
+// it claims to encode: what says so ("context_snapshot is not valid base64").
+func NewEncodingError(body []byte, offset int64, what, reason string) *SyntaxError {
 	offset = min(max(offset, 0), int64(len(body)))
 	before := string(body[:max(offset-1, 0)])
 	return &SyntaxError{
 		Offset: offset,
 		line:   1 + strings.Count(before, "\n"),
 		column: len(before) - strings.LastIndexByte(before, '\n'),
+		what:   what,
 		reason: reason,
 	}
 }
 
 func (e *SyntaxError) Error() string {
-	return fmt.Sprintf("malformed JSON at byte %d (line %d, column %d): %s", e.Offset, e.line, e.column, e.reason)
+	return fmt.Sprintf("%s at byte %d (line %d, column %d): %s", e.what, e.Offset, e.line, e.column, e.reason)
 }
 
 // FieldError is one problem with one field of a package.
@@ -48,8 +56,9 @@ type FieldError struct {
 	// "required", "notblank", "max", "oneof", "email", "uri", "bcp47",
 	// "iso4217", "schema_version", "handoff_id" (characters outside
 	// A-Z a-z 0-9 _ . : -), "single_paragraph", "amount" (not a positive
-	// decimal string) and "key" (a map key outside the same characters or
-	// longer than 64).
+	// decimal string), "visible_text" (a name holding an invisible or
+	// reordering character, such as a right-to-left override) and "key" (a
+	// map key outside the same characters or longer than 64).
 	Rule string `json:"rule"`
 	// Message says what is wrong in a sentence, for people.
 	Message string `json:"message"`

@@ -204,8 +204,12 @@ func maskEmail(email string) string {
 	return Masked
 }
 
-// maskPhone keeps the last two digits, enough to confirm with a caller who reads them out.
+// maskPhone keeps the last two digits, enough to confirm with a caller who reads them out. No
+// phone stays no phone: a mask there would show a number that does not exist.
 func maskPhone(phone string) string {
+	if strings.TrimSpace(phone) == "" {
+		return ""
+	}
 	digits := digitsOf(phone)
 	if len(digits) < 4 {
 		return Masked

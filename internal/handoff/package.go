@@ -32,7 +32,7 @@ type Package struct {
 	// The bot run that produced this package; links the bot's trace to the human's.
 	SourceRunID string `json:"source_run_id" validate:"required,notblank,max=128"`
 	// Profile of the sending bot.
-	SourceAgent string `json:"source_agent" validate:"required,notblank,max=128"`
+	SourceAgent string `json:"source_agent" validate:"required,notblank,max=128,visible_text"`
 	// Name of the queue this package is for.
 	TargetProfile string `json:"target_profile" validate:"required,notblank,max=128"`
 	// Whether the bot stays in the conversation until a human joins (warm) or leaves at once (cold).
@@ -86,7 +86,7 @@ type Contact struct {
 	// The customer's id in the CRM.
 	ID string `json:"id" validate:"required,notblank,max=128"`
 	// The name to greet the customer by.
-	DisplayName string `json:"display_name,omitzero" validate:"max=200"`
+	DisplayName string `json:"display_name,omitzero" validate:"max=200,visible_text"`
 	// The customer's email address.
 	Email string `json:"email,omitzero" validate:"omitempty,max=254,email"`
 	// The customer's phone number, in any format.

@@ -176,6 +176,8 @@ func constrain(def *jsonschema.Schema, t reflect.Type) error {
 				addPattern(target, handoffIDPattern)
 			case "single_paragraph":
 				addPattern(target, singleParagraphPattern)
+			case RuleVisibleText:
+				addPattern(target, visibleTextPattern)
 			case "amount":
 				addPattern(target, amountPattern)
 				target.Not = &jsonschema.Schema{Pattern: zeroAmountPattern}

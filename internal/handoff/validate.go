@@ -24,6 +24,9 @@ const (
 	RuleType     = "type" // a value of the wrong JSON type
 	RuleDatetime = "datetime"
 	RuleNUL      = "nul" // a string with a NUL character (\u0000)
+	// RuleVisibleText: a name (source_agent, contact.display_name) holds a character that shows
+	// nothing or reorders the text around it (visibleTextPattern).
+	RuleVisibleText = "visible_text"
 
 	ruleSchemaVersion = "schema_version"
 	ruleUnknownField  = "unknown_field"
@@ -47,9 +50,15 @@ const (
 	// breaks. Spelled as what is allowed, as RE2 cannot say "not followed by".
 	singleParagraphPattern = `^[^\n]*(\n[ \t\r]*[^\n \t\r][^\n]*)*(\n[ \t\r]*)?$`
 	// BCP 47 syntax, hyphens only; language.Parse then checks the subtags.
-	bcp47Pattern      = `^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`
-	amountPattern     = `^[0-9]{1,12}(\.[0-9]{1,4})?$`
-	zeroAmountPattern = `^0+(\.0+)?$`
+	bcp47Pattern  = `^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`
+	amountPattern = `^[0-9]{1,12}(\.[0-9]{1,4})?$`
+	// Visible text: a name shown on every page, so none of the characters that show nothing or
+	// reorder what follows them (controls, line breaks, zero-width and bidirectional marks,
+	// embeddings, overrides and isolates, the word joiner and invisible operators, the byte order
+	// mark, fillers that render as blanks). Written as the characters themselves, which RE2 and
+	// ECMA-262 read alike in a class.
+	visibleTextPattern = "^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb]*$"
+	zeroAmountPattern  = `^0+(\.0+)?$`
 )
 
 // Caps on structured_entities values, which no struct tag can reach.
@@ -65,7 +74,7 @@ var check = newChecker()
 type checker struct {
 	validate                                 *validator.Validate
 	version, handoffID, key, singleParagraph *regexp.Regexp
-	bcp47, amount, zeroAmount                *regexp.Regexp
+	bcp47, amount, zeroAmount, visibleText   *regexp.Regexp
 	enums                                    sync.Map // reflect.Type → []string, its allowed values
 }
 
@@ -79,6 +88,7 @@ func newChecker() *checker {
 		bcp47:           regexp.MustCompile(bcp47Pattern),
 		amount:          regexp.MustCompile(amountPattern),
 		zeroAmount:      regexp.MustCompile(zeroAmountPattern),
+		visibleText:     regexp.MustCompile(visibleTextPattern),
 	}
 	v := c.validate
 	v.RegisterTagNameFunc(jsonName)
@@ -104,6 +114,7 @@ func newChecker() *checker {
 		_, err := language.Parse(s)
 		return err == nil && c.bcp47.MatchString(s)
 	})
+	c.register(RuleVisibleText, func(s string, _ validator.FieldLevel) bool { return c.visibleText.MatchString(s) })
 	c.register("amount", func(s string, _ validator.FieldLevel) bool {
 		return c.amount.MatchString(s) && !c.zeroAmount.MatchString(s)
 	})
@@ -277,6 +288,8 @@ func describe(fe validator.FieldError) string {
 		return "must be at least " + fe.Param()
 	case "single_paragraph":
 		return "must be a single paragraph, without blank lines"
+	case RuleVisibleText:
+		return "must not hold invisible or control characters, such as zero-width spaces or right-to-left overrides"
 	case "amount":
 		return `must be a positive decimal string with at most 12 digits before the point and 4 after, like "49.99"`
 	}

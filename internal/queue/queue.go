@@ -5,6 +5,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -272,6 +273,12 @@ func (s *Service) ByName(ctx context.Context, name string) (Queue, error) {
 	return q, err
 }
 
+// Unknown is what a person is told of a queue that does not exist or that they may not see: one
+// answer for both, so that nobody learns which queues exist by asking for the ones they do not work.
+func Unknown(name string) error {
+	return desk.Errorf(desk.NotFound, "queue %q does not exist, or you do not work it", name)
+}
+
 // IDsByName resolves queue names, in their order, in one query; NotFound names the first that
 // does not exist.
 func (s *Service) IDsByName(ctx context.Context, names []string) ([]int64, error) {
@@ -295,7 +302,8 @@ func (s *Service) IDsByName(ctx context.Context, names []string) ([]int64, error
 	for _, name := range names {
 		id, ok := byName[name]
 		if !ok {
-			return nil, desk.Errorf(desk.NotFound, "queue %q does not exist", name)
+			return nil, &desk.Error{Code: desk.NotFound, Message: fmt.Sprintf("queue %q does not exist", name),
+				Details: map[string]string{"queue": name}}
 		}
 		ids = append(ids, id)
 	}

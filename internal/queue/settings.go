@@ -229,7 +229,7 @@ func Settings() []Setting {
 			Get:    func(q Queue) []string { return checked(q.AcceptsTopLevelTransfers) },
 			Column: "accepts_top_level_transfers", Value: func(q Queue) any { return q.AcceptsTopLevelTransfers },
 			Set: func(q *Queue, v []string) error { q.AcceptsTopLevelTransfers = first(v) != ""; return nil }},
-		{Field: "max_rejections", Label: "Max rejections", Input: InputNumber, Help: "After this many agents reject a package it goes back to the bot.",
+		{Field: "max_rejections", Label: "Max rejections", Input: InputNumber, Help: "After this many rejections a package waits in the queue for a supervisor: agents no longer get it.",
 			Get:    func(q Queue) []string { return one(strconv.Itoa(q.MaxRejections)) },
 			Column: "max_rejections", Value: func(q Queue) any { return q.MaxRejections },
 			Set: func(q *Queue, v []string) (err error) { q.MaxRejections, err = parseCount(v, "max rejections"); return }},

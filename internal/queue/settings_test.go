@@ -101,3 +101,19 @@ func TestCustomerGoneComesAfterIdle(t *testing.T) {
 		t.Errorf("gone after an hour: %v, %v", q.CustomerGone, err)
 	}
 }
+
+// The help of "Max rejections" says what the desk does at the limit (actions.Reject sets
+// needs_supervisor, which only a supervisor's claim takes), not what it once did.
+func TestMaxRejectionsHelpSaysWhatRejectDoes(t *testing.T) {
+	t.Parallel()
+	for _, s := range Settings() {
+		if s.Field != "max_rejections" {
+			continue
+		}
+		if !strings.Contains(s.Help, "supervisor") || strings.Contains(s.Help, "bot") {
+			t.Errorf("max_rejections help %q: want it to say the package waits for a supervisor", s.Help)
+		}
+		return
+	}
+	t.Fatal("no max_rejections setting")
+}

@@ -330,45 +330,50 @@ func (s *Searcher) Page(ctx context.Context, user auth.User, f Filter, after int
 			}
 		}
 	}
-	// The statement reads the rows' light columns once; the packages are then read a few dozen at
-	// a time, as long as the page needs more. When rows can fail the masked check, up to scanLimit
-	// rows are read; past it the page ends short and its cursor goes on from the last row read, so
-	// that one search never reads without bound however few of its matches the viewer may see.
-	const scanLimit = 2000
-	read := limit + 1
-	if st.masksSome {
-		read = scanLimit
-	}
-	// The walk's rows make the page when they are more than a page's worth: a page they leave
-	// short after the masked check ends at their last row, like one that reached scanLimit.
-	var rows []found
-	walked := false
-	if st.walkSQL != "" {
-		if rows, err = st.read(ctx, s.db, st.walkSQL, after, read); err != nil {
-			return nil, 0, err
-		}
-		walked = len(rows) > limit
-	}
-	if !walked {
-		if rows, err = st.rows(ctx, s.db, after, read); err != nil {
-			return nil, 0, err
-		}
-	}
+	// The rows are read a page's worth at a time, and checked, until a row past the page is kept
+	// or none is left: the page's cursor is its last row shown, and a next page is offered only
+	// when a row after it will be shown. Reading stops at nothing the viewer cannot see, so that
+	// neither the link nor the cursor says that hidden rows matched (the time they take to read
+	// still does; the reads pool's statement timeout bounds it).
+	// Past the first batch, each is twice the last (up to maxBatch): many hidden rows cost a few
+	// round trips, not one per page's worth.
+	const maxBatch = 1000
 	var out []Result
-	for start := 0; start < len(rows) && len(out) <= limit; start += limit + 1 {
-		kept, err := st.check(ctx, s.db, rows[start:min(start+limit+1, len(rows))])
+	for cursor, n := after, limit+1; len(out) <= limit; n = min(2*n, max(maxBatch, limit+1)) {
+		rows, err := st.batch(ctx, s.db, cursor, n)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		kept, err := st.check(ctx, s.db, rows)
 		if err != nil {
 			return nil, 0, err
 		}
 		out = append(out, kept...)
+		if len(rows) < n {
+			break
+		}
+		cursor = rows[len(rows)-1].ID
 	}
-	switch {
-	case len(out) > limit:
+	if len(out) > limit {
 		return out[:limit], out[limit-1].ID, nil
-	case walked || len(rows) == read && read == scanLimit:
-		return out, rows[len(rows)-1].ID, nil
 	}
 	return out, 0, nil
+}
+
+// batch reads the next n rows after the cursor, before the masked check: the walk's when it finds
+// them all among the newest packages after the cursor, the indexes' otherwise. Fewer than n means
+// none is left.
+func (st *statement) batch(ctx context.Context, db *pgxpool.Pool, after int64, n int) ([]found, error) {
+	if st.walkSQL != "" {
+		rows, err := st.read(ctx, db, st.walkSQL, after, n)
+		if err != nil || len(rows) == n {
+			return rows, err
+		}
+	}
+	return st.rows(ctx, db, after, n)
 }
 
 // EachAfter calls fn with every package the filter selects that user may find after the row id
@@ -400,6 +405,7 @@ type statement struct {
 	words []string // the search box split by search_words' rule, lower-case
 	q     string   // the search box, lower-case
 	role  auth.Role
+	user  int64 // the viewer's id
 	// walkSQL reads the newest walkBudget packages after the cursor and matches each in turn;
 	// "" when the search box is empty or an exact id.
 	walkSQL string
@@ -423,7 +429,7 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 			seeing = append(seeing, string(r))
 		}
 	}
-	st := &statement{role: user.Role, args: pgx.NamedArgs{"user": user.ID, "supervisor": supervisor, "seeing": seeing, "now": time.Now()}}
+	st := &statement{role: user.Role, user: user.ID, args: pgx.NamedArgs{"user": user.ID, "supervisor": supervisor, "seeing": seeing, "now": time.Now()}}
 	where := []string{`(@supervisor OR EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = h.queue_id AND m.user_id = @user))`}
 	if f.Queue != "" {
 		var queueID int64
@@ -530,7 +536,9 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 	return st, nil
 }
 
-// userID is the desk user with email, named by the parameter param.
+// userID is the desk user with email, named by the parameter param, or 0 (no user's id) when no
+// desk user has it: an email nobody has selects nothing, as one whose user did nothing would, so
+// that the filters are no directory of who works at the desk.
 func (s *Searcher) userID(ctx context.Context, param, email string) (int64, error) {
 	normal, err := auth.NormalizeEmail(email)
 	if err != nil {
@@ -539,7 +547,7 @@ func (s *Searcher) userID(ctx context.Context, param, email string) (int64, erro
 	var id int64
 	err = s.db.QueryRow(ctx, `SELECT id FROM users WHERE email = $1`, normal).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, desk.BadParam(param, "no desk user has the email %s", normal)
+		return 0, nil
 	}
 	return id, err
 }
@@ -723,8 +731,9 @@ type searched struct {
 // found is a row read, before the masked check.
 type found struct {
 	Result
-	vis handoff.Visibility
-	pkg handoff.Package
+	vis  handoff.Visibility
+	rule handoff.PIIRule
+	pkg  handoff.Package
 }
 
 // rows reads up to n rows after the cursor, without their packages.
@@ -747,7 +756,7 @@ func (st *statement) read(ctx context.Context, db *pgxpool.Pool, sql string, aft
 		var rule handoff.PIIRule
 		err := row.Scan(&f.ID, &f.PublicID, &f.Queue, &f.Status, &f.Trigger, &f.SourceAgent, &f.Outcome, &f.Repeat, &f.SLABreached,
 			&f.CreatedAt, &f.Assignee, &rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript)
-		f.vis = handoff.VisibilityFor(st.role, rule)
+		f.vis, f.rule = handoff.VisibilityFor(st.role, rule), rule
 		return f, err
 	})
 }
@@ -798,8 +807,10 @@ func (st *statement) check(ctx context.Context, db *pgxpool.Pool, all []found) (
 	return out, nil
 }
 
-// maskedNotes reads the notes of the rows the viewer sees masked, masked for them, when the search
-// box is used: only they are checked again.
+// maskedNotes reads the notes of the rows the viewer sees masked, masked for them as the package
+// page shows them (handoff.WrittenMaskFor), when the search box is used: only they are checked
+// again. A word the viewer wrote, or one whose writer could not see the contact, is found as the
+// page shows it, whether or not it names the contact.
 func (st *statement) maskedNotes(ctx context.Context, db *pgxpool.Pool, all []found) (map[int64][]string, error) {
 	byID := map[int64]found{}
 	var ids []int64
@@ -812,16 +823,25 @@ func (st *statement) maskedNotes(ctx context.Context, db *pgxpool.Pool, all []fo
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := db.Query(ctx, `SELECT handoff_id, body FROM handoff_notes WHERE handoff_id = ANY ($1) ORDER BY id`, ids)
+	rows, err := db.Query(ctx, `
+		SELECT n.handoff_id, n.body, n.author_id, u.role FROM handoff_notes n JOIN users u ON u.id = n.author_id
+		WHERE n.handoff_id = ANY ($1) ORDER BY n.id`, ids)
 	if err != nil {
 		return nil, err
 	}
 	notes := map[int64][]string{}
-	var id int64
-	var body string
-	_, err = pgx.ForEachRow(rows, []any{&id, &body}, func() error {
+	masks := map[int64]func(string, handoff.Writer) string{}
+	var id, author int64
+	var body, role string
+	_, err = pgx.ForEachRow(rows, []any{&id, &body, &author, &role}, func() error {
 		f := byID[id]
-		notes[id] = append(notes[id], f.pkg.NoteMaskFor(f.vis)(body))
+		mask, ok := masks[id]
+		if !ok {
+			mask = f.pkg.WrittenMaskFor(f.vis)
+			masks[id] = mask
+		}
+		by := handoff.Writer{Viewer: author == st.user, SawContact: handoff.VisibilityFor(auth.Role(role), f.rule).PII}
+		notes[id] = append(notes[id], mask(body, by))
 		return nil
 	})
 	return notes, err

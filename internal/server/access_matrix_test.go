@@ -170,6 +170,8 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/healthz", want: byRole{ok, ok, ok, ok, ok, ok}},
 		{method: "GET", route: "/readyz", want: byRole{ok, ok, ok, ok, ok, ok}},
 		{method: "GET", route: "/static*", want: byRole{ok, ok, ok, ok, ok, ok}},
+		{method: "GET", route: "/favicon.ico", want: byRole{http.StatusMovedPermanently, http.StatusMovedPermanently, http.StatusMovedPermanently,
+			http.StatusMovedPermanently, http.StatusMovedPermanently, http.StatusMovedPermanently}},
 		{method: "GET", route: "/login", want: byRole{ok, moved, moved, moved, moved, ok}},
 		{method: "POST", route: "/login", form: url.Values{"email": {"nobody@example.com"}, "password": {"wrong-horse"}},
 			want: byRole{http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized}},
@@ -178,8 +180,9 @@ func accessMatrix() []accessRow {
 		{method: "GET", route: "/", want: byRole{login, ok, ok, ok, ok, login}},
 		// "My work" is everyone's own: what they hold, whatever queues they work.
 		{method: "GET", route: "/mine", want: byRole{login, ok, ok, ok, ok, login}},
-		{method: "GET", route: "/queues/:name", want: byRole{login, denied, ok, ok, ok, login}},
-		{method: "POST", route: "/queues/:name/next", state: queued, want: byRole{noKey, denied, moved, moved, moved, noKey}},
+		// A queue the agent does not work answers as a missing one (queue.Unknown).
+		{method: "GET", route: "/queues/:name", want: byRole{login, missing, ok, ok, ok, login}},
+		{method: "POST", route: "/queues/:name/next", state: queued, want: byRole{noKey, missing, moved, moved, moved, noKey}},
 		{method: "GET", route: "/handoffs/:id", want: byRole{login, missing, ok, ok, ok, login}},
 		{method: "GET", route: "/sidebar/:id", want: byRole{login, missing, ok, ok, ok, login}},
 		{method: "POST", route: "/handoffs/:id/accept", state: queued, want: byRole{noKey, missing, moved, moved, moved, noKey}},
@@ -292,7 +295,7 @@ type wsRow struct {
 func socketMatrix() []wsRow {
 	const opens = http.StatusSwitchingProtocols
 	return []wsRow{
-		{query: "queues={queue}", want: byRole{noKey, denied, opens, opens, opens, noKey}},
+		{query: "queues={queue}", want: byRole{noKey, missing, opens, opens, opens, noKey}},
 		{query: "handoff={id}", want: byRole{noKey, missing, opens, opens, opens, noKey}},
 		{query: "roster=true", want: byRole{noKey, denied, denied, opens, opens, noKey}},
 		{query: "queues={queue}&handoff={id}&roster=true", want: byRole{noKey, denied, denied, opens, opens, noKey}},

@@ -156,6 +156,13 @@ func TestSubmitCreatesAndReplays(t *testing.T) {
 	}
 }
 
+// corruptCRC flips a bit of the checksum that ends a gzip stream.
+func corruptCRC(gz []byte) []byte {
+	out := slices.Clone(gz)
+	out[len(out)-8] ^= 1
+	return out
+}
+
 func gzipped(t *testing.T, data []byte) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -198,6 +205,15 @@ func TestSubmitRefusesBadRequests(t *testing.T) {
 		{"not JSON", key, raw, []string{"Content-Type", "text/plain"}, 415, "application/json"},
 		{"unknown encoding", key, raw, []string{"Content-Encoding", "br"}, 415, "gzip"},
 		{"corrupt gzip", key, []byte("not gzip"), []string{"Content-Encoding", "gzip"}, 400, "not valid gzip"},
+		// A gzip header, then a stream deflate cannot read (a reserved block type).
+		{"corrupt deflate in gzip", key, append(gzipped(t, nil)[:10], 0xff, 0xff, 0xff, 0xff), []string{"Content-Encoding", "gzip"}, 400,
+			"the gzip body is corrupt"},
+		{"right-to-left override in source_agent", key, harbor(t, func(p map[string]any) { p["source_agent"] = "tier1\u202etroppus" }), nil,
+			422, `"field":"source_agent","rule":"visible_text"`},
+		{"zero-width space in the contact's name", key, harbor(t, func(p map[string]any) {
+			p["contact"].(map[string]any)["display_name"] = "Dana\u200bWhitfield"
+		}), nil, 422, `"field":"contact.display_name","rule":"visible_text"`},
+		{"checksum wrong", key, corruptCRC(gzipped(t, raw)), []string{"Content-Encoding", "gzip"}, 400, "the gzip body is corrupt"},
 		{"over 256 KiB", key, hugeRaw, nil, 413, "over 256 KiB"},
 		{"over 256 KiB once gunzipped", key, gzipped(t, hugeRaw), []string{"Content-Encoding", "gzip"}, 413, "after decompression"},
 		{"gzip accepted", key, gzipped(t, raw), []string{"Content-Encoding", "gzip"}, 201, `"status":"queued"`},

@@ -217,7 +217,8 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 		chromedp.Navigate(app.URL+"/handoffs/"+id),
 		chromedp.Click(`[data-testid="accept"]`),
 		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
-		inMenu("approval"),
+		// Asking is the next step, before any reply: the form is the action panel's first.
+		chromedp.WaitVisible(`[data-testid="actions"][data-primary-action="approval"] [data-testid="request-approval-form"]`),
 		chromedp.SendKeys(`[data-testid="request-approval-form"] input[name="note"]`, "double charge, long-time customer"),
 		chromedp.Click(`[data-testid="request-approval"]`),
 		chromedp.WaitVisible(`[data-testid="approval-pending"]`),
@@ -238,6 +239,10 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	if same, err := chromedp.Run(supervisor, chromedp.Evaluate[bool](`window.sameDocument === true`)); err != nil || !same {
 		t.Fatal("the supervisor's page reloaded; the request must arrive over the socket")
 	}
+	// The count of requests that wait leads the title, live, for a tab in the background.
+	if _, err := chromedp.Run(supervisor, chromedp.Poll[bool](`document.title.startsWith("(1) ")`)); err != nil {
+		t.Errorf("the supervisor's title never counted the request: %q (%v)", evalString(t, supervisor, `document.title`), err)
+	}
 	for sel, want := range map[string]string{
 		row + ` [data-testid="approval-amount"]`:  "150.00 USD",
 		row + ` [data-testid="approval-problem"]`: "Duplicate charge $49.99",
@@ -256,6 +261,9 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	); err != nil {
 		t.Fatalf("supervisor approves: %v", err)
 	}
+	if got := evalString(t, supervisor, `document.title`); strings.HasPrefix(got, "(") {
+		t.Errorf("with none waiting the title reads %q", got)
+	}
 
 	if err := chromedp.Do(agent, chromedp.WaitVisible(`[data-testid="approval-line"][data-state="granted"]`)); err != nil {
 		t.Fatalf("the agent never saw the grant: %v", err)
@@ -265,6 +273,13 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 	}
 	if got := evalString(t, agent, `document.querySelector('[data-testid="approval-history"]').textContent`); !strings.Contains(got, "within goodwill policy") || !strings.Contains(got, "sam") {
 		t.Errorf("the agent's approval history reads %q", got)
+	}
+	// The composer, untouched, now holds the reply that tells the customer.
+	if err := chromedp.Do(agent, chromedp.WaitVisible(`[data-testid="reply-suggested"]`)); err != nil {
+		t.Fatalf("the agent's composer never offered the reply after the grant: %v", err)
+	}
+	if got := evalString(t, agent, `document.querySelector('#reply-text').value`); !strings.Contains(got, "150.00 USD is approved") {
+		t.Errorf("after the grant the composer holds %q", got)
 	}
 	if err := chromedp.Do(agent,
 		inMenu("resolve"),

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/dashboard"
@@ -155,6 +156,13 @@ func TestEveryFigureLinksToExactlyItsPackages(t *testing.T) {
 			if !strings.HasPrefix(d.href, "/packages?") {
 				t.Errorf("%s: a count links to %s", page, d.href)
 				continue
+			}
+			for k, v := range mustQuery(t, strings.ReplaceAll(d.href, "&amp;", "&")) {
+				if strings.HasSuffix(k, "since") || strings.HasSuffix(k, "until") {
+					if _, err := time.Parse(time.RFC3339, v[0]); err != nil || strings.Contains(v[0], ".") {
+						t.Errorf("%s: %s=%s in %s is no whole second", page, k, v[0], d.href)
+					}
+				}
 			}
 			resp, list := get(t, sup, app.URL+d.href)
 			m := countRe.FindStringSubmatch(list)

@@ -173,7 +173,7 @@ func apiAnswer(err error) (status int, body apiError, retryAfter time.Duration) 
 		}
 		return he.Code, body, 0
 	case errors.As(err, &syntax):
-		body.Error = "malformed JSON: " + syntax.Error()
+		body.Error = syntax.Error() // it says what is malformed, and where
 	case errors.As(err, &invalid):
 		body.Fields = invalid.Fields
 		body.Error = fmt.Sprintf("the %s is invalid: %d field(s) break the rules, listed in fields", cmp.Or(invalid.Subject, "package"), len(invalid.Fields))

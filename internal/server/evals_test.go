@@ -142,12 +142,12 @@ func TestEvalsPage(t *testing.T) {
 		`data-value="tone"`:      "tone 2 · 100%",
 		// The median of the three drafts' distances: 0 (as is), 15 (" Anything else?") and the edit's.
 		`data-testid="median"`:          "15 chars, 2 words (of 3)",
-		`data-value="wrong_escalation"`: "wrong_escalation 1 · 25%",
+		`data-value="wrong_escalation"`: "wrong escalation 1 · 25%",
 		`data-testid="from-scratch"`:    "0",
 		`data-testid="as-is-line"`:      "",
 		`data-testid="return-dot"`:      "",
 		`data-testid="bar"`:             "",
-		`data-value="too_long"`:         "too_long 1 · 50%",
+		`data-value="too_long"`:         "too long 1 · 50%",
 	} {
 		if got := elementText(tier1, testid); got != want {
 			t.Errorf("tier1-support's %s reads %q, want %q", testid, got, want)

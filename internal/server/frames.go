@@ -67,7 +67,8 @@ type watcher struct {
 	handoff  int64
 	roster   bool // every change anywhere moves the supervisors' roster
 	// approvals: the supervisors' /approvals page, which every step of a refund approval moves.
-	approvals bool
+	// waiting: the user is a supervisor, whose every page counts the approvals that wait.
+	approvals, waiting bool
 	// dashboard is the figures the page shows beside the roster, sent at most every
 	// Config.DashboardEvery (socket.sendFigures), never as part of a batch's frame.
 	dashboard *dashboard.Filter
@@ -91,7 +92,7 @@ func (w *watcher) watches(e events.Event) bool {
 	if e.Kind.Rings() && e.UserID == w.user.ID {
 		return true // the ring shows on every page of its agent
 	}
-	return w.roster || (w.approvals && e.Kind.IsApproval()) || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
+	return w.roster || ((w.approvals || w.waiting) && e.Kind.IsApproval()) || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
 		slices.Contains(w.queueIDs, e.FromQueueID) || w.follows(e) || w.summarized(e)
 }
 
@@ -214,6 +215,11 @@ func (s *Server) catchUpFrame(ctx context.Context, w watcher, since, upto events
 	mine, shown, err := s.mineAfresh(ctx, w)
 	f.Fragments = append(f.Fragments, mine...)
 	f.shown.Merge(shown)
+	if err == nil && w.waiting {
+		var count fragment
+		count, err = s.approvalsCount(ctx)
+		f.Fragments = append(f.Fragments, count)
+	}
 	return f, err
 }
 
@@ -249,13 +255,21 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		f.Fragments = append(f.Fragments, ring...)
 		f.Ring = rings
 	}
-	if w.approvals && slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.IsApproval() }) {
+	approving := slices.ContainsFunc(b.Events, func(e events.Event) bool { return e.Kind.IsApproval() })
+	if w.approvals && approving {
 		list, shown, err := s.approvalsFragment(ctx, w.user, b)
 		if err != nil {
 			return frame{}, err
 		}
 		f.Fragments = append(f.Fragments, list)
 		f.shown.Merge(shown)
+	}
+	if w.waiting && approving {
+		count, err := memo(b.Shared, "approvals-count", func() (fragment, error) { return s.approvalsCount(ctx) })
+		if err != nil {
+			return frame{}, err
+		}
+		f.Fragments = append(f.Fragments, count)
 	}
 	seen := map[int64]bool{}
 	for _, e := range b.Events {
@@ -445,7 +459,13 @@ func (s *Server) packageFragments(ctx context.Context, user auth.User, item boar
 	if err != nil {
 		return nil, nil, err
 	}
-	return []fragment{status, actions, lines}, notes, nil
+	// The reply's place: a page whose agent loses the package says so at once (desk.js keeps
+	// the composer while it is still theirs).
+	reply, err := rendered(ctx, fragment{Target: "reply-" + item.PublicID, Op: "replace"}, views.ReplySlot(v))
+	if err != nil {
+		return nil, nil, err
+	}
+	return []fragment{status, actions, lines, reply}, notes, nil
 }
 
 // approvalsFragment is the pending requests' list as user sees it: who may decide which request
@@ -465,6 +485,18 @@ func (s *Server) approvalsFragment(ctx context.Context, user auth.User, b live.B
 	rows, shown := approvalRows(user, pending, around)
 	f, err := rendered(ctx, fragment{Target: "approvals", Op: "replace"}, views.ApprovalList(rows))
 	return f, shown, err
+}
+
+// approvalsCount is the count of approvals that wait, for a supervisor's top bar: the same for
+// every supervisor.
+func (s *Server) approvalsCount(ctx context.Context) (fragment, error) {
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	n, err := approvals.PendingCount(ctx, s.db)
+	if err != nil {
+		return fragment{}, err
+	}
+	return rendered(ctx, fragment{Target: "approvals-count", Op: "replace"}, views.ApprovalsCount(n))
 }
 
 // rendered is f with c rendered as its HTML. A fragment whose component failed is an error,

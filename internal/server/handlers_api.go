@@ -1,6 +1,7 @@
 package server
 
 import (
+	"compress/flate"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -84,7 +85,8 @@ func readJSON(c echo.Context) ([]byte, error) {
 	switch {
 	case errors.As(err, &tooLarge) || len(data) > maxPackageBytes:
 		return nil, desk.Errorf(desk.TooLarge, "the body is over %d KiB (after decompression)", maxPackageBytes>>10)
-	case errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, new(flate.CorruptInputError)):
 		return nil, desk.Errorf(desk.BadRequest, "the gzip body is corrupt or truncated: %v", err)
 	case err != nil:
 		return nil, err

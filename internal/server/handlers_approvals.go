@@ -92,7 +92,8 @@ func approvalRows(user auth.User, pending []approvals.Listed, around map[int64]a
 	now := time.Now()
 	rows := make([]views.ApprovalRow, 0, len(pending))
 	for _, l := range pending {
-		vis := handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: l.PIIMinRole, EntityKeys: l.PIIEntityKeys})
+		item := board.Item{Package: l.Package, PIIMinRole: l.PIIMinRole, PIIEntityKeys: l.PIIEntityKeys}
+		vis := visibility(user, item)
 		p := l.Package.MaskFor(vis)
 		shown.Add(l.HandoffID, vis.Unmasked(handoff.Package{Contact: handoff.Contact{DisplayName: l.Package.Contact.DisplayName}}))
 		contact := p.Contact.DisplayName
@@ -101,16 +102,15 @@ func approvalRows(user auth.User, pending []approvals.Listed, around map[int64]a
 		}
 		r := views.ApprovalRow{ID: strconv.FormatInt(l.ID, 10), HandoffID: l.PublicID, Queue: l.Queue,
 			ProblemStatement: p.ProblemStatement, Contact: contact, Refund: l.Refund.String(), Agent: l.Requester,
-			Note: l.Package.MaskNoteFor(vis, l.Note), RequestedAt: l.RequestedAt, Timeout: l.ApprovalTimeout,
+			Note: l.Package.WrittenMaskFor(vis)(l.Note, writerOf(item, user, l.RequestedBy, l.RequesterRole)), RequestedAt: l.RequestedAt, Timeout: l.ApprovalTimeout,
 			NoteLimit: actions.MaxNoteChars}
 		if err := approvals.Check(user, l.Approval, l.AssigneeID, now); err != nil {
 			r.WhyNot = desk.ErrorMessage(err)
 		}
 		// The context is masked as the package page masks it for this viewer.
-		item := board.Item{Package: l.Package, PIIMinRole: l.PIIMinRole, PIIEntityKeys: l.PIIEntityKeys}
 		c := around[l.HandoffID]
 		r.Replies, r.Earlier = repliesOf(item, user, c.replies), earlierOf(c.earlier)
-		t, unmasked := timelineOf(item, vis, c.lines, false)
+		t, unmasked := timelineOf(item, user, c.lines, false)
 		r.Timeline = t.Lines
 		shown.Add(l.HandoffID, unmasked)
 		rows = append(rows, r)
@@ -164,16 +164,21 @@ func (s *Server) approvalControls(ctx context.Context, user auth.User, item boar
 		}
 	}
 	a.CanWithdraw = perms.WithdrawApproval
-	vis := visibility(user, item)
+	mask := item.Package.WrittenMaskFor(visibility(user, item))
 	now := time.Now()
 	for _, h := range history {
+		decider := int64(0)
+		if h.DecidedBy != nil {
+			decider = *h.DecidedBy
+		}
 		if h.State == approvals.Pending && approvals.Check(user, h, item.AssigneeID, now) == nil {
 			a.Decide = strconv.FormatInt(h.ID, 10)
 		}
 		a.History = append(a.History, views.ApprovalLine{ID: strconv.FormatInt(h.ID, 10), State: string(h.State),
-			Refund: h.Refund.String(), Requester: h.Requester, Note: item.Package.MaskNoteFor(vis, h.Note),
-			RequestedAt: formatTime(&h.RequestedAt), Decider: h.Decider, DecisionNote: item.Package.MaskNoteFor(vis, h.DecisionNote),
-			DecidedAt: formatTime(h.DecidedAt)})
+			Refund: h.Refund.String(), Requester: h.Requester, Note: mask(h.Note, writerOf(item, user, h.RequestedBy, h.RequesterRole)),
+			RequestedAt: formatTime(&h.RequestedAt), Decider: h.Decider,
+			DecisionNote: mask(h.DecisionNote, writerOf(item, user, decider, h.DeciderRole)),
+			DecidedAt:    formatTime(h.DecidedAt)})
 	}
 	// The latest request, once decided, is the agent's news: a grant is what they resolve with,
 	// and no second request is offered for the amount it covers.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -39,7 +41,7 @@ func (s *Server) handleAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, next, err := audit.Page(ctx, s.reads, user.Role, f, after)
+	entries, next, err := audit.Page(ctx, s.reads, user, f, after)
 	if err != nil {
 		return err
 	}
@@ -190,9 +192,16 @@ func (s *Server) handleAuditCSV(c echo.Context) error {
 
 // inertCell keeps a spreadsheet from reading a cell as a formula: a bot chooses its packages' ids
 // and an agent their notes, and "=HYPERLINK(…)" opened in a supervisor's spreadsheet would run.
+// Spreadsheets trim a cell before they look for a formula, and some read the full-width signs
+// (＝＋－＠) as the ASCII ones: a cell whose first character after any white space or control
+// character starts a formula, or that starts with a tab, CR or line feed, gets a leading quote.
 func inertCell(cell string) string {
-	if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
-		return "'" + cell
+	trimmed := strings.TrimLeftFunc(cell, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	first, _ := utf8.DecodeRuneInString(trimmed)
+	if trimmed != cell || strings.ContainsRune("=+-@＝＋－＠", first) {
+		if cell != "" {
+			return "'" + cell
+		}
 	}
 	return cell
 }
@@ -233,7 +242,7 @@ func (s *Server) exportAudit(c echo.Context, contentType string, writer func(io.
 	var shown audit.Shown
 	write := writer(c.Response(), queues)
 	rows := 0
-	err = audit.Each(ctx, s.db, user.Role, f, func(e audit.Entry) error {
+	err = audit.Each(ctx, s.db, user, f, func(e audit.Entry) error {
 		shown.Add(e.HandoffID, e.Unmasked)
 		rows++
 		if rows%256 == 0 {

@@ -377,10 +377,7 @@ func duration(d *time.Duration) string {
 	if d == nil {
 		return "—"
 	}
-	if *d < time.Hour {
-		return d.Round(time.Second).String()
-	}
-	return views.FormatAge(*d)
+	return views.FormatSpan(*d)
 }
 
 // rate is n over whole as a percentage, with both counts, each linked to its packages.

@@ -18,6 +18,7 @@ import (
 	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
+	"github.com/handoffdesk/desk/internal/queue"
 	"github.com/handoffdesk/desk/internal/savedreply"
 	"github.com/handoffdesk/desk/internal/timeline"
 	"github.com/handoffdesk/desk/internal/webhook"
@@ -59,10 +60,13 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	ctx := c.Request().Context()
 	user := currentUser(c)
 	q, err := s.queues.ByName(ctx, name)
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = s.mayView(ctx, user, q.ID)
 	}
-	if _, err := s.mayView(ctx, user, q.ID); err != nil {
+	if code := desk.ErrorCode(err); code == desk.NotFound || code == desk.Forbidden {
+		return queue.Unknown(name)
+	}
+	if err != nil {
 		return err
 	}
 	var after *board.Cursor
@@ -137,7 +141,7 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 		}
 	}
 	v := handoffView(item, user, perms, targets, s.citations)
-	v.Timeline, notes = timelineOf(item, visibility(user, item), lines, perms.Note)
+	v.Timeline, notes = timelineOf(item, user, lines, perms.Note)
 	shown.Add(item.ID, notes)
 	if v.Controls.Approval, err = s.approvalControls(ctx, user, item, perms); err != nil {
 		return views.HandoffView{}, audit.Shown{}, nil, err
@@ -191,6 +195,9 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 			v.Editor.Saved = append(v.Editor.Saved, views.SavedReply{ID: strconv.FormatInt(r.ID, 10), Title: r.Title,
 				Text: item.Package.TemplateFor(visibility(user, item), r.Body)})
 		}
+		approvalFirst(v.Editor, v.Controls.Approval)
+	} else {
+		v.Gone = goneWhy(user, item)
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
 	return v, shown, notes, nil
@@ -377,15 +384,40 @@ func (s *Server) handleReply(c echo.Context) error {
 		// The agent's text stays in the composer beside what was wrong with it, to be fixed, not retyped.
 		return s.renderPackage(c, id, statusOf[code], func(v *views.HandoffView) {
 			if v.Editor == nil {
-				v.Flash = desk.ErrorMessage(err)
+				v.Flash, v.Kept = desk.ErrorMessage(err), text
 				return
 			}
 			v.Editor.Text, v.Editor.Error = text, desk.ErrorMessage(err)
 		})
+	} else if code != desk.Internal {
+		// Refused (the package is no longer theirs, or not yet): the text is never thrown away. It
+		// stays in the composer when there still is one, or is kept beside why for them to copy.
+		return s.renderPackage(c, id, statusOf[code], func(v *views.HandoffView) {
+			v.Flash = desk.ErrorMessage(err)
+			if v.Editor != nil {
+				v.Editor.Text = text
+			} else {
+				v.Kept = text
+			}
+		})
 	} else if err != nil {
-		return s.actionFailed(c, id, err)
+		return err
 	}
 	return c.Redirect(http.StatusSeeOther, packagePage(c, id))
+}
+
+// goneWhy says why user may not reply to item, for a page that held the composer: who holds it
+// now, or where it went.
+func goneWhy(user auth.User, item board.Item) string {
+	switch {
+	case !item.Status.Open():
+		return "This package is no longer open: it is " + timeline.Spoken(string(item.Status)) + "."
+	case item.AssigneeID != nil && !item.HeldBy(user.ID):
+		return "This package is no longer yours: " + item.Assignee + " holds it now."
+	case item.AssigneeID == nil:
+		return "This package is no longer yours: it is back in the queue."
+	}
+	return "You may not reply to this package as it is now (" + timeline.Spoken(string(item.Status)) + ")."
 }
 
 // handleNote keeps an internal note on the package (form field text) and shows the package again,

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/server"
 )
 
 // Every response carries the opener and permissions policies, and every answer behind login, where
@@ -142,5 +143,27 @@ func TestBrowserFramesTheSidebarInACRM(t *testing.T) {
 	}
 	if !strings.Contains(shown, "Duplicate charge $49.99") {
 		t.Errorf("the framed sidebar shows %q, want the package", shown)
+	}
+}
+
+// TestHSTSForAnHTTPSAddress: a desk whose BASE_URL is https tells browsers to use nothing else for
+// a year, on every answer; preloading only when asked; a plain-http desk sends nothing.
+func TestHSTSForAnHTTPSAddress(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  server.Config
+		want string
+	}{
+		{server.Config{BaseURL: "https://desk.example.com"}, "max-age=31536000"},
+		{server.Config{BaseURL: "https://desk.example.com", HSTSPreload: true}, "max-age=31536000; includeSubDomains; preload"},
+		{server.Config{}, ""},
+	} {
+		app := setupWith(t, c.cfg)
+		for _, path := range []string{"/healthz", "/login", "/api/v1/handoffs", "/nowhere"} {
+			resp, _ := get(t, app.client(t), app.URL+path)
+			if got := resp.Header.Get("Strict-Transport-Security"); got != c.want {
+				t.Errorf("BASE_URL %q, preload %v: GET %s sends %q, want %q", c.cfg.BaseURL, c.cfg.HSTSPreload, path, got, c.want)
+			}
+		}
 	}
 }

@@ -116,13 +116,30 @@ func (s *Server) closeWhileDraining(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// hstsFor is the Strict-Transport-Security of a desk served at base: for a year, so that a
+// browser that once reached it over https never tries plain http again, not even a first request
+// a network could intercept; nothing on http, where browsers ignore it. Preloading also binds
+// every subdomain, which only the operator can vouch for, so it is asked for (HSTS_PRELOAD) only.
+func hstsFor(base *url.URL, preload bool) string {
+	if base.Scheme != "https" {
+		return ""
+	}
+	if preload {
+		return "max-age=31536000; includeSubDomains; preload"
+	}
+	return "max-age=31536000"
+}
+
 // securityHeaders sets what every response carries. Pages may not be framed except where a
 // handler says otherwise (the CRM sidebar). The opener policy cuts the tie to any window that
 // opened the desk or that the desk opens; it applies only to top-level pages, so the sidebar in a
 // CRM's iframe is as embeddable as before.
-func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
+		if s.hsts != "" {
+			h.Set("Strict-Transport-Security", s.hsts)
+		}
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -312,9 +329,11 @@ func viewer(c echo.Context) *views.Viewer {
 	availability, _ := c.Get(availabilityKey).(string)
 	holding, _ := c.Get(holdingKey).(int)
 	unread, _ := c.Get(unreadKey).(int)
+	waiting, _ := c.Get(approvalsKey).(int)
 	return &views.Viewer{
 		Holding:      holding,
 		Unread:       unread,
+		Approvals:    waiting,
 		Name:         user.DisplayName,
 		Email:        user.Email,
 		Role:         string(user.Role),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
@@ -131,6 +132,26 @@ func (s *Server) loadHolding(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Set(holdingKey, len(ids))
 		c.Set(unreadKey, unread(waiting))
+		return next(c)
+	}
+}
+
+// approvalsKey is where loadApprovals leaves, for a supervisor's top bar, how many approvals wait.
+const approvalsKey = "approvals"
+
+// loadApprovals counts, for a supervisor's page load, the refund approvals that wait for one:
+// the top bar shows it and the title leads with it; pages' sockets keep both current.
+func (s *Server) loadApprovals(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		user, ok := pageUser(c)
+		if !ok || !user.Role.AtLeast(auth.RoleSupervisor) {
+			return next(c)
+		}
+		n, err := approvals.PendingCount(c.Request().Context(), s.db)
+		if err != nil {
+			return err
+		}
+		c.Set(approvalsKey, n)
 		return next(c)
 	}
 }

@@ -108,7 +108,7 @@ func TestNotes(t *testing.T) {
 	}
 	danaSees := strings.Join(lines(dana), "\n")
 	for _, want := range []string{"noted: Note by sam: Called D. W. back: she confirmed the card.", "noted: Note by eli: Customer prefers email.",
-		"accepted: Accepted by dana", "queued: Handed over by the bot tier1 to billing_t2 (policy boundary)"} {
+		"accepted: Accepted by dana", "queued: Handed over by the bot tier1-support to billing_t2 (policy boundary)"} {
 		if !strings.Contains(danaSees, want) {
 			t.Errorf("the agent's timeline lacks %q:\n%s", want, danaSees)
 		}

@@ -60,7 +60,7 @@ func noticeSSOOnly(c echo.Context) string { return "sso_only_" + c.FormValue("ss
 
 // notices are what the page an action led to says, at its top.
 var notices = map[string]string{
-	noticeAccepted:          "You accepted the package: it is yours now. Reply to the customer next.",
+	noticeAccepted:          "You accepted the package: it is yours now. Its next step is marked on the page.",
 	noticeReserved:          "The next package is reserved for you: accept it (A) before the reservation runs out.",
 	noticeRejected:          "You rejected the package: it went back to the queue, and the desk does not offer it to you again.",
 	noticeReturned:          "You returned the package to the bot, with your reason; the bot was told.",

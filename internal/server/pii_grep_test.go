@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,8 +96,18 @@ func TestPIIGrep(t *testing.T) {
 	getAll := func(stage string) {
 		for _, path := range []string{"/", "/mine", "/queues/" + q, "/handoffs/" + id, "/sidebar/" + id, "/api/v1/handoffs/" + id,
 			"/api/v1/handoffs?contact_id=cust_" + id, "/evals/export.jsonl", "/audit?package=" + id,
-			"/audit/export.csv?package=" + id, "/audit/export.jsonl?package=" + id, "/approvals"} {
+			"/audit/export.csv?package=" + id, "/audit/export.jsonl?package=" + id, "/approvals",
+			// Search, by what the agent may see and by the customer's name: no row, no next link.
+			"/packages?q=" + id, "/packages?q=Zephyrbrook", "/packages?q=" + url.QueryEscape(grepEmail)} {
 			resp, body := get(t, agent, app.URL+path)
+			if strings.HasPrefix(path, "/packages?q=") {
+				// The search box keeps what the agent typed; what follows it is what the desk answered.
+				_, form, _ := strings.Cut(body, `data-testid="search-form"`)
+				_, body, _ = strings.Cut(form, "</form>")
+				if path != "/packages?q="+id && (strings.Contains(body, `data-testid="search-row"`) || strings.Contains(body, `data-testid="more"`)) {
+					t.Errorf("%s GET %s finds the package by its customer, or offers a next page", stage, path)
+				}
+			}
 			grep(stage+" GET "+path+" ("+resp.Status+")", body)
 		}
 	}
@@ -143,9 +154,9 @@ func TestPIIGrep(t *testing.T) {
 		t.Fatalf("reply: %d %s", status, body)
 	}
 	getAll("replied:")
-	// The agent heard the name and the account on the phone and wrote them in the request's note:
-	// the approval panel masks them as it masks every note.
-	requestNote := "Refund " + grepName + " for the double charge on " + grepAccount
+	// The request's note: what the agent wrote reads back to them as written (a note naming the
+	// customer is masked for others: TestApprovalsMaskPerViewer, TestNotesConfirmNoGuess).
+	requestNote := "Refund the customer for the double charge on the account"
 	status, _, body = postForm(t, agent, app.URL+"/handoffs/"+id+"/approval", map[string][]string{"note": {requestNote}})
 	if status != http.StatusSeeOther {
 		t.Fatalf("request approval: %d %s", status, body)

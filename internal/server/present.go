@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/actions"
+	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
 	"github.com/handoffdesk/desk/internal/conversation"
@@ -215,11 +216,12 @@ func handoffView(item board.Item, user auth.User, perms actions.Permissions, tra
 	return v
 }
 
-// timelineOf is the package's timeline for a viewer who sees it through vis: what people wrote is
-// masked as every note is. It also says which of that named the customer and was shown unmasked,
-// for the record of PII reads: "note", or nothing.
-func timelineOf(item board.Item, vis handoff.Visibility, lines []timeline.Line, canNote bool) (views.Timeline, []string) {
-	mask := item.Package.NoteMaskFor(vis)
+// timelineOf is the package's timeline for user: what people wrote is masked as every text people
+// wrote is (handoff.WrittenMaskFor). It also says which of that named the customer and was shown
+// unmasked, for the record of PII reads: "note", or nothing.
+func timelineOf(item board.Item, user auth.User, lines []timeline.Line, canNote bool) (views.Timeline, []string) {
+	vis := visibility(user, item)
+	mask := item.Package.WrittenMaskFor(vis)
 	// What a viewer below the queue's PII role would be shown: where it differs, this one saw more.
 	masked := item.Package.NoteMaskFor(handoff.Visibility{PIIEntityKeys: vis.PIIEntityKeys})
 	t := views.Timeline{ID: item.PublicID, CanNote: canNote, NoteLimit: actions.MaxNoteChars}
@@ -228,9 +230,17 @@ func timelineOf(item board.Item, vis handoff.Visibility, lines []timeline.Line, 
 		if vis.PII && unmasked == nil && masked(l.Note) != l.Note {
 			unmasked = []string{"note"}
 		}
-		t.Lines = append(t.Lines, views.TimelineLine{At: l.At, Kind: string(l.Kind), Text: l.Text, Note: mask(l.Note)})
+		t.Lines = append(t.Lines, views.TimelineLine{At: l.At, Kind: string(l.Kind), Text: l.Text,
+			Note: mask(l.Note, writerOf(item, user, l.NoteBy, l.NoteByRole))})
 	}
 	return t, unmasked
+}
+
+// writerOf is who wrote a text about item for user, from the writer's user id and role (0 and ""
+// for a bot or the desk, who see the contact).
+func writerOf(item board.Item, user auth.User, by int64, role string) handoff.Writer {
+	return handoff.Writer{Viewer: by != 0 && by == user.ID,
+		SawContact: by == 0 || handoff.VisibilityFor(auth.Role(role), item.PIIRule()).PII}
 }
 
 func controls(perms actions.Permissions, transferTargets []string) views.Controls {
@@ -266,6 +276,27 @@ func editorOf(item board.Item, user auth.User, replied bool) *views.Editor {
 		e.Text = ""
 	}
 	return e
+}
+
+// approvalFirst keeps the reply for after the decision on a refund that needs approval: until
+// then the composer holds no draft (the bot's would promise the money) and says why; once decided,
+// it holds a reply that tells the customer, to edit and send.
+func approvalFirst(e *views.Editor, a views.ApprovalControls) {
+	if e.Replied || !a.Needed {
+		return
+	}
+	switch d := a.Decision; {
+	case a.Pending() != nil:
+		e.Text, e.Awaiting = "", "The refund of "+a.Refund+" awaits a supervisor's approval: the reply that tells the customer comes once it is decided."
+	case a.AskFirst():
+		e.Text, e.Awaiting = "", "The refund of "+a.Refund+" needs a supervisor's approval: ask for it first, then tell the customer what was decided."
+	case d != nil && d.State == string(approvals.Granted):
+		e.Text = "Good news: your refund of " + d.Refund + " is approved. You will see it on your statement within a few business days."
+		e.Suggested = "The refund is approved: a reply that tells the customer, to edit before you send it."
+	case d != nil && d.State == string(approvals.Denied):
+		e.Text = "I am sorry: we are not able to refund " + d.Refund + " this time. Is there anything else I can help you with?"
+		e.Suggested = "The refund was denied: a reply that tells the customer, to edit before you send it."
+	}
 }
 
 // repliesOf maps the replies sent on a package to the page, newest first, each with the tokens

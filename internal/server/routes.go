@@ -12,12 +12,13 @@ import (
 // routes lists every route of the desk in one place, each with the least role it needs.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, securityHeaders, s.checkCrossOrigin, s.loadSession, s.capCostly, s.checkInput,
-		s.loadRing, s.loadHolding, s.loadNotice)
+	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, s.securityHeaders, s.checkCrossOrigin, s.loadSession, s.capCostly, s.checkInput,
+		s.loadRing, s.loadHolding, s.loadApprovals, s.loadNotice)
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
 	e.StaticFS("/static", static.FS)
+	e.GET("/favicon.ico", handleFavicon)
 
 	// Every POST from a browser's form answers with a redirect to a page, which says what the
 	// action did (confirm, notice.go), or with a page that says where it stands (answersAt).

@@ -58,6 +58,9 @@ type Config struct {
 	// DashboardEvery is the least time between two sendings of the dashboard's figures to one
 	// browser (0: DefaultDashboardEvery): changes in between are coalesced into the next one.
 	DashboardEvery time.Duration
+	// HSTSPreload asks browsers' preload lists to hold the desk's domain, subdomains included
+	// (HSTS_PRELOAD): an https BASE_URL sends Strict-Transport-Security either way.
+	HSTSPreload bool
 }
 
 // DefaultDashboardEvery is how often at most a dashboard's figures are sent to its browser.
@@ -92,6 +95,8 @@ type Server struct {
 	citations     citationLinks
 	secureCookies bool
 	csrf          *http.CrossOriginProtection
+	// hsts is the Strict-Transport-Security header of an https BASE_URL; "" on http.
+	hsts string
 
 	// shutdown closes when the server stops, telling websockets (which http.Server.Shutdown does
 	// not track once hijacked) to say goodbye; sockets counts them until they have.
@@ -161,6 +166,7 @@ func New(cfg Config, logger *slog.Logger, db *pgxpool.Pool, authService *auth.Se
 		// Browsers keep Secure cookies on https and on loopback (a secure context), which
 		// covers production and `make run`; a plain-http LAN address would lose its login.
 		secureCookies: base.Scheme == "https" || isLoopback(base.Hostname()),
+		hsts:          hstsFor(base, cfg.HSTSPreload),
 		csrf:          http.NewCrossOriginProtection(),
 		citations:     citations,
 		shutdown:      make(chan struct{}),

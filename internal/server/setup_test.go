@@ -110,7 +110,10 @@ func (a *testApp) serve(t *testing.T, ln net.Listener) (string, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg := a.cfg
-	cfg.Addr, cfg.BaseURL = ln.Addr().String(), url
+	cfg.Addr = ln.Addr().String()
+	if cfg.BaseURL == "" { // a test of what an https address changes names one
+		cfg.BaseURL = url
+	}
 	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -74,7 +75,7 @@ type watchRequest struct {
 
 func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.User) (watchRequest, error) {
 	r := watchRequest{w: watcher{user: user, roster: c.QueryParam("roster") == "true", approvals: c.QueryParam("approvals") == "true",
-		mine: c.QueryParam("mine") == "true"}}
+		mine: c.QueryParam("mine") == "true", waiting: user.Role.AtLeast(auth.RoleSupervisor)}}
 	r.queues = queue.SplitNames(c.QueryParam("queues"))
 	if len(r.queues) > maxSocketQueues {
 		return r, desk.Errorf(desk.BadRequest, "a socket watches at most %d queues; this one asks for %d", maxSocketQueues, len(r.queues))
@@ -98,7 +99,7 @@ func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.Use
 		}
 	}
 	if r.w.queueIDs, err = s.queues.IDsByName(ctx, r.queues); err != nil {
-		return r, err
+		return r, unknownQueue(err)
 	}
 	if c.QueryParam("dashboard_window") != "" || c.QueryParam("dashboard_queue") != "" {
 		if !r.w.roster {
@@ -110,7 +111,7 @@ func (s *Server) watchRequest(ctx context.Context, c echo.Context, user auth.Use
 		}
 		if f.Queue != "" {
 			if _, err := s.queues.IDsByName(ctx, []string{f.Queue}); err != nil {
-				return r, err
+				return r, unknownQueue(err)
 			}
 		}
 		r.w.dashboard = &f
@@ -165,7 +166,7 @@ func (s *Server) mayWatchAs(ctx context.Context, user auth.User, r watchRequest)
 	}
 	for i, id := range r.w.queueIDs {
 		if !slices.Contains(works, id) {
-			return auth.User{}, desk.Errorf(desk.Forbidden, "you are not a member of queue %q", r.queues[i])
+			return auth.User{}, queue.Unknown(r.queues[i])
 		}
 	}
 	if r.w.handoff != 0 && !slices.Contains(works, r.handoffQueue) {
@@ -177,4 +178,14 @@ func (s *Server) mayWatchAs(ctx context.Context, user auth.User, r watchRequest)
 // accessChanged reports whether the access of w's user changed in any of the events.
 func (w *watcher) accessChanged(evs []events.Event) bool {
 	return slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind.ChangesAccess() && e.UserID == w.user.ID })
+}
+
+// unknownQueue answers a queue that does not exist (IDsByName's NotFound) as queue.Unknown, as one
+// the user does not work is answered.
+func unknownQueue(err error) error {
+	var e *desk.Error
+	if errors.As(err, &e) && e.Code == desk.NotFound && e.Details["queue"] != "" {
+		return queue.Unknown(e.Details["queue"])
+	}
+	return err
 }

@@ -51,7 +51,7 @@ func deskCodes() []string {
 // Status, reason, resolution and tag codes show as words on every page of an agent's and a
 // supervisor's day, never as snake_case: the package in each of its states, the sidebar, the
 // replies with their tags, the timeline, the contact's earlier handoffs, My work, approvals and
-// the package's audit trail.
+// the package's audit trail, /packages with its filters' selects, the dashboard and evals.
 func TestCodesShowAsWords(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
@@ -113,6 +113,13 @@ func TestCodesShowAsWords(t *testing.T) {
 		{supervisor, "/approvals"},
 		{supervisor, "/handoffs/" + awaiting},
 		{supervisor, "/audit?package=" + resolved},
+		// The search's list and its selects, and the dashboard's figures and breakdowns.
+		{supervisor, "/packages"},
+		{supervisor, "/packages?outcome=wrong_escalation"},
+		{agent, "/packages?q=duplicate"},
+		{supervisor, "/dashboard"},
+		{supervisor, "/dashboard?window=7d"},
+		{supervisor, "/evals"},
 	} {
 		text := shownText(mustGet(t, p.who, app.URL+p.path))
 		for _, code := range codes {

@@ -236,8 +236,8 @@ func TestMembershipRemovalStopsTheQueuesFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectClosed(t, conn, closeAccessChanged, "the socket of a queue its user no longer works")
-	if code, body := other.refused(t, c, "queues=billing_t2"); code != http.StatusForbidden || !strings.Contains(body, `not a member of queue "billing_t2"`) {
-		t.Errorf("watching the queue again: %d %s, want 403 naming the queue", code, body)
+	if code, body := other.refused(t, c, "queues=billing_t2"); code != http.StatusNotFound || !strings.Contains(body, `queue "billing_t2" does not exist, or you do not work it`) {
+		t.Errorf("watching the queue again: %d %s, want the 404 of a missing queue", code, body)
 	}
 	other.dialed(t, c, "queues=tech_t2") // the queue she still works
 	if err := people.RemoveMember(context.Background(), dana.ID, q, 0); err == nil || !strings.Contains(err.Error(), "does not work") {

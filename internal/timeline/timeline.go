@@ -27,9 +27,13 @@ type Entry struct {
 	Seq  int64
 	At   time.Time
 	Kind events.Kind
-	// Actor is the display name of the person who made the change, Bot the name of the bot key
-	// that did; both empty for the desk itself (the sweeper).
+	// Actor is the display name of the person who made the change, Bot the bot that did, by the
+	// name the package gives it (source_agent), as the package's page names it, or its key's name
+	// where no package says; both empty for the desk itself (the sweeper).
 	Actor, Bot string
+	// ActorID and ActorRole are the person's user id and role now; 0 and "" for a bot or the desk.
+	ActorID   int64
+	ActorRole string
 	// Subject is the display name of the person a ring named.
 	Subject string
 	Detail  map[string]any
@@ -45,6 +49,9 @@ type Line struct {
 	Text string
 	// Note is what a person wrote with the change, unmasked: the caller masks it per viewer.
 	Note string
+	// NoteBy and NoteByRole are the user id and role of who wrote Note; 0 and "" for a bot.
+	NoteBy     int64
+	NoteByRole string
 }
 
 // Querier is a pool, a connection or a transaction.
@@ -57,11 +64,13 @@ type Querier interface {
 const Limit = 500
 
 const entrySelect = `
-	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(k.name, ''), coalesce(su.display_name, ''), e.detail,
-		e.handoff_id
+	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(au.id, 0), coalesce(au.role, ''),
+		coalesce(CASE WHEN e.actor_bot IS NOT NULL THEN p.source_agent END, k.name, ''),
+		coalesce(su.display_name, ''), e.detail, e.handoff_id
 	FROM events e
 		LEFT JOIN users au ON au.id = e.actor_user
 		LEFT JOIN api_keys k ON k.id = e.actor_bot
+		LEFT JOIN handoffs p ON p.id = e.handoff_id
 		LEFT JOIN users su ON su.id = e.subject_user`
 
 // Read returns the package's entries, oldest first, at most Limit of the newest. Where a reply's
@@ -107,7 +116,8 @@ func collect(rows pgx.Rows) ([]packageEntry, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (packageEntry, error) {
 		var pe packageEntry
 		var detail []byte
-		if err := row.Scan(&pe.Seq, &pe.At, &pe.Kind, &pe.Actor, &pe.Bot, &pe.Subject, &detail, &pe.handoffID); err != nil {
+		if err := row.Scan(&pe.Seq, &pe.At, &pe.Kind, &pe.Actor, &pe.ActorID, &pe.ActorRole, &pe.Bot, &pe.Subject, &detail,
+			&pe.handoffID); err != nil {
 			return packageEntry{}, err
 		}
 		if err := json.Unmarshal(detail, &pe.Detail); err != nil {
@@ -151,7 +161,7 @@ func Lines(es []Entry) []Line {
 
 // Words says what one entry means, in a sentence an agent reads at a glance.
 func Words(e Entry) Line {
-	l := Line{Seq: e.Seq, At: e.At, Kind: e.Kind}
+	l := Line{Seq: e.Seq, At: e.At, Kind: e.Kind, NoteBy: e.ActorID, NoteByRole: e.ActorRole}
 	by := func(verb string) string {
 		switch {
 		case e.Actor != "":
@@ -291,16 +301,19 @@ var warmReasons = map[string]string{
 	"waited_too_long": "it waited too long",
 }
 
-// seconds says a ring's length as an agent counts it: "20 s", "2 min 5 s".
+// seconds says a ring's length in the desk's one notation of durations (views.FormatSpan, which
+// this package does not import; TestOneDurationFormat holds them together): "20s", "2m 05s".
 func seconds(d time.Duration) string {
 	s := int(d.Round(time.Second).Seconds())
-	if s < 60 {
-		return fmt.Sprintf("%d s", s)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s >= 3600:
+		return fmt.Sprintf("%dh %02dm", s/3600, s/60%60)
+	case s%60 == 0:
+		return fmt.Sprintf("%dm", s/60)
 	}
-	if s%60 == 0 {
-		return fmt.Sprintf("%d min", s/60)
-	}
-	return fmt.Sprintf("%d min %d s", s/60, s%60)
+	return fmt.Sprintf("%dm %02ds", s/60, s%60)
 }
 
 // Spoken says a code (a status, a reason, a resolution) in words: awaiting_approval is "awaiting

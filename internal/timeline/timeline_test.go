@@ -51,10 +51,10 @@ func TestWordsPerKind(t *testing.T) {
 		{Entry{Kind: events.Reassigned, Actor: "Sam", Subject: "Sam", Detail: d("from", "Alex", "to", "Sam")}, "Taken over by Sam from Alex", ""},
 		{Entry{Kind: events.Offered, Subject: "Bea Agent", Detail: d("agent", "Bea Agent")}, "Ringing Bea Agent", ""},
 		{Entry{Kind: events.OfferEnded, Subject: "Bea Agent", Rang: 20 * time.Second, Detail: d("outcome", "timed_out")},
-			"Rang Bea Agent · 20 s, no answer", ""},
+			"Rang Bea Agent · 20s, no answer", ""},
 		{Entry{Kind: events.OfferEnded, Detail: d("outcome", "declined", "agent", "Bea Agent")}, "Rang Bea Agent, declined", ""},
 		{Entry{Kind: events.OfferEnded, Subject: "Bea Agent", Rang: 125 * time.Second, Detail: d("outcome", "withdrawn")},
-			"Rang Bea Agent · 2 min 5 s, went offline", ""},
+			"Rang Bea Agent · 2m 05s, went offline", ""},
 		{Entry{Kind: events.WarmTimeout, Detail: d("reason", "no_agent_online")}, "Warm transfer ended with nobody taking it: no agent was online", ""},
 		{alex(events.ApprovalRequested, d("amount", "240.00", "currency", "USD", "note", "double charge")),
 			"Refund of 240.00 USD requested by Alex", "double charge"},
@@ -101,7 +101,7 @@ func TestLinesFoldRings(t *testing.T) {
 	for _, l := range Lines(es) {
 		got = append(got, l.Text)
 	}
-	want := []string{"Ringing Cy Agent", "Rang Bea Agent · 20 s, no answer", "Handed over by the bot harbor_bot to billing_t2"}
+	want := []string{"Ringing Cy Agent", "Rang Bea Agent · 20s, no answer", "Handed over by the bot harbor_bot to billing_t2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("lines %q, want %q", got, want)
 	}

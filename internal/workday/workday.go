@@ -1,9 +1,9 @@
 // Package workday walks an agent's working day at the desk in headless Chromium, as a person does
-// it: a warm package rings, the agent accepts it, notes something, edits the bot's draft and sends
-// it, asks a supervisor to approve the refund, the supervisor grants it in a session of their own,
-// and the agent resolves the package as refunded, while "My work" in another tab follows every
-// step live. The agent works either on the 1440 px package page or in the desk's 380 px sidebar
-// framed by a CRM.
+// it: a warm package rings, the agent accepts it, notes something, asks a supervisor to approve the
+// refund before telling the customer anything, the supervisor grants it in a session of their own,
+// the agent edits the reply the desk suggests to tell the customer and sends it, and resolves the
+// package as refunded, while "My work" in another tab follows every step live. The agent works
+// either on the 1440 px package page or in the desk's 380 px sidebar framed by a CRM.
 //
 // The Chromium test (internal/server) walks it against a test desk and checks each page with
 // axe-core; `make screenshots` (cmd/screenshots) walks it against the demo desk and photographs
@@ -160,7 +160,9 @@ func Walk(ctx context.Context, d Desk, surface Surface, b Browsers, at func(Step
 		}
 		doc, tab, here = frame, crm, "/sidebar/"+id
 	}
-	if err := w.until(doc, "the package accepted, the reply its next step", primaryIs("Send reply")); err != nil {
+	// The refund needs a supervisor: asking is the next step, before any reply promises it.
+	if err := w.until(doc, "the package accepted, asking for approval its next step",
+		primaryIs("Request approval")+` && !!document.querySelector('[data-testid="reply-awaiting"]')`); err != nil {
 		return err
 	}
 	if err := w.step("accepted", tab, doc); err != nil {
@@ -184,36 +186,7 @@ func Walk(ctx context.Context, d Desk, surface Surface, b Browsers, at func(Step
 		return err
 	}
 
-	// The bot's draft, edited, with why, sent.
-	if err := w.typeInto(doc, `#reply-text`, " I've also asked a supervisor to refund the full amount; you'll hear from us today."); err != nil {
-		return err
-	}
-	if err := w.until(doc, "the edit in the live diff", `!!document.querySelector("#reply-diff ins")`); err != nil {
-		return err
-	}
-	if err := w.click(doc, `[data-testid="tag-missing_info"]`); err != nil {
-		return err
-	}
-	if err := w.step("editing", tab, doc); err != nil {
-		return err
-	}
-	if err := w.click(doc, `[data-testid="send-reply"]`); err != nil {
-		return err
-	}
-	if err := w.said(doc, "Your reply is in the conversation", here); err != nil {
-		return err
-	}
-	if err := w.mineShows(mine, "accepted", "reply"); err != nil {
-		return err
-	}
-
-	// The refund needs a supervisor: asking is the next step now.
-	if err := w.until(doc, "asking for approval as the next step", primaryIs("Request approval")); err != nil {
-		return err
-	}
-	if err := w.step("replied", tab, doc); err != nil {
-		return err
-	}
+	// The request for approval.
 	if err := w.typeInto(doc, `[data-testid="request-approval-form"] input[name="note"]`, "Charged twice; full refund per goodwill policy 4.2."); err != nil {
 		return err
 	}
@@ -224,6 +197,9 @@ func Walk(ctx context.Context, d Desk, surface Surface, b Browsers, at func(Step
 		return err
 	}
 	if err := w.mineShows(mine, "awaiting approval", ""); err != nil {
+		return err
+	}
+	if err := w.step("requested", tab, doc); err != nil {
 		return err
 	}
 
@@ -245,16 +221,48 @@ func Walk(ctx context.Context, d Desk, surface Surface, b Browsers, at func(Step
 		return err
 	}
 
-	// The agent sees the grant live, and resolves as refunded.
-	if err := w.until(doc, "the grant, live, and Resolve as refunded the next step",
-		`!!document.querySelector('[data-testid="approval-decision"][data-state="granted"]') && `+primaryIs("Resolve")+
-			` && document.querySelector('[data-testid="resolve-form"] select').value === "refunded"`); err != nil {
+	// The agent sees the grant live, and the reply that tells the customer is next, suggested.
+	if err := w.until(doc, "the grant, live, and the reply telling it the next step",
+		`!!document.querySelector('[data-testid="approval-decision"][data-state="granted"]') && `+primaryIs("Send reply")+
+			` && !!document.querySelector('[data-testid="reply-suggested"]') && document.querySelector("#reply-text").value.includes("approved")`); err != nil {
 		return err
 	}
 	if err := w.mineShows(mine, "accepted", "approved"); err != nil {
 		return err
 	}
 	if err := w.step("approved", tab, doc); err != nil {
+		return err
+	}
+
+	// The suggested reply, edited, with why, sent.
+	if err := w.typeInto(doc, `#reply-text`, " Thank you for your patience."); err != nil {
+		return err
+	}
+	if err := w.until(doc, "the edit in the live diff", `!!document.querySelector("#reply-diff ins")`); err != nil {
+		return err
+	}
+	if err := w.click(doc, `[data-testid="tag-missing_info"]`); err != nil {
+		return err
+	}
+	if err := w.step("editing", tab, doc); err != nil {
+		return err
+	}
+	if err := w.click(doc, `[data-testid="send-reply"]`); err != nil {
+		return err
+	}
+	if err := w.said(doc, "Your reply is in the conversation", here); err != nil {
+		return err
+	}
+	if err := w.mineShows(mine, "accepted", "reply"); err != nil {
+		return err
+	}
+
+	// Resolving as refunded is next.
+	if err := w.until(doc, "Resolve as refunded the next step",
+		primaryIs("Resolve")+` && document.querySelector('[data-testid="resolve-form"] select').value === "refunded"`); err != nil {
+		return err
+	}
+	if err := w.step("replied", tab, doc); err != nil {
 		return err
 	}
 	if err := w.click(doc, `[data-testid="resolve"][data-primary]`); err != nil {

@@ -136,7 +136,8 @@
       if (f.op === "remove") {
         if (old) old.remove();
       } else if (f.op === "replace") {
-        if (old && !editing(old)) old.replaceWith(keepOpen(old, fromHTML(f.html)));
+        if (old && old.matches("[data-reply-slot]")) replySlot(old, fromHTML(f.html));
+        else if (old && !editing(old)) old.replaceWith(keepOpen(old, fromHTML(f.html)));
       } else if (f.op === "upsert") {
         const list = document.getElementById(f.list);
         if (!list) continue;
@@ -166,7 +167,7 @@
     const empty = document.getElementById("empty");
     const cards = document.getElementById("cards");
     if (empty && cards) empty.classList.toggle("hidden", cards.children.length > 0);
-    unreadTitle();
+    titleCounts();
     tick();
     liveSwitch();
     localTimes();
@@ -174,14 +175,59 @@
     if (frame.ring) announceRing();
   }
 
-  // unreadTitle starts the window's title with how many customer messages wait for the agent's
-  // answer, as the top bar's count says: a tab in the background tells them.
-  function unreadTitle() {
-    const count = document.getElementById("mine-count");
-    if (!count) return;
-    const n = Number(count.dataset.unread || 0);
-    document.title = (n > 0 ? "(" + n + ") " : "") + document.title.replace(/^\(\d+\) /, "");
+  // titleCounts leads the window's title with what waits for the viewer, as the top bar counts
+  // it: the refund approvals a supervisor may decide, then the customer messages that wait for
+  // the agent's answer. A tab in the background tells them.
+  function titleCounts() {
+    const approvals = document.getElementById("approvals-count");
+    const mine = document.getElementById("mine-count");
+    const a = approvals ? Number(approvals.dataset.count || 0) : 0;
+    const u = mine ? Number(mine.dataset.unread || 0) : 0;
+    const bare = document.title.replace(/^(\(\d+\) )+/, "");
+    document.title = (a > 0 ? "(" + a + ") " : "") + (u > 0 ? "(" + u + ") " : "") + bare;
   }
+
+  // replySlot puts in the reply's place as the server sent it. While the composer is still the
+  // agent's it stays as it is, with what they typed and its editor. When the package left their
+  // hands (a reassign, a bot's cancel), the page says so at once: the notice that it is theirs
+  // goes, and what they typed moves into the kept box to copy, never lost.
+  function replySlot(old, el) {
+    const form = old.querySelector("[data-reply-form]");
+    const fresh = el.querySelector("[data-reply-form]");
+    if (form && fresh) {
+      // Still theirs: untouched, the composer takes what the desk now offers (the reply that
+      // tells the customer a refund's decision), in place, so reply.js keeps working on it.
+      if (editing(old)) return;
+      const text = form.querySelector("textarea[name=text]");
+      text.value = text.defaultValue = fresh.querySelector("textarea[name=text]").defaultValue;
+      for (const part of ["[data-reply-hints]", "[data-testid=send-bar]"]) form.querySelector(part).replaceWith(fresh.querySelector(part));
+      text.dispatchEvent(new Event("input", { bubbles: true }));
+      return;
+    }
+    if (editing(old) && !form) return; // nothing of the agent's there but what they are editing
+    old.replaceWith(el);
+    if (!form) return;
+    for (const n of document.querySelectorAll("[data-testid=notice]")) n.remove();
+    const kept = el.querySelector("[data-kept]");
+    if (!kept) return;
+    const typed = form.querySelector("textarea[name=text]").value;
+    kept.hidden = false;
+    if (typed.trim() !== "") {
+      kept.querySelector("[data-kept-text]").value = typed;
+      kept.querySelector("[data-kept-typed]").hidden = false;
+    }
+    const announcer = document.getElementById("announcer");
+    if (announcer) announcer.textContent = kept.querySelector("[data-testid=kept-why]").textContent;
+  }
+
+  // Copy puts the kept text on the clipboard, and selects it where the clipboard is refused.
+  document.addEventListener("click", (ev) => {
+    const button = ev.target.closest("[data-copy-kept]");
+    if (!button) return;
+    const text = button.closest("[data-kept]").querySelector("[data-kept-text]");
+    text.select();
+    if (navigator.clipboard) navigator.clipboard.writeText(text.value).then(() => { button.textContent = "Copied"; }, () => {});
+  });
 
   // reload loads the page afresh: the server could not catch it up (it was away too long, or the
   // database restarted). Input the agent has typed into the page is not thrown away for it: the

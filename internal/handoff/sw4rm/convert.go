@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +119,7 @@ func (r Request) convert(ctx Context, queue string) (handoff.Package, []handoff.
 	c.requestRules(r)
 	c.handoffID(r, ctx)
 	c.metadata(r.Metadata)
+	c.contactID(r.Metadata)
 
 	if c.p.Trigger == "" {
 		c.p.Trigger = handoff.TriggerUserRequest
@@ -201,11 +203,38 @@ func (c *conversion) handoffID(r Request, ctx Context) {
 	c.p.HandoffID = "sw4rm_" + hex.EncodeToString(sum[:16])
 }
 
+// contactIDFrom are the metadata keys a contact id is taken from when contact_id is not given,
+// in this order: SW4RM has no contact, and its own example request names none.
+var contactIDFrom = []string{"customer_id", "user_id", "conversation_id", "session_id"}
+
+// contactID gives the package a contact when the sender named none: the first of contactIDFrom
+// the metadata holds, or one made from the handoff's id. A made one never matches another
+// handoff's, so the desk's per-contact rules (one open handoff, the hourly limit, repeat
+// contacts) see each such request as a new customer.
+func (c *conversion) contactID(md map[string]string) {
+	if c.p.Contact.ID != "" {
+		return
+	}
+	for _, key := range contactIDFrom {
+		if v := strings.TrimSpace(md[key]); v != "" {
+			c.p.Contact.ID = v
+			c.from["contact.id"] = "metadata." + key
+			return
+		}
+	}
+	if c.p.HandoffID != "" {
+		c.p.Contact.ID = "anon_" + c.p.HandoffID
+		c.from["contact.id"] = c.from["handoff_id"]
+	}
+}
+
 func (c *conversion) metadata(md map[string]string) {
 	for _, key := range slices.Sorted(maps.Keys(md)) {
-		v, path := md[key], "metadata."+key
+		v, path := scrubText(md[key]), "metadata."+key
 		field, known := metadataFields[key]
 		switch {
+		case secret(key):
+			// A credential is no fact for a human or for training data: it is not kept.
 		case known:
 			if problem := field.set(&c.p, v); problem != "" {
 				c.errs = append(c.errs, handoff.FieldError{Field: path, Rule: handoff.RuleType, Message: path + " " + problem})
@@ -267,7 +296,11 @@ func roleError(path, role string) handoff.FieldError {
 func (c *conversion) toolState(state any) {
 	const path = "context_snapshot.tool_state"
 	var actions []sourced[handoff.AttemptedAction]
+	state = scrub(state)
 	if obj, ok := state.(map[string]any); ok {
+		// Tool configurations (connection strings, endpoints, keys) are how the bot's tools
+		// run, nothing a human or a training set needs: they are dropped at the door.
+		delete(obj, "configurations")
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
 			if found, ok := actionList(path+"."+key, obj[key]); ok {
 				actions = append(actions, found...)
@@ -423,4 +456,46 @@ func truncateText(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// secretWords mark a member whose value is a credential, whatever the tool calls it.
+var secretWords = []string{"password", "passwd", "secret", "token", "api_key", "apikey", "credential", "connection_string",
+	"dsn", "private_key", "authorization", "cookie"}
+
+// secret reports whether a member named key holds a credential.
+func secret(key string) bool {
+	k := strings.ToLower(strings.ReplaceAll(key, "-", "_"))
+	return slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(k, w) })
+}
+
+// urlPassword is the password of a URL with credentials, as in "postgres://app:pw@db/x".
+var urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:)[^@\s]*@`)
+
+// scrubText removes the passwords of URLs in s.
+func scrubText(s string) string {
+	return urlPassword.ReplaceAllString(s, "${1}[removed]@")
+}
+
+// scrub returns v, decoded JSON, without the members secret names and with the passwords of
+// URLs removed from its strings: tool state is kept only as what a human may read.
+func scrub(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			if !secret(k) {
+				out[k] = scrub(val)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, val := range x {
+			out[i] = scrub(val)
+		}
+		return out
+	case string:
+		return scrubText(x)
+	}
+	return v
 }

@@ -74,12 +74,10 @@ func (d *decoder) contextMember(name string) {
 		default:
 			d.r.WrongType("an object or an array")
 		}
-	case "metadata":
-		if d.given() {
-			d.r.Object("an object", func(string) {})
-		}
 	default:
-		d.r.Unknown("a SW4RM HandoffContext")
+		// The context's metadata describes the swarm, not the customer, and a newer SDK's
+		// members are the swarm's too: the desk keeps neither and refuses neither (Object
+		// skips what is left unread).
 	}
 }
 
@@ -157,8 +155,8 @@ func (d *decoder) duration(dst *time.Duration) {
 	d.r.Problem("duration", `must be a number of seconds or a duration string like "30s"`)
 }
 
-// metadata takes numbers and booleans as their JSON text, since SW4RM's
-// Python SDK allows any value where the desk wants strings.
+// metadata takes numbers, booleans, objects and lists as their JSON text,
+// since SW4RM's Python SDK allows any value where the desk wants strings.
 func (d *decoder) metadata(dst *map[string]string) {
 	*dst = nil
 	if !d.given() {
@@ -178,7 +176,9 @@ func (d *decoder) metadata(dst *map[string]string) {
 			md[key] = strconv.FormatBool(b)
 		case 'n': // absent, as a Python None
 		default:
-			d.r.WrongType("a string, number or boolean")
+			if b, err := json.Marshal(d.r.Value()); err == nil {
+				md[key] = string(b)
+			}
 		}
 	})
 	if isObject {
@@ -233,7 +233,7 @@ func (d *decoder) base64Error(err error) *handoff.SyntaxError {
 	if errors.As(err, &corrupt) {
 		at += 1 + int64(corrupt) // past the opening quote
 	}
-	return handoff.NewSyntaxError(d.body, at+1, "context_snapshot is not valid base64: "+err.Error())
+	return handoff.NewEncodingError(d.body, at+1, "context_snapshot is not valid base64", err.Error())
 }
 
 // history reads messages as LLM APIs write them. Members other than role,

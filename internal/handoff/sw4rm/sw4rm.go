@@ -86,11 +86,14 @@ const (
 )
 
 // Response is the HandoffResponse the desk answers a HandoffRequest with.
+//
+// It has the members of the SDK's HandoffResponse and no others, so that a
+// client that builds that class from the JSON reads it; the request's
+// request_id comes back in the SW4RM-Request-Id header instead.
 type Response struct {
-	// Echoes the request's request_id, as handoff.proto's response does.
-	RequestID string `json:"request_id,omitzero"`
 	// True when the desk took the request, with Status PENDING; that a human
-	// accepted it comes later, by webhook. False when the desk refused it.
+	// accepted it comes later, by webhook. False when the desk refused it, or
+	// when a replay finds the handoff ended without a human (REJECTED).
 	Accepted bool `json:"accepted"`
 	// The package's handoff_id, for the other endpoints and the webhooks.
 	HandoffID string `json:"handoff_id"`

@@ -200,16 +200,12 @@ func TestValidationErrors(t *testing.T) {
 	}{
 		{"missing from_agent", []func(obj){drop("from_agent")},
 			[]handoff.FieldError{{Field: "from_agent", Rule: "required"}}},
-		{"missing contact", []func(obj){setMeta("contact_id", nil)},
-			[]handoff.FieldError{{Field: "metadata.contact_id", Rule: "required"}}},
-		{"no metadata at all", []func(obj){drop("metadata")},
-			[]handoff.FieldError{{Field: "metadata.contact_id", Rule: "required"}}},
 		{"no problem statement anywhere", []func(obj){drop("reason")},
 			[]handoff.FieldError{{Field: "reason", Rule: "required"}}},
 		{"an empty request with an unknown member", []func(obj){func(r obj) { clear(r) }, set("x", 1)},
-			[]handoff.FieldError{{Field: "from_agent", Rule: "required"}, {Field: "metadata.contact_id", Rule: "required"}, {Field: "reason", Rule: "required"}, {Field: "x", Rule: "unknown_field"}}},
-		{"wrong JSON types", []func(obj){set("from_agent", 7), set("preserve_history", "yes"), set("capabilities_required", "billing"), setMeta("customer", obj{"tier": "gold"})},
-			[]handoff.FieldError{{Field: "capabilities_required", Rule: "type"}, {Field: "from_agent", Rule: "type"}, {Field: "metadata.customer", Rule: "type"}, {Field: "preserve_history", Rule: "type"}}},
+			[]handoff.FieldError{{Field: "from_agent", Rule: "required"}, {Field: "reason", Rule: "required"}, {Field: "x", Rule: "unknown_field"}}},
+		{"wrong JSON types", []func(obj){set("from_agent", 7), set("preserve_history", "yes"), set("capabilities_required", "billing")},
+			[]handoff.FieldError{{Field: "capabilities_required", Rule: "type"}, {Field: "from_agent", Rule: "type"}, {Field: "preserve_history", Rule: "type"}}},
 		{"context of the wrong type", []func(obj){context(42)},
 			[]handoff.FieldError{{Field: "context_snapshot", Rule: "type"}}},
 		{"base64 of an array", []func(obj){context(base64.StdEncoding.EncodeToString([]byte(`[1]`)))},
@@ -217,9 +213,8 @@ func TestValidationErrors(t *testing.T) {
 		{"inside the context", []func(obj){context(obj{
 			"conversation_history": []any{obj{"role": "wizard", "content": "hi"}, obj{"content": "who?"}, obj{"role": "user", "content": "hi", "timestamp": "yesterday"}, "hello"},
 			"tool_state":           "idle",
-			"colour":               "blue",
+			"colour":               "blue", // a member SW4RM may add later: skipped
 		})}, []handoff.FieldError{
-			{Field: "context_snapshot.colour", Rule: "unknown_field"},
 			{Field: "context_snapshot.conversation_history[0].role", Rule: "oneof"},
 			{Field: "context_snapshot.conversation_history[1].role", Rule: "required"},
 			{Field: "context_snapshot.conversation_history[2].timestamp", Rule: "datetime"},

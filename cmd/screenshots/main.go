@@ -2,7 +2,9 @@
 // they show the desk as it is: it migrates and seeds a database of its own as `make run` does, serves it on
 // loopback with the built binary and its demo CRM, and photographs pages in headless Chromium at
 // 1440×900. The pictures of an agent's day are taken at the steps of the walk the Chromium test
-// walks (internal/workday): on the package page, and in the sidebar framed by the demo CRM.
+// walks (internal/workday): on the package page, and in the sidebar framed by the demo CRM. The
+// pictures of the conversation after the handoff are of a customer writing in the demo chat and an
+// agent answering on the package page.
 //
 //	make screenshots   (go run ./cmd/screenshots -web bin/web -out docs)
 package main
@@ -69,12 +71,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer drop()
+	chatAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	env := append(os.Environ(), "DATABASE_URL="+dbURL)
-	for _, step := range []string{"migrate", "seed-demo"} {
-		cmd := exec.CommandContext(ctx, *web, step) //nolint:gosec // G204: the desk binary this command was told to photograph.
+	for _, step := range [][]string{{"migrate"}, {"seed-demo", "-demo-chat", chatAddr}} {
+		cmd := exec.CommandContext(ctx, *web, step...) //nolint:gosec // G204: the desk binary this command was told to photograph.
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, io.Discard, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %w", step, err)
+			return fmt.Errorf("%s: %w", step[0], err)
 		}
 	}
 	addr, err := freeAddr()
@@ -88,8 +94,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	// The desk as localhost, the CRM as 127.0.0.1: two sites, as a CRM and the desk are.
 	_, port, _ := net.SplitHostPort(addr)
 	base := "http://localhost:" + port
-	serve := exec.CommandContext(ctx, *web, "serve", "-demo-crm", crmAddr) //nolint:gosec // G204: the desk binary this command was told to photograph.
-	serve.Env, serve.Stderr = append(env, "ADDR="+addr, "BASE_URL="+base, "FRAME_ANCESTORS=http://"+crmAddr), io.Discard
+	// The demo chat's bot hears the desk's webhooks on loopback, as `make run` lets it.
+	serve := exec.CommandContext(ctx, *web, "serve", "-demo-crm", crmAddr, "-demo-chat", chatAddr) //nolint:gosec // G204: the desk binary this command was told to photograph.
+	serve.Env, serve.Stderr = append(env, "ADDR="+addr, "BASE_URL="+base, "FRAME_ANCESTORS=http://"+crmAddr, "WEBHOOK_ALLOW_PRIVATE=1"), io.Discard
 	if err := serve.Start(); err != nil {
 		return err
 	}
@@ -120,6 +127,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		if _, err := fmt.Fprintf(stdout, "%s: %s as %s, %d bytes\n", filepath.Join(*out, s.file), s.path, s.email, len(png)); err != nil {
+			return err
+		}
+	}
+	taken, err := photographConversation(ctx, base, "http://"+chatAddr, *out)
+	if err != nil {
+		return fmt.Errorf("the conversation: %w", err)
+	}
+	for _, line := range taken {
+		if _, err := fmt.Fprintln(stdout, line); err != nil {
 			return err
 		}
 	}

@@ -146,8 +146,9 @@ clean:
 	rm -rf bin
 
 ## screenshots: remake docs/screenshot.png, docs/dashboard.png, docs/package.png and the pictures of
-## an agent's day (docs/day-*.png, taken at the steps of the walk TestBrowserAgentsDay walks) from a
-## demo desk of their own (seeded as make run seeds, served on loopback with its demo CRM,
+## an agent's day (docs/day-*.png, taken at the steps of the walk TestBrowserAgentsDay walks) and of
+## a conversation after the handoff (docs/conversation*.png, played through the demo chat) from a
+## demo desk of their own (seeded as make run seeds, served on loopback with its demo CRM and chat,
 ## photographed in Chromium).
 screenshots: build
 	@scripts/chromium

@@ -232,6 +232,14 @@ func Words(e Entry) Line {
 		l.Text = by("Canceled") + ": the customer left"
 	case events.Reply:
 		l.Text = by("Reply sent")
+	case events.Message:
+		// The words are in the thread beside the timeline; the line says who spoke.
+		l.Text = "The customer wrote again"
+		if text("role") == "assistant" {
+			l.Text = "The bot wrote to the customer"
+		}
+	case events.Reopened:
+		l.Text = "Reopened: the customer wrote again after the resolve"
 	case events.Noted:
 		l.Text = by("Note")
 		l.Note = text("note")

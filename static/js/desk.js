@@ -126,10 +126,12 @@
       online();
     }
     const focused = document.activeElement && document.activeElement.id;
-    // The composer stays where the agent sees it while messages join the thread above it: the
-    // page scrolls by what they added.
+    // The composer the agent is writing in stays where they see it while messages join the
+    // thread above it: the page scrolls by what they added. A page nobody writes on is left as
+    // it lies, at the top where its action bar is.
     const composer = document.querySelector("[data-reply-form]");
-    const composerTop = composer && composer.getBoundingClientRect().top;
+    const keep = composer && editing(composer);
+    const composerTop = keep && composer.getBoundingClientRect().top;
     const said = [];
     for (const f of frame.fragments || []) {
       const old = document.getElementById(f.target);
@@ -153,7 +155,7 @@
       }
     }
     dropDeclined();
-    if (composer && composer.isConnected) {
+    if (keep && composer.isConnected) {
       const moved = composer.getBoundingClientRect().top - composerTop;
       if (moved) window.scrollBy(0, moved);
     }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -144,10 +145,14 @@ type cardFields struct {
 	PrivacyFlags map[string]bool `json:"privacy_flags"`
 }
 
-// decodeCard fills only what a card shows.
+// decodeCard fills only what a card shows. It reads with encoding/json/v2 (the out-of-tree
+// module), which skips the fields cards do not show 3-6× faster than encoding/json: decoding was
+// the largest part of a queue page's CPU (51 packages a page). Its stricter defaults (names
+// matched by case, no duplicate names, valid UTF-8) hold for what is stored: intake stores each
+// package as json.Marshal wrote it, and jsonb keeps one of each key.
 func decodeCard(pkg []byte, p *handoff.Package) error {
 	var c cardFields
-	if err := json.Unmarshal(pkg, &c); err != nil {
+	if err := jsonv2.Unmarshal(pkg, &c); err != nil {
 		return err
 	}
 	*p = handoff.Package{ProblemStatement: c.ProblemStatement, Contact: c.Contact, StructuredEntities: c.StructuredEntities,

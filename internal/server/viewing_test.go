@@ -9,6 +9,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/events"
+	"github.com/handoffdesk/desk/internal/timeline"
 )
 
 // viewingUntil reads frames until the socket's "who is viewing" of package id says what want
@@ -84,5 +86,19 @@ func TestAgentsOnOnePackageSeeEachOther(t *testing.T) {
 	waitFor(t, "Bea's viewing rows to go", func() bool { return viewers(t, app, bea.ID, id) == 0 })
 	if _, page := get(t, ac, app.URL+"/handoffs/"+id); strings.Contains(page, "is viewing") {
 		t.Fatal("Alex's page still shows someone viewing after the only other viewer's instance died")
+	}
+	// Who had it open is the page's to show now, not the package's history.
+	var rowID int64
+	if err := app.DB.QueryRow(context.Background(), `SELECT id FROM handoffs WHERE handoff_id = $1`, id).Scan(&rowID); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := timeline.Read(context.Background(), app.DB, rowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Kind == events.Viewing {
+			t.Fatalf("the timeline lists who had the package open: %+v", e)
+		}
 	}
 }

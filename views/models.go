@@ -401,7 +401,9 @@ type SentReply struct {
 
 // HandoffView is the package view, also the CRM sidebar.
 type HandoffView struct {
-	Viewer              *Viewer
+	Viewer *Viewer
+	// OthersViewing are the names of the others who have the package open.
+	OthersViewing       []string
 	Card                Card
 	ContactID           string
 	ContactEmail        string

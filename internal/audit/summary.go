@@ -103,6 +103,8 @@ func Summary(e Entry, queues map[int64]string) string {
 		s = fmt.Sprintf("The customer wrote again (message %s): %s reopened the package in %s", w.str("seq"), actor, w.queueOr(e.Queue))
 	case events.ReplyDelivery:
 		s = "The desk recorded where a reply's webhook stands: " + w.code("state")
+	case events.Viewing:
+		s = "Who has the package open changed"
 	case events.Reassigned:
 		s = fmt.Sprintf("%s reassigned the package: %s → %s", actor, cmp.Or(w.str("from"), "nobody"), w.str("to"))
 	case events.Reply:

@@ -113,6 +113,7 @@ func TestSummaryPerKind(t *testing.T) {
 			"The customer wrote again (message 4): Bot tier1 reopened the package in billing_t2"},
 		{events.ReplyDelivery, "", "billing_t2", "", map[string]any{"state": "delivered"},
 			"The desk recorded where a reply's webhook stands: delivered"},
+		{events.Viewing, "", "", "", map[string]any{}, "Who has the package open changed"},
 		{events.Noted, dana, "billing_t2", "", map[string]any{"status": "accepted", "note": "called back"},
 			"dana@example.com added an internal note. Note: “called back”"},
 		{events.Reassigned, ada, "billing_t2", "", map[string]any{"status": "accepted", "from": "Dana", "to": "Bea"},

@@ -26,8 +26,9 @@ type Filter struct {
 	Queue   string      // a queue's name
 	Since   time.Time   // at or after; zero: from the first
 	Until   time.Time   // before; zero: to the last
-	// HidePresence leaves out presence changes: a roster's every break and reconnect is a row,
-	// naming nobody, and they would bury the trail's history.
+	// HidePresence leaves out presence changes and changes of who has a package open: a roster's
+	// every break and reconnect and a package page's every opening is a row, naming nobody, and
+	// they would bury the trail's history.
 	HidePresence bool
 }
 
@@ -231,7 +232,7 @@ func trailQuery(f Filter, after *Cursor, limit int) (string, []any) {
 		cond("e.kind = $%d", string(f.Kind))
 	}
 	if f.HidePresence && f.Kind == "" {
-		cond("e.kind <> $%d", string(events.Presence))
+		cond("e.kind <> ALL($%d::text[])", []string{string(events.Presence), string(events.Viewing)})
 	}
 	if f.Queue != "" {
 		cond("e.queue_id = (SELECT id FROM queues WHERE name = $%d)", f.Queue)

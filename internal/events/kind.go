@@ -92,6 +92,9 @@ const (
 	// delivered, pending or dead). Open views of the package show the reply's state anew; the
 	// bot, whom it is about, is not told.
 	ReplyDelivery Kind = "reply_delivery"
+	// Viewing: who has the package open changed (live.Presence): its open views show their
+	// viewers anew. Desk-only: no timeline, no webhook, no actor.
+	Viewing Kind = "viewing"
 )
 
 // Kinds lists every kind.
@@ -102,7 +105,7 @@ func Kinds() []Kind {
 		UserCreated, UserChanged, UserEnabled, PasswordReset, PasswordChanged,
 		QueueCreated, QueueChanged, APIKeyCreated, APIKeyChanged, APIKeyRevoked, WebhookRedelivered,
 		ApprovalRequested, ApprovalGranted, ApprovalDenied, ApprovalExpired, ApprovalWithdrawn,
-		SSOSettingsChanged, Noted, Reassigned, Message, Reopened, ReplyDelivery}
+		SSOSettingsChanged, Noted, Reassigned, Message, Reopened, ReplyDelivery, Viewing}
 }
 
 // ChangesAccess reports whether changes of this kind are about a person's access rather than a

@@ -40,6 +40,7 @@ type Presence struct {
 
 	mu      sync.Mutex
 	users   map[int64]*sockets
+	views   map[viewKey]int // package pages' sockets, by user and package (viewing.go)
 	dirty   chan struct{}
 	changed func()
 	gone    func(ctx context.Context, userIDs []int64)
@@ -104,6 +105,10 @@ func (p *Presence) Run(ctx context.Context) {
 			b.Queue(`DELETE FROM presence WHERE instance_id = $1`, p.instance)
 			b.Queue(`DELETE FROM instances WHERE id = $1`, p.instance)
 			_ = p.db.SendBatch(cleanup, b).Close()
+			// The pages this instance served go with it: their viewers' names leave the others'.
+			if viewed, err := p.reapViews(cleanup); err == nil {
+				_ = p.announceViews(cleanup, viewed)
+			}
 			cancel()
 			return
 		case <-p.dirty:
@@ -167,6 +172,15 @@ func (p *Presence) reap(ctx context.Context) {
 	if p.held.IsZero() || time.Since(p.held) < LeaseFor {
 		return
 	}
+	defer func() {
+		viewed, err := p.reapViews(ctx)
+		if err == nil {
+			err = p.announceViews(ctx, viewed)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.logger.Warn("reaping the viewers of instances whose lease lapsed", "err", err)
+		}
+	}()
 	rows, err := p.db.Query(ctx, `
 		WITH dead AS (
 			DELETE FROM instances WHERE lease_until < clock_timestamp() RETURNING id
@@ -220,6 +234,13 @@ func (p *Presence) flush(ctx context.Context, announce bool) error {
 		SELECT $1, u, c, now() FROM unnest($3::bigint[], $4::int[]) AS t(u, c)
 		ON CONFLICT (instance_id, user_id) DO UPDATE SET sockets = excluded.sockets, seen_at = now()`,
 		p.instance, gone, online, counts)
+	if err != nil {
+		return err
+	}
+	viewed, err := p.flushViews(ctx)
+	if err == nil {
+		err = p.announceViews(ctx, viewed)
+	}
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,9 @@ type watcher struct {
 
 // watches reports whether e moves what w shows, or changes the access of its user.
 func (w *watcher) watches(e events.Event) bool {
+	if e.Kind == events.Viewing {
+		return e.HandoffID == w.handoff // only the package's open views show who is viewing
+	}
 	if e.Kind.Configures() {
 		return false // an admin's change of a queue or key shows on each page's next render
 	}
@@ -302,9 +305,16 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 			}
 			f.Fragments = append(f.Fragments, thread...)
 			f.shown.Add(item.ID, said)
-			if slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind != events.Message && e.Kind != events.ReplyDelivery }) {
-				// A message, or a reply's delivery, changes the thread alone; anything else the
-				// package's state too.
+			if slices.ContainsFunc(evs, func(e events.Event) bool { return e.Kind == events.Viewing }) {
+				viewing, err := s.viewingFragment(ctx, w, item, b)
+				if err != nil {
+					return frame{}, err
+				}
+				f.Fragments = append(f.Fragments, viewing)
+			}
+			if slices.ContainsFunc(evs, func(e events.Event) bool { return !slices.Contains(threadOnly, e.Kind) }) {
+				// A message, or a reply's delivery, changes the thread alone, and who is viewing only
+				// who is viewing; anything else the package's state too.
 				frags, notes, err := s.packageFragments(ctx, w.user, item)
 				if err != nil {
 					return frame{}, err

@@ -200,6 +200,10 @@ func (s *Server) loadHandoff(ctx context.Context, user auth.User, id string) (_ 
 		v.Gone = goneWhy(user, item)
 	}
 	v.Live = views.LiveConfig{Handoff: item.PublicID, Mark: string(s.hub.Mark())}
+	// Read after the mark: a change in between reaches the page's socket as it catches up.
+	if v.OthersViewing, err = s.othersViewing(ctx, user, item.ID); err != nil {
+		return views.HandoffView{}, audit.Shown{}, nil, err
+	}
 	return v, shown, notes, nil
 }
 

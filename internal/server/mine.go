@@ -209,8 +209,8 @@ func (h *heldSet) reset(ids []int64) { h.ids.Store(&ids) }
 // then on, so that the next change of it, whoever makes it, reaches them even before the frame
 // of this one finds out whether they hold it (mineFragments).
 func (w *watcher) follows(e events.Event) bool {
-	if e.HandoffID == 0 || w.held == nil {
-		return false
+	if e.HandoffID == 0 || w.held == nil || e.Kind == events.Viewing {
+		return false // who has a package open changes nothing of what its holder's lists show
 	}
 	// What they did, and a package a supervisor moved to them.
 	if e.ActorUser == w.user.ID || (e.Kind == events.Reassigned && e.UserID == w.user.ID) {

@@ -94,6 +94,9 @@ func (s *Server) handleSocket(c echo.Context) error {
 	opened, k.conn = true, conn
 	s.metrics.SocketOpened()
 	s.presence.Connect(w.user.ID)
+	if w.handoff != 0 {
+		s.presence.Open(w.user.ID, w.handoff)
+	}
 	k.ping = time.AfterFunc(pingPeriod, k.pingSoon)
 	k.figuresTimer = time.AfterFunc(time.Hour, k.sub.Poke)
 	k.figuresTimer.Stop()
@@ -278,6 +281,9 @@ func (k *socket) close() {
 	k.figuresTimer.Stop()
 	k.s.hub.Unsubscribe(k.sub)
 	k.s.presence.Disconnect(k.w.user.ID)
+	if k.w.handoff != 0 {
+		k.s.presence.Close(k.w.user.ID, k.w.handoff)
+	}
 	k.s.userSockets.give(k.w.user.ID)
 	_ = k.conn.Close()
 	k.s.metrics.SocketClosed()

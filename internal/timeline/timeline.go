@@ -74,9 +74,10 @@ const entrySelect = `
 		LEFT JOIN users su ON su.id = e.subject_user`
 
 // Read returns the package's entries, oldest first, at most Limit of the newest. Where a reply's
-// webhook stands is not among them: the conversation shows it beside the reply.
+// webhook stands is not among them (the conversation shows it beside the reply), nor who had the
+// package open (the page shows who has it now).
 func Read(ctx context.Context, db Querier, handoffID int64) ([]Entry, error) {
-	rows, err := db.Query(ctx, entrySelect+` WHERE e.handoff_id = $1 AND e.kind <> 'reply_delivery' ORDER BY e.seq DESC LIMIT $2`, handoffID, Limit)
+	rows, err := db.Query(ctx, entrySelect+` WHERE e.handoff_id = $1 AND e.kind NOT IN ('reply_delivery', 'viewing') ORDER BY e.seq DESC LIMIT $2`, handoffID, Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func Read(ctx context.Context, db Querier, handoffID int64) ([]Entry, error) {
 func Latest(ctx context.Context, db Querier, ids []int64) (map[int64]Entry, error) {
 	rows, err := db.Query(ctx, `
 		SELECT l.* FROM unnest($1::bigint[]) AS h(id), LATERAL (`+entrySelect+`
-			WHERE e.handoff_id = h.id AND e.kind <> 'reply_delivery' ORDER BY e.seq DESC LIMIT 1) l`, ids)
+			WHERE e.handoff_id = h.id AND e.kind NOT IN ('reply_delivery', 'viewing') ORDER BY e.seq DESC LIMIT 1) l`, ids)
 	if err != nil {
 		return nil, err
 	}

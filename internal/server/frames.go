@@ -299,7 +299,7 @@ func (s *Server) framesFor(ctx context.Context, w watcher, b live.Batch) (frame,
 		}
 		if item.ID == w.handoff {
 			evs := packageEvents(b, item.ID)
-			thread, said, err := s.threadFragments(ctx, w, item, evs)
+			thread, said, err := s.threadFragments(ctx, w, item, evs, b.Shared)
 			if err != nil {
 				return frame{}, err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/events"
 	"github.com/handoffdesk/desk/internal/handoff"
+	"github.com/handoffdesk/desk/internal/live"
 	"github.com/handoffdesk/desk/internal/webhook"
 	"github.com/handoffdesk/desk/views"
 )
@@ -190,8 +191,10 @@ func addsToThread(k events.Kind) bool {
 
 // threadFragments are the messages a batch added to the thread of w's package, each put in its
 // place in the list by seq, and the composer's draft offer anew: what a message moves on the page,
-// rather than the whole package view. evs are the batch's events of the package.
-func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item, evs []events.Event) ([]fragment, []string, error) {
+// rather than the whole package view. evs are the batch's events of the package. What it reads
+// names no viewer, so every socket showing the package shares one read per batch (shared); only
+// the masking and the offer are each viewer's.
+func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item, evs []events.Event, shared *live.Shared) ([]fragment, []string, error) {
 	var since time.Time
 	for _, e := range evs {
 		if addsToThread(e.Kind) && (since.IsZero() || e.At.Before(since)) {
@@ -206,32 +209,22 @@ func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item
 	defer cancel()
 	var frags []fragment
 	if delivered {
-		states, err := s.deliveryFragments(ctx, item)
+		states, err := memo(shared, deliveriesKey(item.ID), func() ([]fragment, error) { return s.deliveryFragments(ctx, item) })
 		if err != nil {
 			return nil, nil, err
 		}
-		frags = states
+		frags = slices.Clone(states)
 	}
 	if since.IsZero() {
 		return frags, nil, nil
 	}
-	all, n, err := conversation.ReadMarking(ctx, s.db, item.ID, since)
+	r, err := memo(shared, threadKey{item.ID, since}, func() (threadRead, error) { return s.readThread(ctx, item, since) })
 	if err != nil {
 		return nil, nil, err
 	}
-	added := all[len(all)-n:]
-	var replies []evals.SentReply
-	var deliveries map[string]webhook.Delivery
-	if slices.ContainsFunc(added, func(m conversation.Message) bool { return m.Role == conversation.Agent }) {
-		if replies, err = evals.Replies(ctx, s.db, item.ID); err != nil {
-			return nil, nil, err
-		}
-		if deliveries, err = webhook.ReplyDeliveries(ctx, s.db, item.PublicID); err != nil {
-			return nil, nil, err
-		}
-	}
+	added := r.all[len(r.all)-r.added:]
 	vis := visibility(w.user, item)
-	for _, m := range messagesOf(item, vis, added, replies, deliveries) {
+	for _, m := range messagesOf(item, vis, added, r.replies, r.deliveries) {
 		f, err := rendered(ctx, fragment{Target: views.MessageID(m.Handoff, m.Seq), Op: "upsert", List: views.ThreadList(item.PublicID),
 			Sort: views.MessageSort(m.Seq)}, views.ThreadMessageItem(m))
 		if err != nil {
@@ -242,13 +235,49 @@ func (s *Server) threadFragments(ctx context.Context, w watcher, item board.Item
 	if item.HeldBy(w.user.ID) {
 		// The offer follows the whole thread: a message without a draft makes the last one stale.
 		f, err := rendered(ctx, fragment{Target: views.DraftOfferID(item.PublicID), Op: "replace"},
-			views.DraftOfferSlot(item.PublicID, draftOffer(item, vis, all)))
+			views.DraftOfferSlot(item.PublicID, draftOffer(item, vis, r.all)))
 		if err != nil {
 			return nil, nil, err
 		}
 		frags = append(frags, f)
 	}
 	return frags, threadUnmasked(item, vis, added), nil
+}
+
+// deliveriesKey and threadKey name a package's reads that a batch's sockets share.
+type (
+	deliveriesKey int64
+	threadKey     struct {
+		handoff int64
+		since   time.Time
+	}
+)
+
+// threadRead is a package's thread as a batch found it: the whole of it, how many of its last
+// messages the batch added, and for added replies their records and delivery states.
+type threadRead struct {
+	all        []conversation.Message
+	added      int
+	replies    []evals.SentReply
+	deliveries map[string]webhook.Delivery
+}
+
+func (s *Server) readThread(ctx context.Context, item board.Item, since time.Time) (threadRead, error) {
+	var r threadRead
+	var err error
+	if r.all, r.added, err = conversation.ReadMarking(ctx, s.db, item.ID, since); err != nil {
+		return r, err
+	}
+	added := r.all[len(r.all)-r.added:]
+	if slices.ContainsFunc(added, func(m conversation.Message) bool { return m.Role == conversation.Agent }) {
+		if r.replies, err = evals.Replies(ctx, s.db, item.ID); err != nil {
+			return r, err
+		}
+		if r.deliveries, err = webhook.ReplyDeliveries(ctx, s.db, item.PublicID); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
 
 // deliveryFragments are the delivery states of item's replies, read anew: the deliverer moved one.

@@ -16,6 +16,12 @@
   let failing = false;
   // stale: the server said this page cannot be brought up to date; it is not reconnected.
   let stale = false;
+  // leaving: the page is on its way out (a form was sent). Frames still arrive until the next
+  // page comes, and scrolling this one for them would hand its scroll to the next: Chrome keeps
+  // the scroll of a page that leads back to its own address.
+  let leaving = false;
+  window.addEventListener("beforeunload", () => { leaving = true; });
+  window.addEventListener("pageshow", () => { leaving = false; });
 
   function socketURL() {
     const u = new URL("/ws", location.href);
@@ -130,7 +136,7 @@
     // thread above it: the page scrolls by what they added. A page nobody writes on is left as
     // it lies, at the top where its action bar is.
     const composer = document.querySelector("[data-reply-form]");
-    const keep = composer && editing(composer);
+    const keep = !leaving && composer && editing(composer);
     const composerTop = keep && composer.getBoundingClientRect().top;
     const said = [];
     for (const f of frame.fragments || []) {

@@ -79,16 +79,16 @@ type deskInstance struct {
 // setUp creates and migrates a fresh database, starts two instances on it, the bare server and
 // the socket farm, and creates the agents, queues and key. teardown undoes whatever was done,
 // even when setUp failed half-way, and never uses ctx: an interrupted run must still drop its
-// database.
-func setUp(ctx context.Context, cfg config, out io.Writer) (b *bench, teardown func() error, err error) {
+// database. The cleanups hold b itself, not a result a failed return sets to nil.
+func setUp(ctx context.Context, cfg config, out io.Writer) (*bench, func() error, error) {
 	cleanup := &loadtest.Cleanup{}
-	teardown = cleanup.Run
+	teardown := cleanup.Run
 
 	raw, err := os.ReadFile(cfg.examplePath)
 	if err != nil {
 		return nil, teardown, err
 	}
-	b = &bench{cfg: cfg, queues: map[string]int64{}}
+	b := &bench{cfg: cfg, queues: map[string]int64{}}
 	if b.pkg, err = handoff.Decode(raw); err != nil {
 		return nil, teardown, fmt.Errorf("%s: %w", cfg.examplePath, err)
 	}

@@ -219,12 +219,14 @@ func measure(ctx context.Context, cfg config, out io.Writer) (res result, err er
 
 // setUp creates and migrates a fresh database and serves it with the real server on loopback.
 // teardown undoes whatever was done, even when setUp failed half-way, and never uses ctx: an
-// interrupted run must still drop its database.
-func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInfo string, teardown func() error, err error) {
+// interrupted run must still drop its database. The cleanups hold b itself, not a result a
+// failed return sets to nil.
+func setUp(ctx context.Context, cfg config, maxConcurrency int) (*bench, string, func() error, error) {
 	cleanup := &loadtest.Cleanup{}
-	teardown = cleanup.Run
+	teardown := cleanup.Run
 
-	if pgInfo, err = loadtest.DescribeDurability(ctx, cfg.adminURL); err != nil {
+	pgInfo, err := loadtest.DescribeDurability(ctx, cfg.adminURL)
+	if err != nil {
 		return nil, "", teardown, err
 	}
 	name, dbURL, err := cleanup.ScratchDatabase(ctx, cfg.adminURL, "bench_intake_")
@@ -232,7 +234,7 @@ func setUp(ctx context.Context, cfg config, maxConcurrency int) (b *bench, pgInf
 		return nil, "", teardown, err
 	}
 
-	b = &bench{dbName: name, dbURL: dbURL}
+	b := &bench{dbName: name, dbURL: dbURL}
 	benchURL, err := loadtest.PoolURL(dbURL, cfg.serverConns)
 	if err != nil {
 		return nil, "", teardown, err

@@ -22,17 +22,24 @@ func TestMeasureBothSides(t *testing.T) {
 		modes:       []string{"cold", "warm"},
 		serverConns: 4,
 	}
-	res, err := measure(context.Background(), cfg, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.cells) != 1 {
-		t.Fatalf("got %d cells, want 1", len(res.cells))
+	// Only operations that end inside a window count: on a machine busy enough that a window
+	// ends before one does, the windows grow until each side finishes some.
+	var res result
+	for {
+		var err error
+		if res, err = measure(context.Background(), cfg, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.cells) != 1 || len(res.cells[0].modes) != 2 {
+			t.Fatalf("got %d cells, want 1, of cold and warm", len(res.cells))
+		}
+		if c := res.cells[0]; c.baseline[0].ops > 0 && c.modes[0].intake[0].ops > 0 && c.modes[1].intake[0].ops > 0 || cfg.duration >= 10*time.Second {
+			break
+		}
+		t.Logf("a side finished nothing inside %s: measuring again in windows twice as long", cfg.duration)
+		cfg.duration *= 2
 	}
 	c := res.cells[0]
-	if len(c.modes) != 2 {
-		t.Fatalf("got %d modes, want cold and warm", len(c.modes))
-	}
 	if c.baseline[0].ops == 0 || c.modes[0].intake[0].ops == 0 || c.modes[1].intake[0].ops == 0 {
 		t.Errorf("baseline did %d ops, cold intake %d, warm intake %d: want all above zero", c.baseline[0].ops,
 			c.modes[0].intake[0].ops, c.modes[1].intake[0].ops)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
@@ -110,7 +112,14 @@ func TestBrowserSidebarInACRMFrame(t *testing.T) {
 	mu.Unlock()
 
 	ctx := browser(t)
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 720), chromedp.Navigate(crmURL), chromedp.WaitReady(`#desk`)); err != nil {
+	// The sign-in popup takes the window's focus, and headless Chromium may not hand it back when
+	// the popup closes: the CRM's page keeps it as a person's desktop would, so what is typed
+	// later reaches the frame's composer.
+	focused := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
+		return err
+	})
+	if err := chromedp.Do(ctx, focused, chromedp.EmulateViewport(1280, 720), chromedp.Navigate(crmURL), chromedp.WaitReady(`#desk`)); err != nil {
 		t.Fatal(err)
 	}
 	frame := frameOf(t, ctx, app.URL)

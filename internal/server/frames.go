@@ -95,7 +95,9 @@ func (w *watcher) watches(e events.Event) bool {
 	if e.Kind.Rings() && e.UserID == w.user.ID {
 		return true // the ring shows on every page of its agent
 	}
-	return w.roster || ((w.approvals || w.waiting) && e.Kind.IsApproval()) || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
+	// A page of no package (w.handoff zero) shows nothing of an event about no package (presence):
+	// without the w.handoff check, every connect and disconnect anywhere sent every socket a frame.
+	return w.roster || ((w.approvals || w.waiting) && e.Kind.IsApproval()) || (w.handoff != 0 && e.HandoffID == w.handoff) || slices.Contains(w.queueIDs, e.QueueID) ||
 		slices.Contains(w.queueIDs, e.FromQueueID) || w.follows(e) || w.summarized(e)
 }
 

@@ -95,7 +95,9 @@ func (w *watcher) watches(e events.Event) bool {
 	if e.Kind.Rings() && e.UserID == w.user.ID {
 		return true // the ring shows on every page of its agent
 	}
-	return w.roster || ((w.approvals || w.waiting) && e.Kind.IsApproval()) || e.HandoffID == w.handoff || slices.Contains(w.queueIDs, e.QueueID) ||
+	// A page of no package (w.handoff zero) shows nothing of an event about no package (presence):
+	// without the w.handoff check, every connect and disconnect anywhere sent every socket a frame.
+	return w.roster || ((w.approvals || w.waiting) && e.Kind.IsApproval()) || (w.handoff != 0 && e.HandoffID == w.handoff) || slices.Contains(w.queueIDs, e.QueueID) ||
 		slices.Contains(w.queueIDs, e.FromQueueID) || w.follows(e) || w.summarized(e)
 }
 
@@ -401,13 +403,23 @@ func (c *figuresShared) get(f dashboard.Filter, fresh time.Duration, read func()
 	return v.(frame), err
 }
 
+// batchItems reads the batch's packages once for every socket. The customers waiting on them, which
+// every card shows, are read beside them rather than after: every socket's first frame of the batch
+// waits for the slower of the two reads instead of their sum.
 func (s *Server) batchItems(ctx context.Context, b live.Batch) (map[int64]board.Item, error) {
 	return memo(b.Shared, "items", func() (map[int64]board.Item, error) {
+		if slices.ContainsFunc(b.Events, showsOnCards) {
+			// The read's result and error wait in the batch's memo for the frames that need them.
+			go func() { _, _ = s.batchWaiting(context.WithoutCancel(ctx), b) }()
+		}
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
 		return s.board.Items(ctx, batchIDs(b))
 	})
 }
+
+// showsOnCards reports whether e may change a package's card, which shows whether its customer waits.
+func showsOnCards(e events.Event) bool { return e.HandoffID != 0 && e.Kind != events.Viewing }
 
 // loadTimeout bounds a load made for a frame: the hub's workers take every socket's turns, and
 // one waiting on the database holds up the sockets behind it.

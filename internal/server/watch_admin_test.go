@@ -30,3 +30,16 @@ func TestSocketsAreNotSentAdminChanges(t *testing.T) {
 		}
 	}
 }
+
+// Presence is about no package: it moves the supervisors' rosters and nothing else, so a queue's
+// page is sent no frame for it (each connect and disconnect would otherwise send every socket one).
+func TestPresenceReachesRostersAlone(t *testing.T) {
+	t.Parallel()
+	e := events.Event{Kind: events.Presence}
+	if agentOnQueue1.watches(e) {
+		t.Error("a presence event reaches a queue's page")
+	}
+	if roster := (watcher{user: auth.User{ID: 2, Role: auth.RoleSupervisor}, roster: true}); !roster.watches(e) {
+		t.Error("a presence event does not reach the roster")
+	}
+}

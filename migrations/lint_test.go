@@ -69,6 +69,7 @@ func TestLintRules(t *testing.T) {
 		{"unbatched backfill", tx + "UPDATE handoffs SET x = 1;", "UPDATE of handoffs outside a batched loop"},
 		{"unbatched delete", tx + "DELETE FROM events WHERE kind = 'x';", "DELETE of events outside a batched loop"},
 		{"backfill of a small table", tx + "UPDATE users SET email = lower(email);", ""},
+		{"a trigger on updates", tx + "CREATE TRIGGER keep AFTER UPDATE OF x ON handoffs FOR EACH ROW EXECUTE FUNCTION keep();", ""},
 		{"a trigger's function", tx + "-- +goose StatementBegin\nCREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE handoffs SET x = 1 WHERE id = NEW.id; RETURN NULL; END $$;\n-- +goose StatementEnd", ""},
 		{"batched backfill", noTx + "-- +goose StatementBegin\nDO $$\nBEGIN\n  LOOP\n    UPDATE handoffs SET x = 1 WHERE id IN (SELECT id FROM handoffs WHERE x IS NULL LIMIT 5000);\n    EXIT WHEN NOT FOUND;\n    COMMIT;\n  END LOOP;\nEND $$;\n-- +goose StatementEnd", ""},
 		{"batched backfill in a transaction", tx + "-- +goose StatementBegin\nDO $$\nBEGIN\n  LOOP\n    UPDATE handoffs SET x = 1 WHERE id IN (SELECT id FROM handoffs WHERE x IS NULL LIMIT 5000);\n    EXIT WHEN NOT FOUND;\n    COMMIT;\n  END LOOP;\nEND $$;\n-- +goose StatementEnd", "UPDATE of handoffs outside a batched loop"},
@@ -106,7 +107,7 @@ var (
 	setRe         = regexp.MustCompile(`^SET (LOCAL )?(\w+)\s*(?:=|TO)\s*(.+)$`)
 	resetRe       = regexp.MustCompile(`^RESET (\w+)$`)
 	definesRe     = regexp.MustCompile(`^CREATE (OR REPLACE )?(FUNCTION|PROCEDURE) `)
-	writeRe       = regexp.MustCompile(`(\bON |\bFOR |\bKEY |\bOR )?\b(UPDATE|DELETE FROM) (?:ONLY )?([A-Z_][A-Z0-9_.]*)`)
+	writeRe       = regexp.MustCompile(`(\bON |\bFOR |\bKEY |\bOR |\bAFTER |\bBEFORE )?\b(UPDATE|DELETE FROM) (?:ONLY )?([A-Z_][A-Z0-9_.]*)`)
 	alterTableRe  = regexp.MustCompile(`^ALTER TABLE (?:IF EXISTS )?(?:ONLY )?(\S+) (.*)$`)
 	rewritesRe    = regexp.MustCompile(`\bALTER COLUMN \S+ (?:SET DATA )?TYPE\b|\bSET NOT NULL\b|\bADD (?:CONSTRAINT \S+ )?(?:PRIMARY KEY|UNIQUE) \(|\bSET (?:UN)?LOGGED\b|\bSET TABLESPACE\b`)
 	addCheckRe    = regexp.MustCompile(`\bADD CONSTRAINT \S+ (?:CHECK|FOREIGN KEY)\b|\bADD COLUMN .*\bREFERENCES\b`)
@@ -177,7 +178,7 @@ func lint(src string) []string {
 			defines := definesRe.MatchString(upper)
 			for _, m := range writeRe.FindAllStringSubmatch(upper, -1) {
 				// ON UPDATE CASCADE, FOR UPDATE, FOR NO KEY UPDATE and a trigger's INSERT OR UPDATE ON
-				// write nothing themselves.
+				// or AFTER UPDATE OF write nothing themselves.
 				if table := strings.ToLower(m[3]); m[1] == "" && table != "on" && traffic(table) && !batched && !defines {
 					report("%s of %s outside a batched loop (a DO block with LIMIT and COMMIT, in a NO TRANSACTION migration) holds its rows for the whole table: %s",
 						strings.Fields(m[2])[0], table, stmt)

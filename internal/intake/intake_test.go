@@ -3,6 +3,7 @@ package intake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -140,6 +141,34 @@ func TestBatchAnswersEachPackage(t *testing.T) {
 				t.Errorf("%d %s rows in %s, want one per queued package: 3", n, kind, of)
 			}
 		}
+	}
+}
+
+// A batch's insert writes every package's search row (migrations 00049) as package_search_of
+// gives it, one row per package.
+func TestBatchWritesEachPackagesSearchRow(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, "billing")
+	var ps []handoff.Package
+	for i := range 3 {
+		p := d.packages.Next(t, "billing")
+		p.Contact.DisplayName = fmt.Sprintf("Customer %d", i)
+		ps = append(ps, p)
+	}
+	batch := d.batchOf(t, ps...)
+	d.intake.write(batch)
+	for _, s := range batch {
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+	}
+	if n := d.count(t, `SELECT count(*) FROM package_search`); n != len(ps) {
+		t.Errorf("%d search rows, want %d", n, len(ps))
+	}
+	if n := d.count(t, `
+		SELECT count(*) FROM handoffs h JOIN package_search ps ON ps.handoff_id = h.id, package_search_of(h) want
+		WHERE (ps.words, ps.contact_words, ps.ids, ps.contact) = (want.words, want.contact_words, want.ids, want.contact)`); n != len(ps) {
+		t.Errorf("%d search rows as package_search_of gives them, want %d", n, len(ps))
 	}
 }
 

@@ -157,7 +157,10 @@ func insert(events []Event) (string, []any, error) {
 	//
 	// A return's or a resolve's payload carries the package's hand_back, as the close wrote it
 	// earlier in the same transaction (internal/actions): where the thread stood is read there,
-	// under the close's lock, and copied here rather than read twice.
+	// under the close's lock, and copied here rather than read twice. The event's test sits inside
+	// a lateral read that OFFSET 0 keeps from being merged into the join, so that PostgreSQL checks
+	// it before looking the package up: as the join's condition, it looked up every event's
+	// package (intake's queued and warm_timeout among them) and only then dropped the row.
 	return `INSERT INTO webhook_outbox (event_id, api_key_id, handoff_id, event, payload, state, trace_parent, package_trace)
 		SELECT e.event_id, e.api_key_id, e.handoff_id, e.event,
 			CASE WHEN h.hand_back IS NULL THEN e.payload ELSE e.payload || jsonb_build_object('hand_back', h.hand_back) END,
@@ -165,7 +168,8 @@ func insert(events []Event) (string, []any, error) {
 		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[]::jsonb[], $6::text[], $7::text[])
 			WITH ORDINALITY AS e(event_id, api_key_id, handoff_id, event, payload, trace_parent, package_trace, i)
 		LEFT JOIN api_keys k ON k.id = e.api_key_id
-		LEFT JOIN handoffs h ON h.handoff_id = e.handoff_id AND e.event IN ('returned_to_bot', 'resolved')
+		LEFT JOIN LATERAL (SELECT h.hand_back FROM handoffs h
+			WHERE e.event IN ('returned_to_bot', 'resolved') AND h.handoff_id = e.handoff_id OFFSET 0) h ON true
 		ORDER BY e.i`,
 		[]any{ids, keys, handoffs, names, bodies, traces, packageTraces}, nil
 }

@@ -144,7 +144,7 @@ func TestBatchAnswersEachPackage(t *testing.T) {
 	}
 }
 
-// A batch's insert writes every package's search row (migrations 00049) as package_search_of
+// A batch's insert writes every package's search row (migration 00050) as package_search_of
 // gives it, one row per package.
 func TestBatchWritesEachPackagesSearchRow(t *testing.T) {
 	t.Parallel()

@@ -49,6 +49,7 @@ type raceResult struct {
 	trips            int64         // round trips both instances' pools made during the race
 	rtt              time.Duration // p50 of SELECT 1 on the tool's own connection during the race
 	tripsBy          [len(tripSources)]int64
+	wal, baseWAL     int64 // bytes of WAL the whole cluster wrote during the race and the baseline
 
 	// The webhook outbox: rows the race wrote, rows the deliverers settled meanwhile, rows still
 	// pending when the agents finished, and how many they settled in -webhook-watch after it.
@@ -152,6 +153,10 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 	sampler := b.sampleWaits(ctx)
 	rtt := b.sampleRoundTrips(ctx)
 	trips0 := b.a.trips.n.Load() + b.b.trips.n.Load()
+	wal0, err := b.walLSN(ctx)
+	if err != nil {
+		return nil, err
+	}
 	byA0, byB0 := b.a.trips.snapshot(), b.b.trips.snapshot()
 	start := time.Now()
 	deadline := start.Add(cfg.raceLimit)
@@ -171,6 +176,11 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 	}
 	wg.Wait()
 	r.took = time.Since(start)
+	wal1, err := b.walLSN(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.wal = wal1 - wal0
 	r.waits = sampler.top(4)
 	r.rtt = rtt()
 	r.trips = b.a.trips.n.Load() + b.b.trips.n.Load() - trips0
@@ -224,6 +234,8 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 		parts = append(parts, fmt.Sprintf("%s %.1f", src.name, float64(r.tripsBy[i])/float64(max(r.accepted, 1))))
 	}
 	fmt.Fprintf(out, "    per accepted package, by sender: %s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(out, "    WAL written (the whole cluster): %.1f KB per accepted package (baseline: %.2f KB per claim)\n",
+		float64(r.wal)/1024/float64(max(r.accepted, 1)), float64(r.baseWAL)/1024/float64(max(r.baseClaims, 1)))
 	fmt.Fprintf(out, "    a round trip (SELECT 1, the tool's own connection) took p50 %s meanwhile: %d connections / (%.1f round trips × %s) ≈ %.0f accepts/s at most\n",
 		loadtest.Millis(r.rtt), 2*cfg.serverConns, float64(r.trips)/float64(max(r.accepted, 1)), loadtest.Millis(r.rtt), r.ceiling(2*cfg.serverConns))
 	fmt.Fprintf(out, "    busy backends (pg_stat_activity every %s): %s\n", sampleEvery, r.waits)
@@ -354,6 +366,10 @@ func (b *bench) claimBaseline(ctx context.Context, r *raceResult) error {
 	defer pool.Close()
 	claimed := make([][]int64, r.baseClients)
 	errs := &loadtest.ErrorLog{}
+	wal0, err := b.walLSN(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range r.baseClients {
@@ -374,6 +390,11 @@ func (b *bench) claimBaseline(ctx context.Context, r *raceResult) error {
 	}
 	wg.Wait()
 	r.baseTook = time.Since(start)
+	wal1, err := b.walLSN(ctx)
+	if err != nil {
+		return err
+	}
+	r.baseWAL = wal1 - wal0
 	if errs.Count() > 0 {
 		return fmt.Errorf("%d claims failed, first: %q", errs.Count(), errs.Samples())
 	}
@@ -388,4 +409,12 @@ func (b *bench) claimBaseline(ctx context.Context, r *raceResult) error {
 		}
 	}
 	return nil
+}
+
+// walLSN is the cluster's current WAL position in bytes: the difference of two is the WAL written
+// between them, by everyone on the cluster (other databases' writers included).
+func (b *bench) walLSN(ctx context.Context) (int64, error) {
+	var lsn int64
+	err := b.db.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&lsn)
+	return lsn, err
 }

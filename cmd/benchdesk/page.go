@@ -30,7 +30,13 @@ type pageResult struct {
 	errors                          loadtest.ErrorLog
 }
 
-type loopStats struct{ p50, p95, p99 time.Duration }
+// loopStats are a loop's latencies, and the database round trips per GET that the requests' own
+// source (tripSources' last) counted on the instance's pool meanwhile: the page's reads, as
+// background work has sources of its own.
+type loopStats struct {
+	p50, p95, p99 time.Duration
+	trips         float64
+}
 
 // moreLink finds the href of the page's data-testid="more" link.
 func moreLink(page []byte) string {
@@ -130,8 +136,11 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 		if _, err := b.getLoop(ctx, base, path, token, max(r.requests/10, r.concurrency), r.concurrency, check, &r.errors); err != nil {
 			return loopStats{}, err
 		}
+		requests := &b.a.trips.by[len(tripSources)-1]
+		trips0 := requests.Load()
 		d, err := b.getLoop(ctx, base, path, token, r.requests, r.concurrency, check, &r.errors)
-		return loopStats{loadtest.Percentile(d, 50), loadtest.Percentile(d, 95), loadtest.Percentile(d, 99)}, err
+		trips := float64(requests.Load()-trips0) / float64(r.requests)
+		return loopStats{loadtest.Percentile(d, 50), loadtest.Percentile(d, 95), loadtest.Percentile(d, 99), trips}, err
 	}
 	for round := range cfg.runs {
 		h, err := loop("/healthz", checkHealth)
@@ -143,15 +152,15 @@ func (b *bench) queuePage(ctx context.Context, out io.Writer, res *result) (*pag
 			return nil, err
 		}
 		r.healthz, r.page1 = append(r.healthz, h), append(r.page1, p1)
-		line := fmt.Sprintf("  round %d/%d, %d GETs × %d concurrent: healthz p50 %s p95 %s | page 1 p50 %s p95 %s",
-			round+1, cfg.runs, r.requests, r.concurrency, loadtest.Millis(h.p50), loadtest.Millis(h.p95), loadtest.Millis(p1.p50), loadtest.Millis(p1.p95))
+		line := fmt.Sprintf("  round %d/%d, %d GETs × %d concurrent: healthz p50 %s p95 %s (%.1f round trips) | page 1 p50 %s p95 %s (%.1f)",
+			round+1, cfg.runs, r.requests, r.concurrency, loadtest.Millis(h.p50), loadtest.Millis(h.p95), h.trips, loadtest.Millis(p1.p50), loadtest.Millis(p1.p95), p1.trips)
 		if checkPage2 != nil {
 			p2, err := loop(r.page2Path, checkPage2)
 			if err != nil {
 				return nil, err
 			}
 			r.page2 = append(r.page2, p2)
-			line += fmt.Sprintf(" | page 2 p50 %s p95 %s", loadtest.Millis(p2.p50), loadtest.Millis(p2.p95))
+			line += fmt.Sprintf(" | page 2 p50 %s p95 %s (%.1f)", loadtest.Millis(p2.p50), loadtest.Millis(p2.p95), p2.trips)
 		}
 		fmt.Fprintln(out, line)
 	}

@@ -445,30 +445,55 @@ const (
 
 // MissedRings lists the rings the agent let run out lately, newest first.
 func (a *Service) MissedRings(ctx context.Context, userID int64) ([]Missed, error) {
-	rows, err := a.db.Query(ctx, `
+	var missed []Missed
+	b := &pgx.Batch{}
+	a.QueueMissedRings(b, userID, &missed)
+	return missed, a.db.SendBatch(ctx, b).Close()
+}
+
+// QueueMissedRings adds to b the read of MissedRings into missed, so that a page reads it in the
+// round trip of its top bar.
+func (a *Service) QueueMissedRings(b *pgx.Batch, userID int64, missed *[]Missed) {
+	b.Queue(`
 		SELECT h.handoff_id, q.name, o.offered_at
 		FROM offers o JOIN handoffs h ON h.id = o.handoff_id JOIN queues q ON q.id = h.queue_id
 		WHERE o.user_id = $1 AND o.offered_at > $2 AND o.outcome = 'timed_out'
-		ORDER BY o.offered_at DESC LIMIT $3`, userID, a.now().Add(-missedFor), missedShown)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Missed, error) {
-		var m Missed
-		return m, row.Scan(&m.PublicID, &m.Queue, &m.At)
+		ORDER BY o.offered_at DESC LIMIT $3`, userID, a.now().Add(-missedFor), missedShown).Query(func(rows pgx.Rows) error {
+		var err error
+		*missed, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Missed, error) {
+			var m Missed
+			return m, row.Scan(&m.PublicID, &m.Queue, &m.At)
+		})
+		return err
 	})
 }
 
 // LiveOffer is the ring the agent has now, if any, for their pages.
 func (a *Service) LiveOffer(ctx context.Context, userID int64) (*Offer, error) {
-	var o Offer
-	err := a.db.QueryRow(ctx, `
+	var o *Offer
+	b := &pgx.Batch{}
+	a.QueueLiveOffer(b, userID, &o)
+	return o, a.db.SendBatch(ctx, b).Close()
+}
+
+// QueueLiveOffer adds to b the read of LiveOffer into o (nil: no ring), so that a page reads it
+// in the round trip of its top bar.
+func (a *Service) QueueLiveOffer(b *pgx.Batch, userID int64, o **Offer) {
+	b.Queue(`
 		SELECT h.handoff_id, q.name, o.until, h.package, q.pii_min_role, q.pii_entity_keys
 		FROM offers o JOIN handoffs h ON h.id = o.handoff_id JOIN queues q ON q.id = h.queue_id
 		WHERE o.user_id = $1 AND o.ended_at IS NULL AND h.status = 'queued' AND h.offered_to = $1 AND o.until > $2`,
-		userID, a.now()).Scan(&o.PublicID, &o.Queue, &o.Until, &o.Package, &o.PIIMinRole, &o.PIIEntityKeys)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	return &o, err
+		userID, a.now()).QueryRow(func(row pgx.Row) error {
+		var got Offer
+		err := row.Scan(&got.PublicID, &got.Queue, &got.Until, &got.Package, &got.PIIMinRole, &got.PIIEntityKeys)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			*o = nil
+			return nil
+		case err != nil:
+			return err
+		}
+		*o = &got
+		return nil
+	})
 }

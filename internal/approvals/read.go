@@ -54,8 +54,16 @@ func PendingList(ctx context.Context, db Querier) ([]Listed, error) {
 // top bar and in their pages' titles.
 func PendingCount(ctx context.Context, db Querier) (int, error) {
 	var n int
-	err := db.QueryRow(ctx, `SELECT count(*) FROM approvals WHERE state = 'pending'`).Scan(&n)
+	err := db.QueryRow(ctx, pendingCountSQL).Scan(&n)
 	return n, err
+}
+
+const pendingCountSQL = `SELECT count(*) FROM approvals WHERE state = 'pending'`
+
+// QueuePendingCount adds to b the read of PendingCount into n, so that a supervisor's page reads
+// it in the round trip of its top bar.
+func QueuePendingCount(b *pgx.Batch, n *int) {
+	b.Queue(pendingCountSQL).QueryRow(func(row pgx.Row) error { return row.Scan(n) })
 }
 
 // Times is how long supervisors took to decide requests: the median, the 90th percentile and how

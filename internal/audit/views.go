@@ -71,11 +71,24 @@ func Record(ctx context.Context, db Querier, userID int64, via Via, s Shown) err
 	if s.Empty() {
 		return nil
 	}
+	_, err := db.Exec(ctx, recordSQL, s.args(userID, via)...)
+	return err
+}
+
+// QueueRecord adds Record's insert to b, so that a page records what it shows in the round trip
+// of its last reads.
+func QueueRecord(b *pgx.Batch, userID int64, via Via, s Shown) {
+	if !s.Empty() {
+		b.Queue(recordSQL, s.args(userID, via)...)
+	}
+}
+
+const recordSQL = `INSERT INTO pii_views (user_id, via, handoff_ids, fields) VALUES ($1, $2, $3, $4)`
+
+func (s Shown) args(userID int64, via Via) []any {
 	fields := slices.Clone(s.fields)
 	slices.Sort(fields)
-	_, err := db.Exec(ctx, `INSERT INTO pii_views (user_id, via, handoff_ids, fields) VALUES ($1, $2, $3, $4)`,
-		userID, string(via), s.ids, fields)
-	return err
+	return []any{userID, string(via), s.ids, fields}
 }
 
 // View is one record of personal data shown unmasked.

@@ -220,13 +220,22 @@ func (b *Board) Waiting(ctx context.Context, queueID int64, after *Cursor) ([]It
 
 // Held lists the open packages a user holds, oldest first.
 func (b *Board) Held(ctx context.Context, userID int64) ([]Item, error) {
-	rows, err := b.db.Query(ctx, itemSelect+`
+	var held []Item
+	batch := &pgx.Batch{}
+	QueueHeld(batch, userID, &held)
+	return held, b.db.SendBatch(ctx, batch).Close()
+}
+
+// QueueHeld adds to b the read of Held into held, so that a page reads it in the round trip of
+// its top bar.
+func QueueHeld(b *pgx.Batch, userID int64, held *[]Item) {
+	b.Queue(itemSelect+`
 		WHERE h.assignee_id = $1 AND h.closed_at IS NULL
-		ORDER BY h.accepted_at NULLS FIRST, h.id`, userID)
-	if err != nil {
-		return nil, err
-	}
-	return collectCards(rows)
+		ORDER BY h.accepted_at NULLS FIRST, h.id`, userID).Query(func(rows pgx.Rows) error {
+		var err error
+		*held, err = collectCards(rows)
+		return err
+	})
 }
 
 // Item returns one package by its public id.
@@ -262,13 +271,26 @@ func (b *Board) Items(ctx context.Context, ids []int64) (map[int64]Item, error) 
 	return byID, nil
 }
 
+// HeldIDsSQL selects the row ids of the open packages the user $1 holds: another package's read
+// about those packages selects them with it in one statement (conversation.QueueWaitingIn), not
+// after a round trip of its own.
+const HeldIDsSQL = `SELECT id FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL`
+
 // HeldIDs lists the row ids of the open packages a user holds.
 func (b *Board) HeldIDs(ctx context.Context, userID int64) ([]int64, error) {
-	rows, err := b.db.Query(ctx, `SELECT id FROM handoffs WHERE assignee_id = $1 AND closed_at IS NULL`, userID)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	var ids []int64
+	batch := &pgx.Batch{}
+	QueueHeldIDs(batch, userID, &ids)
+	return ids, b.db.SendBatch(ctx, batch).Close()
+}
+
+// QueueHeldIDs adds to b the read of HeldIDs into ids.
+func QueueHeldIDs(b *pgx.Batch, userID int64, ids *[]int64) {
+	b.Queue(HeldIDsSQL, userID).Query(func(rows pgx.Rows) error {
+		var err error
+		*ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
 }
 
 // HistoryLimit caps the list: a contact the intake guard lets through 10 times a day would

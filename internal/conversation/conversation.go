@@ -369,19 +369,49 @@ type Waiting struct {
 // The customer's time is when the desk received the message, not the time the bot stamped on it:
 // the desk cannot answer a message before it has it.
 func WaitingOf(ctx context.Context, db querier, rowIDs []int64) (map[int64]Waiting, error) {
-	rows, err := db.Query(ctx, `
-		SELECT m.handoff_id, min(m.received_at), count(*)
-		FROM messages m
-		WHERE m.handoff_id = ANY($1) AND m.role = 'user' AND m.seq > coalesce(
-			(SELECT max(r.seq) FROM messages r WHERE r.handoff_id = m.handoff_id AND r.role = 'agent'), 0)
-		GROUP BY m.handoff_id`, rowIDs)
+	rows, err := db.Query(ctx, waitingSQL(`= ANY($1)`), rowIDs)
 	if err != nil {
 		return nil, err
 	}
+	return collectWaiting(rows)
+}
+
+// QueueWaitingOf adds to b the read of WaitingOf into waiting, so that a page reads it in the
+// round trip of its last reads.
+func QueueWaitingOf(b *pgx.Batch, rowIDs []int64, waiting *map[int64]Waiting) {
+	queueWaiting(b, `= ANY($1)`, rowIDs, waiting)
+}
+
+// QueueWaitingIn adds to b the read of WaitingOf for the rows that rowsSQL selects, given arg as
+// its $1, into waiting: a page reads the waiting of the packages its user holds
+// (board.HeldIDsSQL) in the round trip that reads them, not after it.
+func QueueWaitingIn(b *pgx.Batch, rowsSQL string, arg any, waiting *map[int64]Waiting) {
+	queueWaiting(b, `IN (`+rowsSQL+`)`, arg, waiting)
+}
+
+func queueWaiting(b *pgx.Batch, rows string, arg any, waiting *map[int64]Waiting) {
+	b.Queue(waitingSQL(rows), arg).Query(func(rows pgx.Rows) error {
+		var err error
+		*waiting, err = collectWaiting(rows)
+		return err
+	})
+}
+
+// waitingSQL is WaitingOf's query for the packages whose row id is rows (a predicate on it).
+func waitingSQL(rows string) string {
+	return `
+		SELECT m.handoff_id, min(m.received_at), count(*)
+		FROM messages m
+		WHERE m.handoff_id ` + rows + ` AND m.role = 'user' AND m.seq > coalesce(
+			(SELECT max(r.seq) FROM messages r WHERE r.handoff_id = m.handoff_id AND r.role = 'agent'), 0)
+		GROUP BY m.handoff_id`
+}
+
+func collectWaiting(rows pgx.Rows) (map[int64]Waiting, error) {
 	out := map[int64]Waiting{}
 	var id int64
 	var w Waiting
-	_, err = pgx.ForEachRow(rows, []any{&id, &w.Since, &w.Unread}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &w.Since, &w.Unread}, func() error {
 		out[id] = w
 		return nil
 	})

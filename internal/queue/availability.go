@@ -30,14 +30,27 @@ type Availability struct {
 	Reason string
 }
 
+const availabilitySQL = `SELECT status, coalesce(reason, '') FROM availability WHERE user_id = $1`
+
 // AvailabilityOf is what the user is: Available when they never chose.
 func AvailabilityOf(ctx context.Context, db Querier, userID int64) (Availability, error) {
-	a := Availability{Status: Available}
-	err := db.QueryRow(ctx, `SELECT status, coalesce(reason, '') FROM availability WHERE user_id = $1`, userID).Scan(&a.Status, &a.Reason)
+	var a Availability
+	return a, scanAvailability(db.QueryRow(ctx, availabilitySQL, userID), &a)
+}
+
+// QueueAvailabilityOf adds to b the read of AvailabilityOf into a, so that a page reads it in the
+// round trip of its top bar.
+func QueueAvailabilityOf(b *pgx.Batch, userID int64, a *Availability) {
+	b.Queue(availabilitySQL, userID).QueryRow(func(row pgx.Row) error { return scanAvailability(row, a) })
+}
+
+func scanAvailability(row pgx.Row, a *Availability) error {
+	*a = Availability{Status: Available}
+	err := row.Scan(&a.Status, &a.Reason)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = nil
+		return nil
 	}
-	return a, err
+	return err
 }
 
 // QueueChoice queues into b the write of what the user is now: their own choice (reason ""), or

@@ -273,6 +273,20 @@ func (s *Service) ByName(ctx context.Context, name string) (Queue, error) {
 	return q, err
 }
 
+// QueueNamedFor adds to b the read of queue name and whether userID works it, so that a page reads
+// them in the round trip of its top bar. A queue that does not exist leaves found false.
+func QueueNamedFor(b *pgx.Batch, name string, userID int64, q *Queue, member, found *bool) {
+	b.Queue(`SELECT `+columns+`, EXISTS (SELECT 1 FROM queue_members m WHERE m.queue_id = queues.id AND m.user_id = $2)
+		FROM queues WHERE name = $1`, name, userID).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(append(q.scanTargets(), member)...)
+		*found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+}
+
 // Unknown is what a person is told of a queue that does not exist or that they may not see: one
 // answer for both, so that nobody learns which queues exist by asking for the ones they do not work.
 func Unknown(name string) error {

@@ -3,11 +3,11 @@ package server
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/handoffdesk/desk/internal/actions"
@@ -56,18 +56,33 @@ func (s *Server) handleQueue(c echo.Context) error {
 	return s.renderQueue(c, c.Param("name"), "", http.StatusOK)
 }
 
+// renderQueue reads the page in three round trips: the queue, whether the user works it, the
+// packages they hold and the top bar; the queue's page of packages; whose customers wait, with the
+// record of what the page shows unmasked.
 func (s *Server) renderQueue(c echo.Context, name, flash string, status int) error {
 	ctx := c.Request().Context()
 	user := currentUser(c)
-	q, err := s.queues.ByName(ctx, name)
-	if err == nil {
-		_, err = s.mayView(ctx, user, q.ID)
+	b := &pgx.Batch{}
+	var top *topBar
+	if _, ok := pageUser(c); ok {
+		top = s.queueTopBar(b, user)
 	}
-	if code := desk.ErrorCode(err); code == desk.NotFound || code == desk.Forbidden {
-		return queue.Unknown(name)
-	}
-	if err != nil {
+	var (
+		q             queue.Queue
+		member, found bool
+		held          []board.Item
+	)
+	queue.QueueNamedFor(b, name, user.ID, &q, &member, &found)
+	board.QueueHeld(b, user.ID, &held)
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
 		return err
+	}
+	if top != nil {
+		top.held = rowIDs(held)
+		top.set(c)
+	}
+	if !found || (!member && !user.Role.AtLeast(auth.RoleSupervisor)) {
+		return queue.Unknown(name)
 	}
 	var after *board.Cursor
 	if raw := c.QueryParam("after"); raw != "" {
@@ -81,37 +96,42 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 	if err != nil {
 		return err
 	}
-	held, err := s.board.Held(ctx, user.ID)
-	if err != nil {
-		return err
-	}
 	answersAt(c, "/queues/"+q.Name)
 	v := views.QueueView{Viewer: *viewer(c), Queue: q.Name, Flash: flash,
 		Live: views.LiveConfig{Queues: []string{q.Name}, Mark: string(s.hub.Mark())}}
-	var ids []int64
-	for _, it := range append(slices.Clone(waiting), held...) {
-		ids = append(ids, it.ID)
-	}
-	customers, err := conversation.WaitingOf(ctx, s.db, ids)
-	if err != nil {
-		return err
-	}
 	var shown audit.Shown
 	for _, it := range waiting {
-		v.Cards = append(v.Cards, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
 		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
 	}
 	for _, it := range held {
-		v.Held = append(v.Held, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
 		shown.Add(it.ID, cardUnmasked(it, visibility(user, it), cardEntities))
+	}
+	b = &pgx.Batch{}
+	var customers map[int64]conversation.Waiting
+	conversation.QueueWaitingOf(b, append(rowIDs(waiting), rowIDs(held)...), &customers)
+	audit.QueueRecord(b, user.ID, audit.ViaPage, shown)
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	for _, it := range waiting {
+		v.Cards = append(v.Cards, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
+	}
+	for _, it := range held {
+		v.Held = append(v.Held, withWaiting(cardOf(it, visibility(user, it), cardEntities), customers, it.ID))
 	}
 	if next != nil {
 		v.More = next.String()
 	}
-	if err := audit.Record(ctx, s.db, user.ID, audit.ViaPage, shown); err != nil {
-		return err
-	}
 	return s.render(c, status, views.QueuePage(v))
+}
+
+// rowIDs are the row ids of items.
+func rowIDs(items []board.Item) []int64 {
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	return ids
 }
 
 // loadHandoff reads a package and what the user may do with it, and what the view shows them

@@ -10,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/handoffdesk/desk/internal/approvals"
 	"github.com/handoffdesk/desk/internal/audit"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/board"
@@ -104,56 +103,6 @@ func mineRowOf(item board.Item, vis handoff.Visibility, last timeline.Entry, has
 		r.Last, r.LastAt = l.Text, l.At
 	}
 	return r
-}
-
-// holdingKey is where loadHolding leaves, for the layout's top bar, how many packages the user
-// holds.
-const holdingKey = "holding"
-
-// unreadKey is where loadHolding leaves how many messages the user's customers wrote that wait
-// for an answer: the top bar and the window's title show it.
-const unreadKey = "unread"
-
-// loadHolding counts the packages the user a page is rendered for holds, for "My work" in the top
-// bar of every desk page; pages' sockets keep it current. Only page loads ask, as for the ring.
-func (s *Server) loadHolding(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		user, ok := pageUser(c)
-		if !ok {
-			return next(c)
-		}
-		ids, err := s.board.HeldIDs(c.Request().Context(), user.ID)
-		if err != nil {
-			return err
-		}
-		waiting, err := conversation.WaitingOf(c.Request().Context(), s.db, ids)
-		if err != nil {
-			return err
-		}
-		c.Set(holdingKey, len(ids))
-		c.Set(unreadKey, unread(waiting))
-		return next(c)
-	}
-}
-
-// approvalsKey is where loadApprovals leaves, for a supervisor's top bar, how many approvals wait.
-const approvalsKey = "approvals"
-
-// loadApprovals counts, for a supervisor's page load, the refund approvals that wait for one:
-// the top bar shows it and the title leads with it; pages' sockets keep both current.
-func (s *Server) loadApprovals(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		user, ok := pageUser(c)
-		if !ok || !user.Role.AtLeast(auth.RoleSupervisor) {
-			return next(c)
-		}
-		n, err := approvals.PendingCount(c.Request().Context(), s.db)
-		if err != nil {
-			return err
-		}
-		c.Set(approvalsKey, n)
-		return next(c)
-	}
 }
 
 // pageUser is the user a page load is for. Only page loads read what the layout shows atop every

@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/handoffdesk/desk/internal/actions"
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/intake"
@@ -14,56 +16,54 @@ import (
 	"github.com/handoffdesk/desk/views"
 )
 
-// ringKey and availabilityKey are where loadRing leaves the viewer's ring slot and availability
-// for the page's layout.
+// ringKey and availabilityKey are where the top bar leaves the viewer's ring slot and
+// availability for the page's layout.
 const (
 	ringKey         = "ring"
 	availabilityKey = "availability"
 )
 
-// loadRing reads the ring slot of the agent a page is rendered for, and what they are, so that
-// the layout shows them at the top of every desk page. Only page loads ask: not the socket, the
-// API or static files.
-func (s *Server) loadRing(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		user, ok := pageUser(c)
-		if !ok {
-			return next(c)
-		}
-		slot, availability, err := s.ringSlot(c.Request().Context(), user)
-		if err != nil {
-			return err
-		}
-		slot.Path = c.Request().URL.RequestURI()
-		c.Set(ringKey, slot)
-		c.Set(availabilityKey, availability.Status)
-		return next(c)
-	}
+// ringReads are what the top of the agent's pages shows of their rings: their live ring, the
+// rings they let run out lately (from the offers, so that a reload keeps them), and what they are,
+// for the header's switch.
+type ringReads struct {
+	offer        *actions.Offer
+	missed       []actions.Missed
+	availability queue.Availability
 }
 
-// ringSlot is the top of the agent's pages: their live ring, masked for them, the rings they let
-// run out lately (from the offers, so that a reload keeps them), and whether the desk set them
-// away for it; and what they are, for the header's switch.
-func (s *Server) ringSlot(ctx context.Context, user auth.User) (views.RingSlotView, queue.Availability, error) {
+// queueRing adds the reads of the user's ring slot to b.
+func (s *Server) queueRing(b *pgx.Batch, userID int64) *ringReads {
+	r := &ringReads{}
+	s.actions.QueueLiveOffer(b, userID, &r.offer)
+	s.actions.QueueMissedRings(b, userID, &r.missed)
+	queue.QueueAvailabilityOf(b, userID, &r.availability)
+	return r
+}
+
+// slot is the ring slot as user sees it: the live ring masked for them, and whether the desk set
+// them away for the missed ones.
+func (r *ringReads) slot(user auth.User) views.RingSlotView {
 	var slot views.RingSlotView
-	o, err := s.actions.LiveOffer(ctx, user.ID)
-	if err != nil {
-		return slot, queue.Availability{}, err
-	}
-	if o != nil {
+	if o := r.offer; o != nil {
 		p := o.Package.MaskFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: o.PIIMinRole, EntityKeys: o.PIIEntityKeys}))
 		slot.Ring = &views.RingView{ID: o.PublicID, Queue: o.Queue, Problem: p.ProblemStatement, UntilMillis: o.Until.UnixMilli()}
 	}
-	missed, err := s.actions.MissedRings(ctx, user.ID)
-	if err != nil {
-		return slot, queue.Availability{}, err
-	}
-	for _, m := range missed {
+	for _, m := range r.missed {
 		slot.Missed = append(slot.Missed, views.MissedRingView{ID: m.PublicID, Queue: m.Queue, At: m.At})
 	}
-	availability, err := queue.AvailabilityOf(ctx, s.db, user.ID)
-	slot.SetAway = availability.Reason == queue.ReasonMissedRings
-	return slot, availability, err
+	slot.SetAway = r.availability.Reason == queue.ReasonMissedRings
+	return slot
+}
+
+// ringSlot is the ring slot and the availability of user, read in one round trip.
+func (s *Server) ringSlot(ctx context.Context, user auth.User) (views.RingSlotView, queue.Availability, error) {
+	b := &pgx.Batch{}
+	r := s.queueRing(b, user.ID)
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+		return views.RingSlotView{}, queue.Availability{}, err
+	}
+	return r.slot(user), r.availability, nil
 }
 
 // ringFragments are the ring slot and the header's availability switch as they are now for user:

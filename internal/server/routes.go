@@ -13,7 +13,7 @@ import (
 func (s *Server) routes() {
 	e := s.echo
 	e.Use(s.logRequests, s.recoverPanics, s.limitTime, s.closeWhileDraining, s.securityHeaders, s.checkCrossOrigin, s.loadSession, s.capCostly, s.checkInput,
-		s.loadRing, s.loadHolding, s.loadApprovals, s.loadNotice)
+		s.loadTopBar, s.loadNotice)
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)

@@ -32,10 +32,15 @@ func (s *Server) mayView(ctx context.Context, user auth.User, queueID int64) (me
 	if err != nil {
 		return false, err
 	}
-	if !member && !user.Role.AtLeast(auth.RoleSupervisor) {
+	if !mayViewQueue(user, member) {
 		return false, desk.Errorf(desk.Forbidden, "you are not a member of this queue")
 	}
 	return member, nil
+}
+
+// mayViewQueue is who sees a queue's packages: its members, and supervisors and admins.
+func mayViewQueue(user auth.User, member bool) bool {
+	return member || user.Role.AtLeast(auth.RoleSupervisor)
 }
 
 // visibleItem reads a package and whether the user works its queue. A package the user may not
@@ -81,7 +86,7 @@ func (s *Server) renderQueue(c echo.Context, name, flash string, status int) err
 		top.held = rowIDs(held)
 		top.set(c)
 	}
-	if !found || (!member && !user.Role.AtLeast(auth.RoleSupervisor)) {
+	if !found || !mayViewQueue(user, member) {
 		return queue.Unknown(name)
 	}
 	var after *board.Cursor

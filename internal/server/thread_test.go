@@ -121,7 +121,14 @@ func TestReplyShowsItsDeliveryLive(t *testing.T) {
 	}
 	conn, _ := app.dialed(t, dana, "handoff="+id)
 	frames := collectFrames(t, conn)
-	calls.Store(0) // the accept's webhook went first; the reply's is next
+	// The package's earlier webhooks (queued, taken at the second try, and accepted) are delivered
+	// first: one still on its way would take the bot's 503 meant for the reply.
+	waitFor(t, "the package's earlier webhooks delivered", func() bool {
+		var pending int
+		err := app.DB.QueryRow(t.Context(), `SELECT count(*) FROM webhook_outbox WHERE handoff_id = $1 AND state <> 'delivered'`, id).Scan(&pending)
+		return err == nil && pending == 0
+	})
+	calls.Store(0)
 	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+id+"/reply", url.Values{"text": {"Refunded."}}); status != http.StatusSeeOther {
 		t.Fatalf("reply: %d %s", status, body)
 	}

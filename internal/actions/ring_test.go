@@ -517,8 +517,10 @@ func TestMissedRingsInARowSetTheAgentAway(t *testing.T) {
 	}
 	availability := func(u auth.User, want queue.Availability) {
 		t.Helper()
-		got, err := queue.AvailabilityOf(ctx, d.db, u.ID)
-		if err != nil {
+		var got queue.Availability
+		b := &pgx.Batch{}
+		queue.QueueAvailabilityOf(b, u.ID, &got)
+		if err := d.db.SendBatch(ctx, b).Close(); err != nil {
 			t.Fatal(err)
 		}
 		if got != want {

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -32,14 +31,8 @@ type Availability struct {
 
 const availabilitySQL = `SELECT status, coalesce(reason, '') FROM availability WHERE user_id = $1`
 
-// AvailabilityOf is what the user is: Available when they never chose.
-func AvailabilityOf(ctx context.Context, db Querier, userID int64) (Availability, error) {
-	var a Availability
-	return a, scanAvailability(db.QueryRow(ctx, availabilitySQL, userID), &a)
-}
-
-// QueueAvailabilityOf adds to b the read of AvailabilityOf into a, so that a page reads it in the
-// round trip of its top bar.
+// QueueAvailabilityOf adds to b the read of what the user is into a (Available when they never
+// chose), so that a page reads it in the round trip of its top bar.
 func QueueAvailabilityOf(b *pgx.Batch, userID int64, a *Availability) {
 	b.Queue(availabilitySQL, userID).QueryRow(func(row pgx.Row) error { return scanAvailability(row, a) })
 }

@@ -8,7 +8,7 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-// handBackFields are the hand-back in the return form, all optional: what the agent did, the
+// handBackFields are the hand-back in the return and resolve forms, all optional: what the agent did, the
 // package's entities to confirm or correct (as the viewer may see them: a masked value is
 // confirmed by its key, never typed back), and an instruction for the bot.
 func handBackFields(entities []Entity) templ.Component {

@@ -240,7 +240,7 @@ type Controls struct {
 	CanReply bool
 	Replied  bool
 	// Entities are the package's structured entities as the viewer sees them, which the return
-	// form offers to confirm or correct for the bot.
+	// and resolve forms offer to confirm or correct for the bot.
 	Entities []Entity
 }
 

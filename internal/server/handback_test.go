@@ -115,7 +115,8 @@ func TestResolveAndReopenHandBack(t *testing.T) {
 
 // The agent fills the return form's hand-back in Chromium: the form offers the package's
 // entities to confirm or correct, and the bot's webhook carries what was filled in. The open
-// form passes axe-core.
+// form passes axe-core. The resolve form, folded in the same menu, holds the same fields, so the
+// selectors name the return form's.
 func TestBrowserReturnFormHandsBack(t *testing.T) {
 	t.Parallel()
 	d := newConversation(t)
@@ -126,22 +127,22 @@ func TestBrowserReturnFormHandsBack(t *testing.T) {
 		chromedp.Navigate(d.URL+"/handoffs/"+d.id),
 		chromedp.WaitVisible(`[data-testid="actions"]`),
 		inMenu("return"),
-		chromedp.WaitVisible(`[data-testid="hand-back-entities"]`),
+		chromedp.WaitVisible(`[data-testid="return-form"] [data-testid="hand-back-entities"]`),
 	); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"account_id", "charge_ids", "product_sku"} {
-		if !strings.Contains(text(t, ctx, `[data-testid="hand-back-entities"]`), key) {
+		if !strings.Contains(text(t, ctx, `[data-testid="return-form"] [data-testid="hand-back-entities"]`), key) {
 			t.Errorf("the form does not offer %s to confirm", key)
 		}
 	}
 	checkA11y(t, ctx, axeSource(t), "the return form with its hand-back")
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(`[data-testid="return-form"] select`, "resolved_by_policy"),
-		chromedp.SendKeys(`[data-testid="hand-back-done"]`, "Refunded the duplicate charge"),
-		chromedp.Click(`[data-testid="confirm-account_id"]`),
-		chromedp.SendKeys(`[data-testid="correct-product_sku"]`, "PRO-ANNUAL"),
-		chromedp.SendKeys(`[data-testid="hand-back-instruction"]`, "Do not escalate again for this charge."),
+		chromedp.SendKeys(`[data-testid="return-form"] [data-testid="hand-back-done"]`, "Refunded the duplicate charge"),
+		chromedp.Click(`[data-testid="return-form"] [data-testid="confirm-account_id"]`),
+		chromedp.SendKeys(`[data-testid="return-form"] [data-testid="correct-product_sku"]`, "PRO-ANNUAL"),
+		chromedp.SendKeys(`[data-testid="return-form"] [data-testid="hand-back-instruction"]`, "Do not escalate again for this charge."),
 		chromedp.Submit(`[data-testid="return-form"]`),
 		chromedp.WaitVisible(`[data-testid="my-queues"], [data-testid="cards"]`),
 	); err != nil {
@@ -151,5 +152,50 @@ func TestBrowserReturnFormHandsBack(t *testing.T) {
 	if back.Done != "Refunded the duplicate charge" || len(back.Confirmed) != 1 || back.Confirmed[0] != "account_id" ||
 		back.Corrected["product_sku"] != "PRO-ANNUAL" || len(back.Corrected) != 1 || back.Instruction != "Do not escalate again for this charge." {
 		t.Errorf("the form handed back %+v", back)
+	}
+}
+
+// The agent resolves through the page's next step in Chromium and hands back on the way: the
+// resolve form's folded hand-back offers the package's entities, and the resolved webhook
+// carries what was filled in beside where the thread stood. The open form passes axe-core.
+func TestBrowserResolveFormHandsBack(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.act(t, "accept", nil)
+	d.act(t, "reply", url.Values{"text": {"The duplicate charge is refunded."}})
+	ctx := browser(t)
+	browserLogin(t, ctx, d.URL, "dana@example.com")
+	form := `[data-testid="actions"] > [data-testid="resolve-form"]`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.URL+"/handoffs/"+d.id),
+		chromedp.WaitVisible(form),
+		chromedp.Click(form+` [data-testid="resolve-hand-back"] > summary`),
+		chromedp.WaitVisible(form+` [data-testid="hand-back-entities"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"account_id", "charge_ids", "product_sku"} {
+		if !strings.Contains(text(t, ctx, form+` [data-testid="hand-back-entities"]`), key) {
+			t.Errorf("the resolve form does not offer %s to confirm", key)
+		}
+	}
+	checkA11y(t, ctx, axeSource(t), "the resolve form with its hand-back")
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(form+` [data-testid="hand-back-done"]`, "Refunded the duplicate charge"),
+		chromedp.Click(form+` [data-testid="confirm-account_id"]`),
+		chromedp.SendKeys(form+` [data-testid="hand-back-instruction"]`, "Tell them it shows in 3-5 business days."),
+		chromedp.Submit(form),
+		chromedp.WaitVisible(`[data-testid="my-queues"], [data-testid="cards"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	hook := webhookConforms(t, d.waitForHook(t, "resolved"))
+	back := handBackOf(t, hook)
+	if back.Done != "Refunded the duplicate charge" || len(back.Confirmed) != 1 || back.Confirmed[0] != "account_id" ||
+		len(back.Corrected) != 0 || back.Instruction != "Tell them it shows in 3-5 business days." {
+		t.Errorf("the resolve form handed back %+v", back)
+	}
+	if hook["outcome"] != "solved" || back.LastSeq != 1 || back.LastReply == nil || back.LastReply.Text != "The duplicate charge is refunded." {
+		t.Errorf("the resolved webhook reads outcome %v, last seq %d, last reply %+v", hook["outcome"], back.LastSeq, back.LastReply)
 	}
 }

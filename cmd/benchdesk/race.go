@@ -144,7 +144,7 @@ func (b *bench) race(ctx context.Context, out io.Writer, res *result) (*raceResu
 	}
 	var actionsA, actionsB *actions.Service
 	if cfg.raceVia == "actions" {
-		actionsA, actionsB = actions.New(b.a.db, time.Now, nil, nil, nil), actions.New(b.b.db, time.Now, nil, nil, nil)
+		actionsA, actionsB = actions.New(b.a.db, time.Now, nil, nil, nil, ""), actions.New(b.b.db, time.Now, nil, nil, nil, "")
 	}
 	total0, pending0, err := b.outboxCounts(ctx)
 	if err != nil {

@@ -207,7 +207,7 @@ func seedReplies(ctx context.Context, db *pgxpool.Pool, users *auth.Service) err
 	if err != nil {
 		return err
 	}
-	in, act := intake.New(db, time.Now, nil, nil), actions.New(db, time.Now, nil, nil, nil)
+	in, act := intake.New(db, time.Now, nil, nil), actions.New(db, time.Now, nil, nil, nil, "")
 	for i, d := range demoReplies {
 		pkg := map[string]any{
 			"schema_version": "1.0", "handoff_id": d.id, "source_run_id": fmt.Sprintf("run_demo_%d", i+1),
@@ -280,7 +280,7 @@ func seedRefunds(ctx context.Context, db *pgxpool.Pool, users *auth.Service) err
 	if err != nil {
 		return err
 	}
-	in, act := intake.New(db, time.Now, nil, nil), actions.New(db, time.Now, nil, nil, nil)
+	in, act := intake.New(db, time.Now, nil, nil), actions.New(db, time.Now, nil, nil, nil, "")
 	for i, d := range demoRefunds {
 		body, err := json.Marshal(map[string]any{
 			"schema_version": "1.0", "handoff_id": d.id, "source_run_id": fmt.Sprintf("run_demo_refund_%d", i+1),

@@ -56,7 +56,7 @@ func seedHistory(ctx context.Context, db *pgxpool.Pool, users *auth.Service, now
 	}
 	var at time.Time
 	clock := func() time.Time { return at }
-	in, act := intake.New(db, clock, nil, nil), actions.New(db, clock, nil, nil, nil)
+	in, act := intake.New(db, clock, nil, nil), actions.New(db, clock, nil, nil, nil, "")
 	sender := intake.Sender{APIKeyID: bot.ID, QueueIDs: bot.QueueIDs}
 	start := now.Add(-historyDays * 24 * time.Hour).Truncate(time.Hour)
 	triggers := handoff.Triggers()

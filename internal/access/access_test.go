@@ -166,7 +166,7 @@ func TestDisableWithdrawsTheHeldPackagesApproval(t *testing.T) {
 	if _, err := intake.New(f.db, time.Now, nil, nil).Submit(ctx, intake.Sender{APIKeyID: key.ID, QueueIDs: key.QueueIDs}, p); err != nil {
 		t.Fatal(err)
 	}
-	work := actions.New(f.db, time.Now, nil, nil, nil)
+	work := actions.New(f.db, time.Now, nil, nil, nil, "")
 	if err := work.Accept(ctx, alex, p.HandoffID); err != nil {
 		t.Fatal(err)
 	}

@@ -67,12 +67,16 @@ type Service struct {
 	// due carries to the sweeper when a ring this instance made runs out (ring.go).
 	due     chan time.Time
 	tracing *tracing.Tracing
+	// base is the desk's address (BASE_URL), which the hand-back's thread link starts with.
+	base string
 }
 
 // New returns a Service over db that tells time with now, calls changed after every committed
 // change, observes each accept's and resolution's time in counts (nil: nowhere) and traces each
-// action with traces (nil: not at all).
-func New(db *pgxpool.Pool, now func() time.Time, changed func(), counts *metrics.Metrics, traces *tracing.Tracing) *Service {
+// action with traces (nil: not at all). base is the desk's address (BASE_URL), which the
+// hand-back's thread link starts with ("": the link is the thread's path alone, for tools that
+// close packages where no bot follows links).
+func New(db *pgxpool.Pool, now func() time.Time, changed func(), counts *metrics.Metrics, traces *tracing.Tracing, base string) *Service {
 	if changed == nil {
 		changed = func() {}
 	}
@@ -83,7 +87,7 @@ func New(db *pgxpool.Pool, now func() time.Time, changed func(), counts *metrics
 		traces = tracing.Off()
 	}
 	return &Service{db: db, now: now, changed: changed, holds: holds{m: make(map[string]hold)}, trips: commit.NewTrips(db), counts: counts,
-		due: make(chan time.Time, 1), tracing: traces}
+		due: make(chan time.Time, 1), tracing: traces, base: base}
 }
 
 // held is a package row locked for an action, with its queue.
@@ -506,9 +510,9 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 		// tells the bot the warm phase ended; and so is a hand-back naming an entity the package
 		// does not have, which the slow path names.
 		done, err := a.fast(ctx, user, hd, `status = $6, outcome = $7, outcome_note = NULLIF($8, ''), closed_at = $9, updated_at = $9,
-			reserved_until = NULL, hand_back = `+handBackSQL("$11"),
+			reserved_until = NULL, hand_back = `+handBackSQL("$11", "$13"),
 			`h.status = ANY ($10) AND h.warm_until IS NULL AND `+entitiesSQL+` @> $12::text[]`,
-			[]any{status, outcome, note, now, from, back, entityKeys(back)}, closed(hd, now), label(hd, now))
+			[]any{status, outcome, note, now, from, back, entityKeys(back), a.base}, closed(hd, now), label(hd, now))
 		if done && act == Resolve {
 			a.counts.Resolved(hd.queue, now.Sub(hd.createdAt))
 		}
@@ -548,8 +552,8 @@ func (a *Service) close(ctx context.Context, act Action, user auth.User, handoff
 		}
 		return apply(ctx, tx, `
 			UPDATE handoffs h SET status = $2, outcome = $3, outcome_note = NULLIF($4, ''), closed_at = $5, updated_at = $5,
-				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6), warm_until = NULL, refund = $7, hand_back = `+handBackSQL("$8")+`
-			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID, paid, back}, change, record)
+				reserved_until = NULL, assignee_id = coalesce(assignee_id, $6), warm_until = NULL, refund = $7, hand_back = `+handBackSQL("$8", "$9")+`
+			WHERE id = $1`, []any{h.ID, status, outcome, note, now, user.ID, paid, back, a.base}, change, record)
 	})
 	if err == nil && act == Resolve {
 		a.counts.Resolved(queueName, took)

@@ -40,7 +40,7 @@ func newDesk(t testing.TB, queues ...string) *testDesk {
 	t.Helper()
 	db := pgtest.New(t)
 	d := &testDesk{db: db, auth: auth.NewService(db), queues: queue.NewService(db), clock: clocktest.New(time.Now())}
-	d.intake, d.actions = intake.New(db, d.clock.Now, nil, nil), New(db, d.clock.Now, nil, nil, nil)
+	d.intake, d.actions = intake.New(db, d.clock.Now, nil, nil), New(db, d.clock.Now, nil, nil, nil, "")
 	var ids []int64
 	for _, name := range queues {
 		q, err := d.queues.Create(context.Background(), queue.New{Name: name, Parent: parentOf(name)})
@@ -477,7 +477,7 @@ func (d *testDesk) instance(t *testing.T) (*Service, *tripCounter) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return New(db, d.clock.Now, nil, nil, nil), trips
+	return New(db, d.clock.Now, nil, nil, nil, ""), trips
 }
 
 func TestNextAcceptResolveTakeOneRoundTripEach(t *testing.T) {

@@ -252,7 +252,7 @@ func TestApprovalExpiryReturnsThePackage(t *testing.T) {
 	_, err = d.actions.Decide(ctx, sam, approvalID, true, "late")
 	wantCode(t, "a grant after the timeout", err, desk.Conflict)
 
-	other := New(d.db, d.clock.Now, nil, nil, nil)
+	other := New(d.db, d.clock.Now, nil, nil, nil, "")
 	counts := make([]int, 2)
 	var wg sync.WaitGroup
 	for i, a := range []*Service{d.actions, other} {

@@ -198,7 +198,7 @@ func TestTwoSweepersResolveEachGoneCustomerOnce(t *testing.T) {
 		}
 	}
 	d.clock.Advance(5 * time.Minute)
-	other := New(d.db, d.clock.Now, nil, nil, nil)
+	other := New(d.db, d.clock.Now, nil, nil, nil, "")
 	counts := make([]int, 2)
 	var wg sync.WaitGroup
 	for i, a := range []*Service{d.actions, other} {

@@ -71,9 +71,11 @@ func checkHandBackOf(ctx context.Context, tx pgx.Tx, rowID int64, back handoff.H
 	return checkHandBack(back, keys)
 }
 
-// handBackSQL is the hand-back a close stores on the package row h: the agent's part (param, a
-// handoff.HandBack) with the thread's path and where the thread ends, read in the close's own
-// statement. The webhook and the eval record of the close copy it from the row.
-func handBackSQL(param string) string {
-	return param + `::jsonb || jsonb_build_object('thread', '/api/v1/handoffs/' || h.handoff_id || '/messages') || ` + conversation.TailSQL("h.id")
+// handBackSQL is the hand-back a close stores on the package row h: the agent's part (back, a
+// handoff.HandBack) with the link to the thread (base, the desk's address, before its path) and
+// where the thread ends, read in the close's own statement. The webhook, the package's record
+// and the eval record of the close copy it from the row, so that each gives the bot a link it
+// can follow as it is; a later close writes it anew, with the address of its day.
+func handBackSQL(back, base string) string {
+	return back + `::jsonb || jsonb_build_object('thread', ` + base + `::text || '/api/v1/handoffs/' || h.handoff_id || '/messages') || ` + conversation.TailSQL("h.id")
 }

@@ -355,7 +355,7 @@ func TestAnAgentsOffersNeverOverlap(t *testing.T) {
 	d := newDesk(t, "billing")
 	ctx := context.Background()
 	// The wall clock: the stamps are what is tested.
-	work := New(d.db, time.Now, nil, nil, nil)
+	work := New(d.db, time.Now, nil, nil, nil, "")
 	bea := d.agent(t, "bea", auth.RoleAgent, 3, "billing")
 	d.online(t, bea)
 	warm := func() string {
@@ -437,7 +437,7 @@ func TestSweeperWakesWhenAWarmWaitRunsOut(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, "billing")
 	ctx := context.Background()
-	work := New(d.db, time.Now, nil, nil, nil)
+	work := New(d.db, time.Now, nil, nil, nil, "")
 	in := intake.New(d.db, time.Now, nil, nil)
 	d.busyAgent(t, "alex", "billing")
 	if err := d.queues.SetWarm(ctx, "billing", time.Minute, time.Second); err != nil {

@@ -30,7 +30,7 @@ func (d *testDesk) tracedInstance(t *testing.T, traces *tracing.Tracing) (*Servi
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return New(db, d.clock.Now, nil, nil, traces), trips
+	return New(db, d.clock.Now, nil, nil, traces, ""), trips
 }
 
 // Tracing costs the fast path no round trip: the hold carries the package's stored context, which
@@ -115,7 +115,7 @@ func TestEveryTracedWebhookRemembersItsPackage(t *testing.T) {
 	traces := tracing.With(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
 	d := newDesk(t, "billing", "billing-refunds")
 	d.intake = intake.New(d.db, d.clock.Now, nil, traces)
-	actions := New(d.db, d.clock.Now, nil, nil, traces)
+	actions := New(d.db, d.clock.Now, nil, nil, traces, "")
 	alex := d.agent(t, "alex", auth.RoleAgent, 3, "billing", "billing-refunds")
 	ctx := context.Background()
 	id := d.submit(t, "billing", nil)

@@ -18,7 +18,7 @@ type HandBack struct {
 
 	// LastSeq is the seq of the thread's last message when the package closed (0: no message).
 	LastSeq int `json:"last_seq"`
-	// Thread is the path of the thread, to GET with the bot's key from the desk's base URL.
+	// Thread is the link to the thread (BASE_URL and its path), to GET with the bot's key.
 	Thread string `json:"thread"`
 	// LastReply is the agent's last reply in the thread: what the customer was told last.
 	LastReply *LastReply `json:"last_reply,omitempty"`

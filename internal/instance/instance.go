@@ -72,7 +72,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, db *pgxpool.Poo
 		notifier.Changed()
 		deliverer.Wake()
 	}
-	work := actions.New(db, time.Now, changed, counts, opts.Tracing)
+	work := actions.New(db, time.Now, changed, counts, opts.Tracing, opts.Server.BaseURL)
 	deliverer.OnReplies(func(ctx context.Context, settled []webhook.Settled) {
 		if err := work.RepliesSettled(ctx, settled); err != nil && ctx.Err() == nil {
 			logger.Warn("logging where reply webhooks stand", "err", err)

@@ -562,7 +562,7 @@ func registeredRoutes(t *testing.T, app *testApp) []string {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	counts := metrics.New(app.DB)
 	srv, err := server.New(server.Config{BaseURL: app.URL}, logger, app.DB, app.Auth, app.Queues,
-		intake.New(app.DB, time.Now, func() {}, nil), actions.New(app.DB, time.Now, func() {}, counts, nil), board.New(app.DB),
+		intake.New(app.DB, time.Now, func() {}, nil), actions.New(app.DB, time.Now, func() {}, counts, nil, app.URL), board.New(app.DB),
 		live.NewHub(app.DB, logger), live.NewPresence(app.DB, logger, func() {}), counts, nil)
 	if err != nil {
 		t.Fatal(err)

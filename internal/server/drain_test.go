@@ -37,7 +37,7 @@ func TestDrainFailsReadinessWhileServing(t *testing.T) {
 	}
 	base := "http://" + ln.Addr().String()
 	s, err := New(Config{Addr: ln.Addr().String(), BaseURL: base, DrainPeriod: time.Minute}, logger, db, people, queues,
-		intake.New(db, time.Now, nil, nil), actions.New(db, time.Now, nil, nil, nil), board.New(db), live.NewHub(db, logger), live.NewPresence(db, logger, nil), metrics.New(db), nil)
+		intake.New(db, time.Now, nil, nil), actions.New(db, time.Now, nil, nil, nil, ""), board.New(db), live.NewHub(db, logger), live.NewPresence(db, logger, nil), metrics.New(db), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,12 +70,18 @@ func TestReturnHandsBackWhatTheBotNeeds(t *testing.T) {
 		back.Instruction != "Do not escalate again for this charge; the refund is done." {
 		t.Errorf("the agent's part reads %+v", back)
 	}
-	if back.LastSeq != 2 || back.Thread != "/api/v1/handoffs/"+d.id+"/messages" || back.LastReply == nil ||
+	if back.LastSeq != 2 || back.Thread != d.URL+"/api/v1/handoffs/"+d.id+"/messages" || back.LastReply == nil ||
 		back.LastReply.Seq != 2 || back.LastReply.Text != "The second one, ch_44c, is refunded." {
 		t.Errorf("where the thread stood reads %+v (last reply %+v)", back, back.LastReply)
 	}
+	// The thread is a link the bot follows as it is, from the desk's BASE_URL.
+	if path, ok := strings.CutPrefix(back.Thread, d.URL); !ok {
+		t.Errorf("the thread %q is not a link from the desk's address %s", back.Thread, d.URL)
+	} else if msgs := d.api(t, http.MethodGet, path, d.key, nil); msgs.Status != http.StatusOK || !strings.Contains(msgs.Raw, back.LastReply.Text) {
+		t.Errorf("following the thread link: %d\n%.400s", msgs.Status, msgs.Raw)
+	}
 	record := d.api(t, http.MethodGet, "/api/v1/handoffs/"+d.id, d.key, nil)
-	if got := handBackOf(t, record.Body); got.Instruction != back.Instruction || got.LastSeq != 2 {
+	if got := handBackOf(t, record.Body); got.Instruction != back.Instruction || got.LastSeq != 2 || got.Thread != back.Thread {
 		t.Errorf("the record's hand_back reads %+v", got)
 	}
 	var kept string
@@ -94,7 +100,8 @@ func TestResolveAndReopenHandBack(t *testing.T) {
 	d.act(t, "reply", url.Values{"text": {"Done: the duplicate is refunded."}})
 	d.act(t, "resolve", url.Values{"code": {"solved"}, "done": {"Refunded the duplicate"}})
 	back := handBackOf(t, webhookConforms(t, d.waitForHook(t, "resolved")))
-	if back.Done != "Refunded the duplicate" || back.LastSeq != 1 || back.LastReply == nil || back.LastReply.Text != "Done: the duplicate is refunded." {
+	if back.Done != "Refunded the duplicate" || back.LastSeq != 1 || back.Thread != d.URL+"/api/v1/handoffs/"+d.id+"/messages" ||
+		back.LastReply == nil || back.LastReply.Text != "Done: the duplicate is refunded." {
 		t.Errorf("the resolve hands back %+v", back)
 	}
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -294,6 +296,10 @@ func TestMCPHandoffRepairRelayAndWait(t *testing.T) {
 		hb["last_reply"].(map[string]any)["text"] != "It goes back to the Visa ending in 4417." {
 		t.Errorf("get_handoff after the return: %v", handed)
 	}
+	// A success's structured content is the REST route's answer whole, hand-back and all.
+	if rec := d.api(t, http.MethodGet, "/api/v1/handoffs/"+id, d.key, nil); rec.Status != http.StatusOK || !jsonEqual(rec.Body, handed) {
+		t.Errorf("get_handoff answered %v, REST %d %s", handed, rec.Status, rec.Raw)
+	}
 
 	// The customer's verdict on the agents' part, once; a score out of range names its rule.
 	if res, _ := call(t, session, "record_csat", map[string]any{"handoff_id": id, "score": 6, "leg": "human"}); !res.IsError ||
@@ -454,4 +460,115 @@ func TestMCPWithTheTypeScriptClient(t *testing.T) {
 	if !r[5].IsError || r[5].StructuredContent["code"] != "not_found" || !strings.Contains(r[5].Text, "HTTP 404") {
 		t.Errorf("an unknown handoff: %+v", r[5])
 	}
+}
+
+// Every tool refuses bad arguments by naming the field and its rule; the refusals whose REST
+// message names a route tell the model which tool to call instead; and a key's queues bound
+// record_csat and handoff_to_human as they bound the other tools. Where a REST route takes the
+// same call, the refusal's structured content is its answer exactly.
+func TestMCPRefusalsNameTheFieldAndTheWayOn(t *testing.T) {
+	t.Parallel()
+	d := newMCPDesk(t)
+	forContact := func(contact string) map[string]any {
+		return harbor(t, func(p map[string]any) {
+			p["transfer_mode"] = "cold"
+			p["contact"].(map[string]any)["id"] = contact
+		})
+	}
+	open := forContact("cust_open")
+	expect(t, "submit the open package", d.submit(t, d.key, open), http.StatusCreated)
+	openID := open["handoff_id"].(string)
+	closed := forContact("cust_closed")
+	expect(t, "submit the closed package", d.submit(t, d.key, closed), http.StatusCreated)
+	closedID := closed["handoff_id"].(string)
+	expect(t, "cancel it", d.api(t, http.MethodPost, "/api/v1/handoffs/"+closedID+"/cancel", d.key, nil), http.StatusOK)
+
+	otherKey := d.botKey(t, "other-bot", "sales")
+	own, other := mcpSession(t, d.URL, bearer{key: d.key}), mcpSession(t, d.URL, bearer{key: otherKey})
+	again := forContact("cust_open")
+	relay := map[string]any{"message_id": "late", "role": "user", "text": "Are you still there?"}
+	verdict := map[string]any{"score": 4, "leg": "bot"}
+	type rest struct{ method, path, key string } // the same call as a request; "" for none
+	for _, c := range []struct {
+		name    string
+		session *sdk.ClientSession
+		tool    string
+		args    map[string]any
+		rest    rest
+		body    any // the request's body, when it differs from args
+		want    []string
+		reason  string         // the body's reason, or its code
+		has     map[string]any // members the body must hold besides
+	}{
+		{name: "get_handoff without handoff_id", session: own, tool: "get_handoff", args: map[string]any{},
+			want: []string{"HTTP 422", "- handoff_id [required]"}, reason: "invalid"},
+		{name: "get_handoff with a malformed handoff_id", session: own, tool: "get_handoff", args: map[string]any{"handoff_id": "ho bad/id"},
+			want: []string{"HTTP 422", "- handoff_id [handoff_id]"}, reason: "invalid"},
+		{name: "cancel_handoff with a number for handoff_id", session: own, tool: "cancel_handoff", args: map[string]any{"handoff_id": 42},
+			want: []string{"HTTP 422", "- handoff_id [type]: handoff_id must be a string"}, reason: "invalid"},
+		{name: "cancel_handoff with an argument it does not take", session: own, tool: "cancel_handoff", args: map[string]any{"handoff_id": openID, "why": "left"},
+			want: []string{"HTTP 422", "- why [unknown_field]"}, reason: "invalid"},
+		{name: "list_open_handoffs without contact_id", session: own, tool: "list_open_handoffs", args: map[string]any{},
+			want: []string{"HTTP 422", "- contact_id [required]"}, reason: "invalid"},
+		{name: "list_open_handoffs with a contact_id too long", session: own, tool: "list_open_handoffs", args: map[string]any{"contact_id": strings.Repeat("c", 129)},
+			want: []string{"HTTP 422", "- contact_id [max]"}, reason: "invalid"},
+		{name: "handoff_to_human for a customer with a handoff open", session: own, tool: "handoff_to_human", args: again,
+			rest:   rest{http.MethodPost, "/api/v1/handoffs", d.key},
+			want:   []string{"HTTP 409", fmt.Sprintf("relay their messages to it with post_customer_message {handoff_id: %q} instead of handing off again", openID)},
+			reason: "open_handoff", has: map[string]any{"open_handoff_id": openID}},
+		{name: "post_customer_message to a canceled handoff", session: own, tool: "post_customer_message", args: with(relay, "handoff_id", closedID),
+			rest: rest{http.MethodPost, "/api/v1/handoffs/" + closedID + "/messages", d.key}, body: relay,
+			want:   []string{"HTTP 409", "The handoff is canceled: the conversation is yours; call handoff_to_human with a new package"},
+			reason: "handoff_closed", has: map[string]any{"status": "canceled"}},
+		{name: "record_csat on another key's handoff", session: other, tool: "record_csat", args: with(verdict, "handoff_id", closedID),
+			rest: rest{http.MethodPost, "/api/v1/handoffs/" + closedID + "/csat", otherKey}, body: verdict,
+			want: []string{"HTTP 404"}, reason: "not_found"},
+		{name: "handoff_to_human to a queue outside the key's", session: other, tool: "handoff_to_human", args: forContact("cust_elsewhere"),
+			rest: rest{http.MethodPost, "/api/v1/handoffs", otherKey},
+			want: []string{"HTTP 403", `may not send to queue "billing_t2"`}, reason: "forbidden"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, body := call(t, c.session, c.tool, c.args)
+			if !res.IsError {
+				t.Fatalf("taken: %s", resultText(res))
+			}
+			for _, want := range c.want {
+				if !strings.Contains(resultText(res), want) {
+					t.Errorf("the refusal lacks %q:\n%s", want, resultText(res))
+				}
+			}
+			if body["reason"] != c.reason && body["code"] != c.reason {
+				t.Errorf("the refusal's reason and code are %v and %v, want %s", body["reason"], body["code"], c.reason)
+			}
+			for k, v := range c.has {
+				if body[k] != v {
+					t.Errorf("the refusal's %s is %v, want %v", k, body[k], v)
+				}
+			}
+			if c.rest.path == "" {
+				return
+			}
+			sent := c.body
+			if sent == nil {
+				sent = c.args
+			}
+			if answer := d.api(t, c.rest.method, c.rest.path, c.rest.key, sent); !jsonEqual(answer.Body, body) {
+				t.Errorf("MCP refused with %v, REST with %d %s", body, answer.Status, answer.Raw)
+			}
+		})
+	}
+	if body := mustCall(t, own, "get_handoff", map[string]any{"handoff_id": closedID}); body["status"] != "canceled" {
+		t.Errorf("the refused verdict changed the package: %v", body)
+	}
+	var verdicts int
+	if err := d.DB.QueryRow(t.Context(), `SELECT count(*) FROM csat`).Scan(&verdicts); err != nil || verdicts != 0 {
+		t.Errorf("another key's verdict was kept: %d (%v)", verdicts, err)
+	}
+}
+
+// with is args with one more argument, args left as they were.
+func with(args map[string]any, key string, value any) map[string]any {
+	out := maps.Clone(args)
+	out[key] = value
+	return out
 }

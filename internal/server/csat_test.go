@@ -206,3 +206,81 @@ func TestEvalRecordsCarryHowThePackageEnded(t *testing.T) {
 		t.Errorf("csat_min=6: %d %.200s", resp.StatusCode, body)
 	}
 }
+
+// A package resolved, reopened by the customer and resolved again ended reopened: each of its
+// records says so, and the export's ended and reopened filters pick its records and not those
+// of a package resolved once.
+func TestEvalRecordsOfAReopenedPackage(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	d.user(t, "sam@example.com", auth.RoleSupervisor)
+	sam := d.client(t)
+	d.login(t, sam, "sam@example.com")
+	d.act(t, "accept", nil)
+	d.act(t, "reply", url.Values{"text": {"Refunded."}})
+	d.act(t, "resolve", url.Values{"code": {"solved"}})
+	expect(t, "the customer writes again", d.post(t, map[string]any{"message_id": "again", "role": "user", "text": "It is not on my statement."}), http.StatusCreated)
+	d.act(t, "accept", nil)
+	d.act(t, "reply", url.Values{"text": {"It shows in 3-5 business days."}})
+	d.act(t, "resolve", url.Values{"code": {"solved"}})
+
+	// Another customer's package, resolved once.
+	once := harbor(t, func(p map[string]any) {
+		p["transfer_mode"] = "cold"
+		p["contact"].(map[string]any)["id"] = "cust_once"
+	})
+	expect(t, "submit", d.submit(t, d.key, once), http.StatusCreated)
+	onceID := once["handoff_id"].(string)
+	for _, step := range []struct {
+		action string
+		form   url.Values
+	}{{"accept", nil}, {"reply", url.Values{"text": {"Done."}}}, {"resolve", url.Values{"code": {"solved"}}}} {
+		if status, _, body := postForm(t, d.agent, d.URL+"/handoffs/"+onceID+"/"+step.action, step.form); status != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%.400s", step.action, status, body)
+		}
+	}
+
+	records := func(query string) map[string][]map[string]any {
+		t.Helper()
+		out := map[string][]map[string]any{}
+		for line := range strings.Lines(mustGet(t, sam, d.URL+"/evals/export.jsonl?"+query)) {
+			var r map[string]any
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			out[r["handoff_id"].(string)] = append(out[r["handoff_id"].(string)], r)
+		}
+		return out
+	}
+	all := records("")
+	var kinds []string
+	for _, r := range all[d.id] {
+		kinds = append(kinds, r["kind"].(string))
+		if ended := r["ended"].(map[string]any); ended["status"] != "resolved" || ended["reopened"] != true || ended["repeat_within_7d"] != false {
+			t.Errorf("the reopened package's %v record ended %v", r["kind"], ended)
+		}
+	}
+	if want := []string{"reply", "resolve", "reply", "resolve"}; !slices.Equal(kinds, want) {
+		t.Errorf("the reopened package's records are %v, want %v", kinds, want)
+	}
+	for _, r := range all[onceID] {
+		if ended := r["ended"].(map[string]any); ended["status"] != "resolved" || ended["reopened"] != false {
+			t.Errorf("the package resolved once: its %v record ended %v", r["kind"], ended)
+		}
+	}
+	if len(all[onceID]) != 2 {
+		t.Fatalf("the package resolved once has %d records, want its reply and its resolve", len(all[onceID]))
+	}
+	for query, want := range map[string][2]int{ // records of the reopened package, of the other
+		"ended=resolved":                {4, 2},
+		"ended=resolved&reopened=true":  {4, 0},
+		"reopened=true&kind=resolve":    {2, 0},
+		"ended=resolved&reopened=false": {0, 2},
+		"ended=accepted":                {0, 0},
+	} {
+		got := records(query)
+		if len(got[d.id]) != want[0] || len(got[onceID]) != want[1] {
+			t.Errorf("export?%s: %d and %d records, want %d and %d", query, len(got[d.id]), len(got[onceID]), want[0], want[1])
+		}
+	}
+}

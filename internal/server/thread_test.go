@@ -201,17 +201,40 @@ func TestMineSLAAgreesWithSearch(t *testing.T) {
 	t.Parallel()
 	d := newConversation(t)
 	d.act(t, "accept", nil)
+	// Two more, accepted in time, whose customers write after the accept: one waits 20 minutes for
+	// an answer (below), the other has just written. Dana holds four at once.
+	if _, err := d.DB.Exec(t.Context(), `UPDATE users SET capacity = 4 WHERE email = 'dana@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	var waitsID, freshID string
+	for _, p := range []struct {
+		id      *string
+		contact string
+	}{{&waitsID, "cust_waits"}, {&freshID, "cust_fresh"}} {
+		pkg := harbor(t, func(m map[string]any) { m["contact"].(map[string]any)["id"] = p.contact })
+		expect(t, "package of "+p.contact, d.submit(t, d.key, pkg), http.StatusCreated)
+		*p.id = pkg["handoff_id"].(string)
+		if status, _, body := postForm(t, d.agent, d.URL+"/handoffs/"+*p.id+"/accept", nil); status != http.StatusSeeOther {
+			t.Fatalf("accept %s: %d %.300s", *p.id, status, body)
+		}
+		expect(t, "the customer writes after the accept", d.api(t, http.MethodPost, "/api/v1/handoffs/"+*p.id+"/messages", d.key,
+			map[string]any{"message_id": "m1", "role": "user", "text": "Are you still there?"}), http.StatusCreated)
+	}
 	late := harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = "cust_late" })
 	expect(t, "a second package", d.submit(t, d.key, late), http.StatusCreated)
 	lateID := late["handoff_id"].(string)
 	if status, _, body := postForm(t, d.agent, d.URL+"/queues/billing_t2/next", nil); status != http.StatusSeeOther {
 		t.Fatalf("next: %d %.300s", status, body)
 	}
-	// Both arrived an hour ago (the queue's SLA is 15 minutes): the first was accepted 10 s after
-	// arriving, the second is only reserved.
+	// All arrived an hour ago (the queue's SLA is 15 minutes): the first and the last two were
+	// accepted 10 s after arriving, the second is only reserved.
 	if _, err := d.DB.Exec(t.Context(), `UPDATE handoffs SET created_at = now() - interval '1 hour',
 		accepted_at = CASE WHEN accepted_at IS NOT NULL THEN now() - interval '1 hour' + interval '10 seconds' END
-		WHERE handoff_id = ANY($1)`, []string{d.id, lateID}); err != nil {
+		WHERE handoff_id = ANY($1)`, []string{d.id, lateID, waitsID, freshID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DB.Exec(t.Context(), `UPDATE messages SET received_at = now() - interval '20 minutes'
+		WHERE handoff_id = (SELECT id FROM handoffs WHERE handoff_id = $1)`, waitsID); err != nil {
 		t.Fatal(err)
 	}
 	page := mustGet(t, d.agent, d.URL+"/mine")
@@ -222,14 +245,30 @@ func TestMineSLAAgreesWithSearch(t *testing.T) {
 	if !strings.Contains(rows[d.id], "accepted within SLA") {
 		t.Errorf("the package accepted within its SLA does not say so:\n%s", rows[d.id])
 	}
-	if !regexp.MustCompile(`data-testid="sla-left">\s*[^<]* over`).MatchString(rows[lateID]) {
+	over := regexp.MustCompile(`data-testid="sla-left">\s*[^<]* over`)
+	if !over.MatchString(rows[lateID]) {
 		t.Errorf("the package never accepted is not over its SLA:\n%s", rows[lateID])
+	}
+	if !over.MatchString(rows[waitsID]) || !strings.Contains(rows[waitsID], `data-testid="customer-waiting"`) {
+		t.Errorf("the package whose customer has waited 20 minutes is not over its SLA:\n%s", rows[waitsID])
+	}
+	if !regexp.MustCompile(`data-testid="sla-left">\s*1[45]m left`).MatchString(rows[freshID]) {
+		t.Errorf("the package whose customer just wrote does not count the SLA down from their message:\n%s", rows[freshID])
 	}
 	sup := d.client(t)
 	d.user(t, "sam@example.com", auth.RoleSupervisor, "billing_t2")
 	d.login(t, sup, "sam@example.com")
-	if status, ids, _, body := searchIDs(t, d.testApp, sup, url.Values{"sla_breached": {"true"}}); status != http.StatusOK || !slices.Equal(ids, []string{lateID}) {
-		t.Errorf("search's sla_breached lists %v, want %v\n%.400s", ids, []string{lateID}, body)
+	want := []string{lateID, waitsID}
+	slices.Sort(want)
+	status, ids, _, body := searchIDs(t, d.testApp, sup, url.Values{"sla_breached": {"true"}})
+	slices.Sort(ids)
+	if status != http.StatusOK || !slices.Equal(ids, want) {
+		t.Errorf("search's sla_breached lists %v, want %v\n%.400s", ids, want, body)
+	}
+	// And the packages within their SLA are the other two.
+	if status, ids, _, body := searchIDs(t, d.testApp, sup, url.Values{"sla_breached": {"false"}}); status != http.StatusOK || len(ids) != 2 ||
+		slices.Contains(ids, lateID) || slices.Contains(ids, waitsID) {
+		t.Errorf("search's sla_breached=false lists %v, want %s and %s\n%.400s", ids, d.id, freshID, body)
 	}
 }
 

@@ -347,6 +347,53 @@ func TestCustomerMessageReopensResolvedPackage(t *testing.T) {
 	}
 }
 
+// A customer who writes again while the agent who resolved the package is available rings that
+// agent, not another available one: the reopen is a warm offer to them, which they accept.
+func TestCustomerMessageReopensWithARingForTheResolver(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	dana, err := d.Auth.UserByEmail(t.Context(), "dana@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bea := d.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
+	beaClient := d.client(t)
+	d.login(t, beaClient, "bea@example.com")
+	d.act(t, "accept", nil)
+	d.act(t, "resolve", url.Values{"code": {"solved"}})
+	danaConn, _ := d.dialed(t, d.agent, "")
+	d.dialed(t, beaClient, "")
+	d.waitOnline(t, dana, bea)
+
+	expect(t, "the customer writes again", d.post(t, map[string]any{"message_id": "after_1", "role": "user", "text": "Thanks, which card?"}),
+		http.StatusCreated)
+	if html := readUntil(t, danaConn, "ring"); !strings.Contains(html, `data-handoff="`+d.id+`"`) {
+		t.Fatalf("dana's ring frame %s", html)
+	}
+	var status string
+	var warm bool
+	var offeredTo *int64
+	var ringing []int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT h.status, h.warm_until IS NOT NULL, h.offered_to,
+			array(SELECT o.user_id FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL)
+		FROM handoffs h WHERE h.handoff_id = $1`, d.id).Scan(&status, &warm, &offeredTo, &ringing); err != nil {
+		t.Fatal(err)
+	}
+	if status != "queued" || !warm || offeredTo == nil || *offeredTo != dana.ID || !slices.Equal(ringing, []int64{dana.ID}) {
+		t.Errorf("the reopened package is %s, warm %v, offered_to %v, ringing %v; want queued, warm, ringing dana (%d) alone",
+			status, warm, offeredTo, ringing, dana.ID)
+	}
+	d.waitForHook(t, "reopened")
+	d.act(t, "accept", nil)
+	var assignee *int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT assignee_id FROM handoffs WHERE handoff_id = $1`, d.id).Scan(&assignee); err != nil {
+		t.Fatal(err)
+	}
+	if assignee == nil || *assignee != dana.ID {
+		t.Errorf("the reopened package went to %v, want dana (%d)", assignee, dana.ID)
+	}
+}
+
 // Eight relays post at once to one package: every message is in the thread once, seq has no gap,
 // and each relay's messages keep the order it sent them in.
 func TestConcurrentRelaysKeepEachRelaysOrder(t *testing.T) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
@@ -328,8 +330,20 @@ func TestSavedReplies(t *testing.T) {
 	}
 	d.act(t, "reply", url.Values{"text": {shown}, "saved_reply": {fmt.Sprint(savedID)}})
 	hook := d.waitForHook(t, "reply")
-	if want := "Hi Dana, the refund for PRO-MONTHLY reaches the card within 5 days; the receipt goes to dana.whitfield@example.com."; hook["text"] != want {
-		t.Errorf("the bot got %q, want %q", hook["text"], want)
+	filled := "Hi Dana, the refund for PRO-MONTHLY reaches the card within 5 days; the receipt goes to dana.whitfield@example.com."
+	if hook["text"] != filled {
+		t.Errorf("the bot got %q, want %q", hook["text"], filled)
+	}
+	// The reply's eval record pairs the agent's text with the saved reply it started from, filled
+	// as it was sent, and says which saved reply that was.
+	var draft string
+	var evalSaved *int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT e.draft, e.saved_reply_id FROM evals e JOIN handoffs h ON h.id = e.handoff_id
+		WHERE h.handoff_id = $1 AND e.kind = 'reply'`, d.id).Scan(&draft, &evalSaved); err != nil {
+		t.Fatal(err)
+	}
+	if draft != filled || evalSaved == nil || *evalSaved != savedID {
+		t.Errorf("the eval record's draft is %q from saved reply %v, want %q from %d", draft, evalSaved, filled, savedID)
 	}
 	var recorded *int64
 	if err := d.DB.QueryRow(t.Context(), `SELECT saved_reply_id FROM messages m JOIN handoffs h ON h.id = m.handoff_id
@@ -345,5 +359,13 @@ func TestSavedReplies(t *testing.T) {
 	}
 	if err := d.DB.QueryRow(t.Context(), `SELECT saved_reply_id FROM messages WHERE saved_reply_id IS NOT NULL`).Scan(&recorded); err != nil {
 		t.Errorf("removing the saved reply lost the reply's record of it: %v", err)
+	}
+	// The export names it still, by id and title, in the desk's own records.
+	var rec evals.Record
+	if err := json.Unmarshal([]byte(mustGet(t, ada, d.URL+"/evals/export.jsonl?kind=reply")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.SavedReply == nil || rec.SavedReply.ID != savedID || rec.SavedReply.Title != "Refund timeline" || rec.Draft == nil || *rec.Draft != *rec.Final {
+		t.Errorf("the exported record names saved reply %+v with draft %v, want %d \"Refund timeline\" and the final as the draft", rec.SavedReply, rec.Draft, savedID)
 	}
 }

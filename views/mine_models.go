@@ -16,9 +16,10 @@ type MineRow struct {
 	Href string
 	// Status is the package's status in words ("awaiting approval").
 	Status string
-	// Due is when the queue's SLA runs out: counted from the customer's first unanswered message
-	// while one waits, else from the package's arrival until the accept; zero once accepted with
-	// nobody waiting (the card's SLA timer says how the accept went).
+	// Due is when the queue's SLA runs out: from the package's arrival until the accept, and from
+	// the customer's first unanswered message while one waits, whichever runs out first (past
+	// already when the accept came late); zero once accepted with nobody waiting (the card's SLA
+	// timer says how the accept went).
 	Due time.Time
 	// Last is the last thing that happened to it, in words, and when.
 	Last   string

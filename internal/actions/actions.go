@@ -693,7 +693,7 @@ func (a *Service) ReplyFrom(ctx context.Context, user auth.User, handoffID strin
 		// and reads it back in order with GET …/messages.
 		sent := conversation.AppendReply(b, h.ID, thread, user.ID, r.Text, savedID, now)
 		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now,
-			Draft: turnDraft, InReplyTo: sent.InReplyTo, Before: turn.Before, Reply: r}); err != nil {
+			Draft: turnDraft, InReplyTo: sent.InReplyTo, Before: turn.Before, SavedReplyID: savedID, Reply: r}); err != nil {
 			return err
 		}
 		if err := record(ctx, b, h.hold(user.ID).to(events.Change{Kind: events.Reply, Status: h.Status, ActorUser: &user.ID,

@@ -418,6 +418,16 @@ func collectWaiting(rows pgx.Rows) (map[int64]Waiting, error) {
 	return out, err
 }
 
+// WaitedPastSQL is SQL for whether the customer of the package row waited longer than sla for an
+// answer until until (the package's close, or now): a message of theirs after the agent's last
+// reply (or, before any, since the handoff) arrived more than sla before it. It is the clock My
+// work counts down from Waiting.Since, and /packages' sla_breached counts it too, so that the two
+// agree on a customer left waiting after the accept.
+func WaitedPastSQL(row, until, sla string) string {
+	return `EXISTS (SELECT 1 FROM messages m WHERE m.handoff_id = ` + row + ` AND m.role = 'user' AND m.received_at < ` + until + ` - ` + sla + `
+		AND m.seq > coalesce((SELECT max(r.seq) FROM messages r WHERE r.handoff_id = ` + row + ` AND r.role = 'agent'), 0))`
+}
+
 // TailSQL is SQL for a JSON object saying where the thread of the package row ends: last_seq, its
 // last message's seq (0: none yet), and last_reply, the agent's last reply {seq, text} (left out:
 // none), what a bot that takes the conversation back resumes from. A close writes it in its own

@@ -329,10 +329,11 @@ func exportQuery(f Filter) (string, []any) {
 			e.draft, e.final, e.word_diff, e.unified_diff, e.edit_distance_chars, e.edit_distance_words, e.accepted_as_is,
 			e.tags, e.editing_ms, e.code, e.note, e.escalation_needed, e.refund, q.pii_min_role, q.pii_entity_keys, q.withhold_transcript, h.package,
 			e.in_reply_to, e.thread, e.hand_back, h.status, ` + reopenedSQL + `, ` + repeatWithinSQL + `,
-			csat_human.score, csat_human.comment, csat_bot.score, csat_bot.comment
+			csat_human.score, csat_human.comment, csat_bot.score, csat_bot.comment, e.saved_reply_id, sr.title
 		FROM evals e JOIN handoffs h ON h.id = e.handoff_id JOIN queues q ON q.id = e.queue_id
 			LEFT JOIN csat csat_human ON csat_human.handoff_id = h.id AND csat_human.leg = 'human'
-			LEFT JOIN csat csat_bot ON csat_bot.handoff_id = h.id AND csat_bot.leg = 'bot'`
+			LEFT JOIN csat csat_bot ON csat_bot.handoff_id = h.id AND csat_bot.leg = 'bot'
+			LEFT JOIN saved_replies sr ON sr.id = e.saved_reply_id`
 	if len(where) > 0 {
 		sql += "\n\t\tWHERE " + strings.Join(where, " AND ")
 	}
@@ -364,13 +365,16 @@ type row struct {
 	reopened, repeatWithin                              bool
 	humanScore, botScore                                *int
 	humanComment, botComment                            *string
+	savedReplyID                                        *int64
+	savedReplyTitle                                     *string
 }
 
 func (r *row) dest() []any {
 	return []any{&r.rowID, &r.kind, &r.handoffID, &r.sourceAgent, &r.sourceRunID, &r.queue, &r.trigger, &r.locale, &r.at,
 		&r.draft, &r.final, &r.words, &r.unified, &r.charDistance, &r.wordDistance, &r.acceptedAsIs,
 		&r.tags, &r.editingMS, &r.code, &r.note, &r.escalationNeeded, &r.refund, &r.piiMinRole, &r.piiKeys, &r.withholdTranscript, &r.pkg,
-		&r.inReplyTo, &r.thread, &r.handBack, &r.status, &r.reopened, &r.repeatWithin, &r.humanScore, &r.humanComment, &r.botScore, &r.botComment}
+		&r.inReplyTo, &r.thread, &r.handBack, &r.status, &r.reopened, &r.repeatWithin, &r.humanScore, &r.humanComment, &r.botScore, &r.botComment,
+		&r.savedReplyID, &r.savedReplyTitle}
 }
 
 type exporter struct {
@@ -515,11 +519,20 @@ type Record struct {
 	// conversation after the package's transcript that the reply followed.
 	InReplyTo *int            `json:"in_reply_to,omitempty"`
 	Thread    []ThreadMessage `json:"thread,omitempty"`
+	// SavedReply is, on a reply the agent started from a saved reply, which: the draft is its text.
+	SavedReply *SavedReply `json:"saved_reply,omitempty"`
 	// HandBack is, on a return or a resolve, what the agent handed the conversation back with.
 	HandBack *handoff.HandBack `json:"hand_back,omitempty"`
 
 	// Ended is how the record's package has ended so far, on every record of it.
 	Ended Ended `json:"ended"`
+}
+
+// SavedReply names the saved reply of the queue a reply started from: its id, and its title in the
+// admin console (kept when the saved reply is removed).
+type SavedReply struct {
+	ID    int64  `json:"id"`
+	Title string `json:"title"`
 }
 
 // Ended is how a package ended, as the export reads it now: its status, whether a customer
@@ -598,6 +611,9 @@ func (x *exporter) record(r *row, s shown) Record {
 		rec.Tags = []string{}
 	}
 	rec.InReplyTo, rec.Thread = r.inReplyTo, s.thread
+	if r.savedReplyID != nil {
+		rec.SavedReply = &SavedReply{ID: *r.savedReplyID, Title: deref(r.savedReplyTitle)}
+	}
 	return rec
 }
 

@@ -91,6 +91,8 @@ type Sent struct {
 	Draft                        string
 	InReplyTo                    *int
 	Before                       []conversation.Message
+	// SavedReplyID is the saved reply the agent started from, whose text is then Draft (0: none).
+	SavedReplyID int64
 	Reply
 }
 
@@ -137,14 +139,14 @@ func EscalationNeeded(reasonCode string) bool { return !slices.Contains(needless
 
 // insertSQL writes one record, reading the package's source fields from its row in the same
 // statement, so a record costs its action no round trip of its own. $1 kind, $2 the package's
-// row, $3 queue, $4 editor, $5 at, then a reply's fields ($6–$14, $19–$20) or an outcome's ($15–$18,
-// $21: whether it keeps the package's hand-back).
+// row, $3 queue, $4 editor, $5 at, then a reply's fields ($6–$14, $19–$20, $22) or an outcome's
+// ($15–$18, $21: whether it keeps the package's hand-back).
 const insertSQL = `
 	INSERT INTO evals (kind, handoff_id, queue_id, editor_id, at, source_agent, source_run_id, trigger, locale,
 		draft, final, word_diff, unified_diff, edit_distance_chars, edit_distance_words, accepted_as_is, tags, editing_ms,
-		code, note, escalation_needed, refund, in_reply_to, thread, hand_back)
+		code, note, escalation_needed, refund, in_reply_to, thread, hand_back, saved_reply_id)
 	SELECT $1, h.id, $3, $4, $5, h.source_agent, p.source_run_id, p.trigger, p.locale,
-		$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, CASE WHEN $21 THEN h.hand_back END
+		$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, CASE WHEN $21 THEN h.hand_back END, $22
 	FROM handoffs h, json_to_record(h.package) AS p(source_run_id text, trigger text, locale text)
 	WHERE h.id = $2`
 
@@ -156,9 +158,13 @@ func QueueReply(b *pgx.Batch, s Sent) error {
 	if err != nil {
 		return err
 	}
+	var savedReply *int64
+	if s.SavedReplyID != 0 {
+		savedReply = &s.SavedReplyID
+	}
 	b.Queue(insertSQL, KindReply, s.HandoffID, s.QueueID, s.EditorID, s.At,
 		s.Draft, s.Text, string(words), e.Unified, e.CharDistance, e.WordDistance, s.Draft == s.Text, s.Tags,
-		s.Editing.Milliseconds(), nil, nil, nil, nil, s.InReplyTo, threadOf(s.Before), false)
+		s.Editing.Milliseconds(), nil, nil, nil, nil, s.InReplyTo, threadOf(s.Before), false, savedReply)
 	return nil
 }
 
@@ -178,7 +184,7 @@ func QueueOutcome(b *pgx.Batch, o Outcome) {
 		needed = &v
 	}
 	b.Queue(insertSQL, o.Kind, o.HandoffID, o.QueueID, o.EditorID, o.At,
-		nil, nil, nil, nil, nil, nil, nil, nil, nil, code, note, needed, o.Refund, nil, nil, o.HandBack)
+		nil, nil, nil, nil, nil, nil, nil, nil, nil, code, note, needed, o.Refund, nil, nil, o.HandBack, nil)
 }
 
 // SentReply is a reply as the package page lists it.

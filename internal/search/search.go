@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/conversation"
 	"github.com/handoffdesk/desk/internal/csat"
 	"github.com/handoffdesk/desk/internal/desk"
 	"github.com/handoffdesk/desk/internal/evals"
@@ -47,7 +48,7 @@ type Filter struct {
 	// Outcome is a resolution code or a return-to-bot reason (the packages' one outcome column).
 	Outcome     string
 	Repeat      *bool // a repeat contact as the dashboard counts one
-	SLABreached *bool // waited past its queue's SLA before an agent accepted it (SLABreachedSQL)
+	SLABreached *bool // waited past its queue's SLA before an agent accepted it, or for an answer (slaBreachedSQL)
 	// CSAT is a leg the customer gave their verdict on (internal/csat): human or bot.
 	CSAT string
 	// Since and Until bound the package's arrival (created_at), as the dashboard's windows do.
@@ -304,10 +305,15 @@ func (s *Searcher) Substrings(ctx context.Context) (bool, error) {
 // PageSize is how many packages a page lists.
 const PageSize = 50
 
-// SLABreachedSQL is the SLA filter's rule, over handoffs h and queues q at time $now: the package
+// slaBreachedSQL is the SLA filter's rule, over handoffs h and queues q at time @now: the package
 // waited longer than its queue's SLA from arrival to its accept, or, never accepted, to its close
-// or until now. The dashboard's queue table shows the same SLA against the oldest wait.
-const slaBreachedSQL = `(coalesce(h.accepted_at, h.closed_at, @now) - h.created_at > q.sla)`
+// or until now; or its customer waited longer than it for an answer, until the close or now
+// (conversation.WaitedPastSQL), the two clocks My work counts down. The dashboard's queue table
+// shows the same SLA against the oldest wait.
+func slaBreachedSQL() string {
+	return `(coalesce(h.accepted_at, h.closed_at, @now) - h.created_at > q.sla OR ` +
+		conversation.WaitedPastSQL("h.id", "coalesce(h.closed_at, @now)", "q.sla") + `)`
+}
 
 // Page returns up to limit packages the filter selects that user may find, newest first, after
 // the row id after (0: from the newest), and the cursor of the next page (0 at the end).
@@ -459,7 +465,7 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 	}
 	if f.SLABreached != nil {
 		st.args["breached"] = *f.SLABreached
-		where = append(where, slaBreachedSQL+` = @breached`)
+		where = append(where, slaBreachedSQL()+` = @breached`)
 	}
 	if f.CSAT != "" {
 		st.args["csat"] = f.CSAT
@@ -498,9 +504,9 @@ func (s *Searcher) prepare(ctx context.Context, user auth.User, f Filter, exact 
 		st.record = record
 		where = append(where, `EXISTS (SELECT 1 `+record+`)`)
 	}
-	const columns = `
+	columns := `
 		SELECT h.id, h.handoff_id, q.name, h.status, coalesce(h.trigger, ''), h.source_agent, coalesce(h.outcome, ''),
-			h.repeat_contact, ` + slaBreachedSQL + `, h.created_at, coalesce(u.display_name, ''),
+			h.repeat_contact, ` + slaBreachedSQL() + `, h.created_at, coalesce(u.display_name, ''),
 			q.pii_min_role, q.pii_entity_keys, q.withhold_transcript`
 	st.where = where
 	hits := ""

@@ -13,6 +13,7 @@ import (
 
 	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/conversation"
+	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
@@ -206,6 +207,99 @@ func TestMessagesRefusals(t *testing.T) {
 	}
 }
 
+// A package whose state takes no message refuses it with 409, naming the status (or the limit)
+// and what the bot does instead, and its thread stays as it was: canceled, expired, resolved for
+// the bot's own message, full at MaxMessages, and resolved while its contact has another handoff
+// open, where the customer's message belongs to that one.
+func TestMessagesRefusedByThePackagesState(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	submit := func(contact string) string {
+		pkg := harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = contact })
+		expect(t, "package of "+contact, d.submit(t, d.key, pkg), http.StatusCreated)
+		return pkg["handoff_id"].(string)
+	}
+	post := func(id string, msg map[string]any) apiAnswer {
+		return d.api(t, http.MethodPost, "/api/v1/handoffs/"+id+"/messages", d.key, msg)
+	}
+	customer := map[string]any{"message_id": "m1", "role": "user", "text": "Hello again"}
+	refused := func(what string, ans apiAnswer, reason string, says ...string) {
+		t.Helper()
+		if ans.Status != http.StatusConflict || ans.Body["reason"] != reason {
+			t.Errorf("%s: %d %s, want 409 %s", what, ans.Status, ans.Raw, reason)
+			return
+		}
+		for _, w := range says {
+			if msg, _ := ans.Body["error"].(string); !strings.Contains(msg, w) {
+				t.Errorf("%s: the answer %q does not say %q", what, ans.Body["error"], w)
+			}
+		}
+	}
+	const again = "hand off again with POST /api/v1/handoffs"
+
+	canceled := submit("cust_canceled")
+	expect(t, "the bot cancels", d.api(t, http.MethodPost, "/api/v1/handoffs/"+canceled+"/cancel", d.key, nil), http.StatusOK)
+	ans := post(canceled, customer)
+	refused("a message on a canceled package", ans, "handoff_closed", "was canceled", again)
+	if ans.Body["status"] != "canceled" {
+		t.Errorf("the refusal names status %v, want canceled", ans.Body["status"])
+	}
+
+	expired := submit("cust_expired")
+	if _, err := d.DB.Exec(t.Context(), `UPDATE handoffs SET status = 'expired', closed_at = now() WHERE handoff_id = $1`, expired); err != nil {
+		t.Fatal(err)
+	}
+	ans = post(expired, customer)
+	refused("a message on an expired package", ans, "handoff_closed", "expired", "nobody taking it", again)
+	if ans.Body["status"] != "expired" {
+		t.Errorf("the refusal names status %v, want expired", ans.Body["status"])
+	}
+
+	// The thread holds the most messages a package takes, relayed over the last hour (not the
+	// last minute, whose own limit is another refusal).
+	full := submit("cust_full")
+	if _, err := d.DB.Exec(t.Context(), `INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, body_sha256)
+		SELECT h.id, g, 'bulk' || g, 'user', 'x', now() - interval '1 hour', now() - interval '1 hour', '\x00'
+		FROM handoffs h, generate_series(1, $2) g WHERE h.handoff_id = $1`, full, conversation.MaxMessages); err != nil {
+		t.Fatal(err)
+	}
+	ans = post(full, map[string]any{"message_id": "one_more", "role": "user", "text": "one more"})
+	refused("a message past the thread's limit", ans, "thread_full", fmt.Sprintf("holds %d messages", conversation.MaxMessages),
+		"hand off again with a new package")
+
+	d.act(t, "accept", nil)
+	d.act(t, "resolve", url.Values{"code": {"solved"}})
+	refused("the bot's own message on a resolved package",
+		d.post(t, map[string]any{"message_id": "bot_1", "role": "assistant", "text": "Anything else?"}), "handoff_closed",
+		"was resolved", "the conversation is the bot's again", "its own messages stay with the bot")
+
+	// The contact now has another package open: the customer's message goes there, not into a
+	// reopen of this one.
+	other := submit("cust_other")
+	if _, err := d.DB.Exec(t.Context(), `UPDATE handoffs SET contact_id = (SELECT contact_id FROM handoffs WHERE handoff_id = $1)
+		WHERE handoff_id = $2`, d.id, other); err != nil {
+		t.Fatal(err)
+	}
+	ans = d.post(t, customer)
+	refused("a reopen while the contact has another handoff open", ans, handoff.ReasonOpenHandoff,
+		"has handoff "+other+" open", "POST /api/v1/handoffs/"+other+"/messages")
+	if ans.Body["open_handoff_id"] != other {
+		t.Errorf("the refusal names open_handoff_id %v, want %s", ans.Body["open_handoff_id"], other)
+	}
+	var status string
+	if err := d.DB.QueryRow(t.Context(), `SELECT status FROM handoffs WHERE handoff_id = $1`, d.id).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "resolved" {
+		t.Errorf("the refused reopen left the package %s, want resolved", status)
+	}
+	for _, id := range []string{canceled, expired, d.id} {
+		if th := (conversationDesk{testApp: d.testApp, key: d.key, id: id}).thread(t, 0); len(th) != 0 {
+			t.Errorf("refused messages left %d in the thread of %s", len(th), id)
+		}
+	}
+}
+
 // A customer who writes again within the reopen window after a resolve reaches the agent who
 // resolved it: the same package, queued again and held for them, the bot told, no guard refusal;
 // past the window the bot is told to hand off anew.
@@ -250,6 +344,53 @@ func TestCustomerMessageReopensResolvedPackage(t *testing.T) {
 	ans = d.post(t, map[string]any{"message_id": "after_2", "role": "user", "text": "One more thing"})
 	if ans.Status != http.StatusConflict || !strings.Contains(ans.Raw, "reopen window") {
 		t.Errorf("a message past the reopen window: %d %s", ans.Status, ans.Raw)
+	}
+}
+
+// A customer who writes again while the agent who resolved the package is available rings that
+// agent, not another available one: the reopen is a warm offer to them, which they accept.
+func TestCustomerMessageReopensWithARingForTheResolver(t *testing.T) {
+	t.Parallel()
+	d := newConversation(t)
+	dana, err := d.Auth.UserByEmail(t.Context(), "dana@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bea := d.user(t, "bea@example.com", auth.RoleAgent, "billing_t2")
+	beaClient := d.client(t)
+	d.login(t, beaClient, "bea@example.com")
+	d.act(t, "accept", nil)
+	d.act(t, "resolve", url.Values{"code": {"solved"}})
+	danaConn, _ := d.dialed(t, d.agent, "")
+	d.dialed(t, beaClient, "")
+	d.waitOnline(t, dana, bea)
+
+	expect(t, "the customer writes again", d.post(t, map[string]any{"message_id": "after_1", "role": "user", "text": "Thanks, which card?"}),
+		http.StatusCreated)
+	if html := readUntil(t, danaConn, "ring"); !strings.Contains(html, `data-handoff="`+d.id+`"`) {
+		t.Fatalf("dana's ring frame %s", html)
+	}
+	var status string
+	var warm bool
+	var offeredTo *int64
+	var ringing []int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT h.status, h.warm_until IS NOT NULL, h.offered_to,
+			array(SELECT o.user_id FROM offers o WHERE o.handoff_id = h.id AND o.ended_at IS NULL)
+		FROM handoffs h WHERE h.handoff_id = $1`, d.id).Scan(&status, &warm, &offeredTo, &ringing); err != nil {
+		t.Fatal(err)
+	}
+	if status != "queued" || !warm || offeredTo == nil || *offeredTo != dana.ID || !slices.Equal(ringing, []int64{dana.ID}) {
+		t.Errorf("the reopened package is %s, warm %v, offered_to %v, ringing %v; want queued, warm, ringing dana (%d) alone",
+			status, warm, offeredTo, ringing, dana.ID)
+	}
+	d.waitForHook(t, "reopened")
+	d.act(t, "accept", nil)
+	var assignee *int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT assignee_id FROM handoffs WHERE handoff_id = $1`, d.id).Scan(&assignee); err != nil {
+		t.Fatal(err)
+	}
+	if assignee == nil || *assignee != dana.ID {
+		t.Errorf("the reopened package went to %v, want dana (%d)", assignee, dana.ID)
 	}
 }
 

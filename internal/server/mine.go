@@ -86,23 +86,36 @@ func (s *Server) mineRows(ctx context.Context, user auth.User, held []board.Item
 	return rows, shown, nil
 }
 
-// mineRowOf is a row of My work. Its SLA counts down from the customer's first unanswered
-// message while they wait, else from the package's arrival until the accept, as search's
-// sla_breached counts it; once accepted with nobody waiting it stops (Due zero).
+// mineRowOf is a row of My work.
 func mineRowOf(item board.Item, vis handoff.Visibility, last timeline.Entry, hasLast bool, waiting map[int64]conversation.Waiting) views.MineRow {
 	r := views.MineRow{Card: withWaiting(cardOf(item, vis, cardEntities), waiting, item.ID), Href: "/handoffs/" + item.PublicID,
 		Status: timeline.Spoken(string(item.Status))}
-	switch {
-	case r.Card.Waiting != nil:
-		r.Due = r.Card.Waiting.Since.Add(item.SLA)
-	case item.AcceptedAt == nil:
-		r.Due = item.CreatedAt.Add(item.SLA)
-	}
+	r.Due = slaDue(item, r.Card.Waiting)
 	if hasLast {
 		l := timeline.Words(last)
 		r.Last, r.LastAt = l.Text, l.At
 	}
 	return r
+}
+
+// slaDue is when a held package's SLA runs out, by the two clocks of /packages' sla_breached: from
+// its arrival until the accept, and from its customer's first unanswered message (waiting, nil
+// when nobody waits) until the answer. Whichever runs out first is the package's; a clock that
+// stopped within the SLA no longer counts. Zero once accepted with nobody waiting: the card's SLA
+// timer says how the accept went.
+func slaDue(item board.Item, waiting *views.CustomerWaiting) time.Time {
+	arrival := item.CreatedAt.Add(item.SLA)
+	switch {
+	case item.AcceptedAt == nil:
+		// A customer writes after the arrival, so this clock runs out first.
+		return arrival
+	case waiting == nil:
+		return time.Time{}
+	case item.AcceptedAt.After(arrival):
+		// Accepted late: over already, however long the customer has waited since.
+		return arrival
+	}
+	return waiting.Since.Add(item.SLA)
 }
 
 // pageUser is the user a page load is for. Only page loads read what the layout shows atop every

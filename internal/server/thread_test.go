@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoffdesk/desk/internal/auth"
+	"github.com/handoffdesk/desk/internal/evals"
 	"github.com/handoffdesk/desk/internal/server"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
@@ -201,17 +203,40 @@ func TestMineSLAAgreesWithSearch(t *testing.T) {
 	t.Parallel()
 	d := newConversation(t)
 	d.act(t, "accept", nil)
+	// Two more, accepted in time, whose customers write after the accept: one waits 20 minutes for
+	// an answer (below), the other has just written. Dana holds four at once.
+	if _, err := d.DB.Exec(t.Context(), `UPDATE users SET capacity = 4 WHERE email = 'dana@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	var waitsID, freshID string
+	for _, p := range []struct {
+		id      *string
+		contact string
+	}{{&waitsID, "cust_waits"}, {&freshID, "cust_fresh"}} {
+		pkg := harbor(t, func(m map[string]any) { m["contact"].(map[string]any)["id"] = p.contact })
+		expect(t, "package of "+p.contact, d.submit(t, d.key, pkg), http.StatusCreated)
+		*p.id = pkg["handoff_id"].(string)
+		if status, _, body := postForm(t, d.agent, d.URL+"/handoffs/"+*p.id+"/accept", nil); status != http.StatusSeeOther {
+			t.Fatalf("accept %s: %d %.300s", *p.id, status, body)
+		}
+		expect(t, "the customer writes after the accept", d.api(t, http.MethodPost, "/api/v1/handoffs/"+*p.id+"/messages", d.key,
+			map[string]any{"message_id": "m1", "role": "user", "text": "Are you still there?"}), http.StatusCreated)
+	}
 	late := harbor(t, func(p map[string]any) { p["contact"].(map[string]any)["id"] = "cust_late" })
 	expect(t, "a second package", d.submit(t, d.key, late), http.StatusCreated)
 	lateID := late["handoff_id"].(string)
 	if status, _, body := postForm(t, d.agent, d.URL+"/queues/billing_t2/next", nil); status != http.StatusSeeOther {
 		t.Fatalf("next: %d %.300s", status, body)
 	}
-	// Both arrived an hour ago (the queue's SLA is 15 minutes): the first was accepted 10 s after
-	// arriving, the second is only reserved.
+	// All arrived an hour ago (the queue's SLA is 15 minutes): the first and the last two were
+	// accepted 10 s after arriving, the second is only reserved.
 	if _, err := d.DB.Exec(t.Context(), `UPDATE handoffs SET created_at = now() - interval '1 hour',
 		accepted_at = CASE WHEN accepted_at IS NOT NULL THEN now() - interval '1 hour' + interval '10 seconds' END
-		WHERE handoff_id = ANY($1)`, []string{d.id, lateID}); err != nil {
+		WHERE handoff_id = ANY($1)`, []string{d.id, lateID, waitsID, freshID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DB.Exec(t.Context(), `UPDATE messages SET received_at = now() - interval '20 minutes'
+		WHERE handoff_id = (SELECT id FROM handoffs WHERE handoff_id = $1)`, waitsID); err != nil {
 		t.Fatal(err)
 	}
 	page := mustGet(t, d.agent, d.URL+"/mine")
@@ -222,14 +247,30 @@ func TestMineSLAAgreesWithSearch(t *testing.T) {
 	if !strings.Contains(rows[d.id], "accepted within SLA") {
 		t.Errorf("the package accepted within its SLA does not say so:\n%s", rows[d.id])
 	}
-	if !regexp.MustCompile(`data-testid="sla-left">\s*[^<]* over`).MatchString(rows[lateID]) {
+	over := regexp.MustCompile(`data-testid="sla-left">\s*[^<]* over`)
+	if !over.MatchString(rows[lateID]) {
 		t.Errorf("the package never accepted is not over its SLA:\n%s", rows[lateID])
+	}
+	if !over.MatchString(rows[waitsID]) || !strings.Contains(rows[waitsID], `data-testid="customer-waiting"`) {
+		t.Errorf("the package whose customer has waited 20 minutes is not over its SLA:\n%s", rows[waitsID])
+	}
+	if !regexp.MustCompile(`data-testid="sla-left">\s*1[45]m left`).MatchString(rows[freshID]) {
+		t.Errorf("the package whose customer just wrote does not count the SLA down from their message:\n%s", rows[freshID])
 	}
 	sup := d.client(t)
 	d.user(t, "sam@example.com", auth.RoleSupervisor, "billing_t2")
 	d.login(t, sup, "sam@example.com")
-	if status, ids, _, body := searchIDs(t, d.testApp, sup, url.Values{"sla_breached": {"true"}}); status != http.StatusOK || !slices.Equal(ids, []string{lateID}) {
-		t.Errorf("search's sla_breached lists %v, want %v\n%.400s", ids, []string{lateID}, body)
+	want := []string{lateID, waitsID}
+	slices.Sort(want)
+	status, ids, _, body := searchIDs(t, d.testApp, sup, url.Values{"sla_breached": {"true"}})
+	slices.Sort(ids)
+	if status != http.StatusOK || !slices.Equal(ids, want) {
+		t.Errorf("search's sla_breached lists %v, want %v\n%.400s", ids, want, body)
+	}
+	// And the packages within their SLA are the other two.
+	if status, ids, _, body := searchIDs(t, d.testApp, sup, url.Values{"sla_breached": {"false"}}); status != http.StatusOK || len(ids) != 2 ||
+		slices.Contains(ids, lateID) || slices.Contains(ids, waitsID) {
+		t.Errorf("search's sla_breached=false lists %v, want %s and %s\n%.400s", ids, d.id, freshID, body)
 	}
 }
 
@@ -289,8 +330,20 @@ func TestSavedReplies(t *testing.T) {
 	}
 	d.act(t, "reply", url.Values{"text": {shown}, "saved_reply": {fmt.Sprint(savedID)}})
 	hook := d.waitForHook(t, "reply")
-	if want := "Hi Dana, the refund for PRO-MONTHLY reaches the card within 5 days; the receipt goes to dana.whitfield@example.com."; hook["text"] != want {
-		t.Errorf("the bot got %q, want %q", hook["text"], want)
+	filled := "Hi Dana, the refund for PRO-MONTHLY reaches the card within 5 days; the receipt goes to dana.whitfield@example.com."
+	if hook["text"] != filled {
+		t.Errorf("the bot got %q, want %q", hook["text"], filled)
+	}
+	// The reply's eval record pairs the agent's text with the saved reply it started from, filled
+	// as it was sent, and says which saved reply that was.
+	var draft string
+	var evalSaved *int64
+	if err := d.DB.QueryRow(t.Context(), `SELECT e.draft, e.saved_reply_id FROM evals e JOIN handoffs h ON h.id = e.handoff_id
+		WHERE h.handoff_id = $1 AND e.kind = 'reply'`, d.id).Scan(&draft, &evalSaved); err != nil {
+		t.Fatal(err)
+	}
+	if draft != filled || evalSaved == nil || *evalSaved != savedID {
+		t.Errorf("the eval record's draft is %q from saved reply %v, want %q from %d", draft, evalSaved, filled, savedID)
 	}
 	var recorded *int64
 	if err := d.DB.QueryRow(t.Context(), `SELECT saved_reply_id FROM messages m JOIN handoffs h ON h.id = m.handoff_id
@@ -306,5 +359,13 @@ func TestSavedReplies(t *testing.T) {
 	}
 	if err := d.DB.QueryRow(t.Context(), `SELECT saved_reply_id FROM messages WHERE saved_reply_id IS NOT NULL`).Scan(&recorded); err != nil {
 		t.Errorf("removing the saved reply lost the reply's record of it: %v", err)
+	}
+	// The export names it still, by id and title, in the desk's own records.
+	var rec evals.Record
+	if err := json.Unmarshal([]byte(mustGet(t, ada, d.URL+"/evals/export.jsonl?kind=reply")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.SavedReply == nil || rec.SavedReply.ID != savedID || rec.SavedReply.Title != "Refund timeline" || rec.Draft == nil || *rec.Draft != *rec.Final {
+		t.Errorf("the exported record names saved reply %+v with draft %v, want %d \"Refund timeline\" and the final as the draft", rec.SavedReply, rec.Draft, savedID)
 	}
 }

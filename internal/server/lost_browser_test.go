@@ -108,3 +108,46 @@ func TestBrowserLostPackageKeepsTypedText(t *testing.T) {
 		t.Errorf("a refused send answers %d without the text kept:\n%.3000s", status, body)
 	}
 }
+
+// TestBrowserFailedSendKeepsTypedText: a send that fails before the desk answers with the
+// package's page (an error page: a server error, a refused request, a session that ran out) loses
+// nothing: the package's next page puts what the agent typed back in the composer and says so.
+// Once the reply is in the thread, it is not put back.
+func TestBrowserFailedSendKeepsTypedText(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	p := harbor(t, func(p map[string]any) { p["transfer_mode"] = "cold" })
+	expect(t, "submit", app.submit(t, key, p), http.StatusCreated)
+	id := p["handoff_id"].(string)
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	const typed = "Hello, I have refunded the duplicate charge of 49.99."
+	holdAndType(t, ctx, app.URL, id, typed)
+	// The send reaches a page that is not the desk's answer to it: an error page, text gone.
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("[data-reply-form]").action = "/handoffs/`+id+`/nowhere"`),
+		chromedp.Click(`[data-testid="send-reply"]`),
+		chromedp.WaitNotPresent(`[data-reply-form]`),
+		chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+	); err != nil {
+		t.Fatalf("a failed send, then the package's page: %v", err)
+	}
+	waitForJS(t, ctx, "the typed text back in the composer", `document.getElementById("reply-text").value === `+jsString(typed)+
+		` && document.getElementById("reply-status").textContent.startsWith("Your last reply was not sent")`,
+		`document.getElementById("reply-text").value + "|" + document.getElementById("reply-status").textContent`)
+
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`[data-testid="send-reply"]`),
+		chromedp.WaitVisible(`[data-testid="reply-final"]`),
+		chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+	); err != nil {
+		t.Fatalf("send, then the package's page again: %v", err)
+	}
+	if got := evalString(t, ctx, `document.getElementById("reply-text").value + "|" + document.getElementById("reply-status").textContent`); got != "|" {
+		t.Errorf("after the reply is in the thread the composer|status read %q, want both empty", got)
+	}
+}

@@ -41,16 +41,16 @@ func TestSearchNextLinkIsNoOracle(t *testing.T) {
 		return len(ids), more, body
 	}
 	for _, q := range []string{"Whitfield", "Zebulon"} {
-		if n, more, _ := answer(q); n != 0 || more != "" {
-			t.Errorf("q=%s: %d rows and next link %q, want none and none", q, n, more)
+		if n, more, body := answer(q); n != 0 || more != "" || strings.Contains(body, `data-testid="search-count"`) {
+			t.Errorf("q=%s: %d rows and next link %q, or a count line, want none, none and none", q, n, more)
 		}
 	}
 	// The agent writes the word into the notes of 50 packages they may see: page one is those 50,
 	// and the hidden packages behind them offer no page two.
 	copies(t, d, d.harbor, "ho_seen_", "A duplicate charge on the card.", 50)
 	if _, err := d.app.DB.Exec(t.Context(), `
-		INSERT INTO handoff_notes (handoff_id, author_id, body)
-		SELECT h.id, u.id, 'asked about Whitfield and Zebulon' FROM handoffs h, users u
+		INSERT INTO handoff_notes (handoff_id, author_id, body, author_saw_contact)
+		SELECT h.id, u.id, 'asked about Whitfield and Zebulon', false FROM handoffs h, users u
 		WHERE h.handoff_id LIKE 'ho_seen_%' AND u.email = 'agent@example.com'`); err != nil {
 		t.Fatal(err)
 	}

@@ -151,6 +151,21 @@ func TestSW4RMToItsSpec(t *testing.T) {
 	if msg := fmt.Sprint(malformed.Body["error"]); strings.Count(msg, "malformed JSON") != 1 {
 		t.Errorf("malformed JSON reads %q, want it said once", msg)
 	}
+	// A gzip body that is corrupt inside, or whose checksum is wrong, is a 400 naming the encoding,
+	// as on the package route (readJSON).
+	raw, err := json.Marshal(sw4rmRequest(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string][]byte{
+		"corrupt deflate in gzip": append(gzipped(t, nil)[:10], 0xff, 0xff, 0xff, 0xff),
+		"checksum wrong":          corruptCRC(gzipped(t, raw)),
+	} {
+		got := app.api(t, http.MethodPost, path, key, body, "Content-Encoding", "gzip")
+		if got.Status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(got.Body["error"]), "the gzip body is corrupt") {
+			t.Errorf("%s: %d %s, want 400 saying the gzip body is corrupt", name, got.Status, got.Raw)
+		}
+	}
 }
 
 // TestSW4RMToolSecretsReachNoPageOrExport: a connection string in the tool configurations, a

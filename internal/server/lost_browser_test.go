@@ -47,7 +47,7 @@ func keptText(t *testing.T, ctx context.Context) (why, kept string) {
 // TestBrowserLostPackageKeepsTypedText: the agent is writing the reply when a supervisor reassigns
 // the package, or the bot cancels it. The open page says so at once, without a reload: the
 // composer and the "it is yours now" notice go, and what they typed stays, to copy. A send the
-// desk refuses keeps the text too.
+// desk refuses keeps the text too. The sidebar a CRM frames does the same.
 func TestBrowserLostPackageKeepsTypedText(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
@@ -93,10 +93,35 @@ func TestBrowserLostPackageKeepsTypedText(t *testing.T) {
 		t.Errorf("after the bot's cancel the page says %q and keeps %q", why, kept)
 	}
 
-	// The send itself, refused: the answer keeps the text beside why.
-	refused := submit()
+	// The sidebar a CRM frames holds the same reply slot, and says so at once too.
 	dana := app.client(t)
 	app.login(t, dana, "dana@example.com")
+	framed := submit()
+	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+framed+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d %.300s", status, body)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(app.URL+"/sidebar/"+framed),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		chromedp.WaitReady(`body[data-live="online"]`),
+		chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("#reply-text").value = ""`),
+		chromedp.SendKeys(`#reply-text`, typed),
+	); err != nil {
+		t.Fatalf("the sidebar of %s: %v", framed, err)
+	}
+	if status, _, body := postForm(t, sam, app.URL+"/handoffs/"+framed+"/reassign", url.Values{"to": {"alex@example.com"}}); status != http.StatusSeeOther {
+		t.Fatalf("reassign: %d\n%.500s", status, body)
+	}
+	if why, kept := keptText(t, ctx); kept != typed || !strings.Contains(why, "alex holds it now") {
+		t.Errorf("after the reassign the sidebar says %q and keeps %q, want alex named and %q", why, kept, typed)
+	}
+	if same, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.querySelector("[data-reply-form]") && window.sameDocument === true`)); err != nil || !same {
+		t.Errorf("the sidebar's composer is still there, or the sidebar reloaded (%v)", err)
+	}
+
+	// The send itself, refused: the answer keeps the text beside why.
+	refused := submit()
 	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+refused+"/accept", nil); status != http.StatusSeeOther {
 		t.Fatalf("accept: %d %.300s", status, body)
 	}

@@ -106,6 +106,13 @@ type held struct {
 	Trace *string
 }
 
+// seenBy is what user sees of the package by its queue's PII rule: what they write is recorded
+// with whether they could see the contact then (handoff.Writer).
+func (h held) seenBy(user auth.User) handoff.Visibility {
+	return handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: h.Queue.PIIMinRole,
+		EntityKeys: h.Queue.PIIEntityKeys, WithholdTranscript: h.Queue.WithholdTranscript})
+}
+
 // hold is what this instance remembers of the locked package once the user holds it.
 func (h held) hold(userID int64) hold {
 	return hold{publicID: h.PublicID, rowID: h.ID, apiKeyID: h.APIKeyID, queueID: h.Queue.ID, queue: h.Queue.Name, userID: userID,
@@ -607,8 +614,8 @@ func (a *Service) Transfer(ctx context.Context, user auth.User, handoffID, toQue
 		}
 		from = h.Queue.Name
 		if note != "" {
-			if _, err := tx.Exec(ctx, `INSERT INTO handoff_notes (handoff_id, author_id, body, created_at) VALUES ($1, $2, $3, $4)`,
-				h.ID, user.ID, note, now); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO handoff_notes (handoff_id, author_id, body, created_at, author_saw_contact) VALUES ($1, $2, $3, $4, $5)`,
+				h.ID, user.ID, note, now, h.seenBy(user).PII); err != nil {
 				return err
 			}
 		}
@@ -665,9 +672,14 @@ func (a *Service) ReplyFrom(ctx context.Context, user auth.User, handoffID strin
 		if err := tx.QueryRow(ctx, `SELECT package FROM handoffs WHERE id = $1`, h.ID).Scan(&p); err != nil {
 			return err
 		}
-		draft := p.DraftFor(handoff.VisibilityFor(user.Role, handoff.PIIRule{MinRole: h.Queue.PIIMinRole,
-			EntityKeys: h.Queue.PIIEntityKeys, WithholdTranscript: h.Queue.WithholdTranscript}))
-		if r.Text, err = draft.Fill(r.Text); err != nil {
+		vis := h.seenBy(user)
+		// Readers who cannot see the values read the reply of an agent who could not either as
+		// they submitted it, tokens and all (conversation.Message.AsWritten).
+		asWritten := ""
+		if !vis.PII {
+			asWritten = r.Text
+		}
+		if r.Text, err = p.DraftFor(vis).Fill(r.Text); err != nil {
 			return err
 		}
 		thread, err := conversation.State(ctx, tx, h.ID, now)
@@ -691,7 +703,7 @@ func (a *Service) ReplyFrom(ctx context.Context, user auth.User, handoffID strin
 		b := &pgx.Batch{}
 		// The reply joins the thread, answering the customer's latest message: the bot relays it
 		// and reads it back in order with GET …/messages.
-		sent := conversation.AppendReply(b, h.ID, thread, user.ID, r.Text, savedID, now)
+		sent := conversation.AppendReply(b, h.ID, thread, user.ID, r.Text, asWritten, savedID, now)
 		if err := evals.QueueReply(b, evals.Sent{HandoffID: h.ID, QueueID: h.Queue.ID, EditorID: user.ID, At: now,
 			Draft: turnDraft, InReplyTo: sent.InReplyTo, Before: turn.Before, SavedReplyID: savedID, Reply: r}); err != nil {
 			return err

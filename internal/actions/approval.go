@@ -71,7 +71,7 @@ func (a *Service) RequestApproval(ctx context.Context, user auth.User, handoffID
 				approvals.Why(*refund, h.Queue.Name, h.Queue.RefundThreshold, h.Queue.Currency))
 		}
 		if id, err = approvals.Insert(ctx, tx, approvals.Request{HandoffID: h.ID, QueueID: h.Queue.ID, Refund: *refund,
-			RequestedBy: user.ID, Note: note, At: now, Timeout: h.Queue.ApprovalTimeout}); err != nil {
+			RequestedBy: user.ID, SawContact: h.seenBy(user).PII, Note: note, At: now, Timeout: h.Queue.ApprovalTimeout}); err != nil {
 			return err
 		}
 		req := approvals.Approval{ID: id, Refund: *refund}
@@ -129,7 +129,7 @@ func (a *Service) Decide(ctx context.Context, user auth.User, id int64, grant bo
 		if err := approvals.Check(user, req, h.AssigneeID, now); err != nil {
 			return err
 		}
-		if err := approvals.Decide(ctx, tx, id, state, user.ID, note, now); err != nil {
+		if err := approvals.Decide(ctx, tx, id, state, user.ID, h.seenBy(user).PII, note, now); err != nil {
 			return err
 		}
 		return apply(ctx, tx, `UPDATE handoffs SET status = 'accepted', updated_at = $2 WHERE id = $1 AND status = 'awaiting_approval'`,

@@ -34,7 +34,8 @@ func (a *Service) AddNote(ctx context.Context, user auth.User, handoffID, text s
 		}
 		b := &pgx.Batch{}
 		// The notes table is what search reads for a note's words (internal/search).
-		b.Queue(`INSERT INTO handoff_notes (handoff_id, author_id, body, created_at) VALUES ($1, $2, $3, $4)`, h.ID, user.ID, text, now)
+		b.Queue(`INSERT INTO handoff_notes (handoff_id, author_id, body, created_at, author_saw_contact) VALUES ($1, $2, $3, $4, $5)`,
+			h.ID, user.ID, text, now, h.seenBy(user).PII)
 		if err := record(ctx, b, events.Change{HandoffID: h.ID, PublicID: h.PublicID, QueueID: h.Queue.ID, Queue: h.Queue.Name,
 			APIKeyID: h.APIKeyID, Kind: events.Noted, Status: h.Status, ActorUser: &user.ID, Note: text, At: now,
 			PackageTrace: h.Trace}, nil); err != nil {

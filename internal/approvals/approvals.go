@@ -142,9 +142,9 @@ type Approval struct {
 	// DecisionNote is the supervisor's note on a grant or denial.
 	DecisionNote string
 	DecidedAt    *time.Time
-	// RequesterRole and DeciderRole are the people's roles now: masking what they wrote for a
-	// viewer asks whether they could see the contact (handoff.Writer).
-	RequesterRole, DeciderRole string
+	// RequesterSawContact and DeciderSawContact say whether the people could see the package's
+	// contact when they wrote their notes: masking those for a viewer asks it (handoff.Writer).
+	RequesterSawContact, DeciderSawContact bool
 }
 
 // Check says whether user may decide request a on a package held by assignee (nil: nobody), at
@@ -177,8 +177,8 @@ type Querier interface {
 
 // selectApproval reads requests with their people's names and the package's public id.
 const selectApproval = `
-	SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name, r.role,
-		a.note, a.requested_at, a.expires_at, a.state, a.decided_by, coalesce(d.display_name, ''), coalesce(d.role, ''),
+	SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name, a.requester_saw_contact,
+		a.note, a.requested_at, a.expires_at, a.state, a.decided_by, coalesce(d.display_name, ''), a.decider_saw_contact,
 		coalesce(a.decision_note, ''), a.decided_at
 	FROM approvals a JOIN handoffs h ON h.id = a.handoff_id JOIN users r ON r.id = a.requested_by
 	LEFT JOIN users d ON d.id = a.decided_by`
@@ -186,7 +186,7 @@ const selectApproval = `
 func scan(row pgx.Row) (Approval, error) {
 	var a Approval
 	err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Refund.Amount, &a.Refund.Currency, &a.RequestedBy, &a.Requester,
-		&a.RequesterRole, &a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.Decider, &a.DeciderRole, &a.DecisionNote,
+		&a.RequesterSawContact, &a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.Decider, &a.DeciderSawContact, &a.DecisionNote,
 		&a.DecidedAt)
 	return a, err
 }
@@ -215,9 +215,11 @@ type Request struct {
 	QueueID     int64
 	Refund      Refund
 	RequestedBy int64
-	Note        string
-	At          time.Time
-	Timeout     time.Duration
+	// SawContact: the requester could see the package's contact (handoff.Writer).
+	SawContact bool
+	Note       string
+	At         time.Time
+	Timeout    time.Duration
 }
 
 // Insert records r as pending inside tx. A package has at most one pending request: the
@@ -225,9 +227,9 @@ type Request struct {
 func Insert(ctx context.Context, tx pgx.Tx, r Request) (int64, error) {
 	var id int64
 	err := tx.QueryRow(ctx, `
-		INSERT INTO approvals (handoff_id, queue_id, amount, currency, requested_by, note, requested_at, expires_at)
-		VALUES ($1, $2, $3::numeric, $4, $5, $6, $7, $7::timestamptz + $8::interval) RETURNING id`,
-		r.HandoffID, r.QueueID, r.Refund.Amount, r.Refund.Currency, r.RequestedBy, r.Note, r.At, r.Timeout).Scan(&id)
+		INSERT INTO approvals (handoff_id, queue_id, amount, currency, requested_by, note, requested_at, expires_at, requester_saw_contact)
+		VALUES ($1, $2, $3::numeric, $4, $5, $6, $7, $7::timestamptz + $8::interval, $9) RETURNING id`,
+		r.HandoffID, r.QueueID, r.Refund.Amount, r.Refund.Currency, r.RequestedBy, r.Note, r.At, r.Timeout, r.SawContact).Scan(&id)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.ConstraintName == "approvals_one_pending_idx" {
 		return 0, desk.Errorf(desk.Conflict, "an approval is already pending for this package")
@@ -244,15 +246,16 @@ func PendingFor(ctx context.Context, tx pgx.Tx, handoffID int64) (Approval, erro
 	return a, err
 }
 
-// Decide records a grant or denial of request id inside tx, if it is still pending: the loser of
-// two supervisors deciding at once, or a decision racing the sweeper's expiry, gets a Conflict.
-func Decide(ctx context.Context, tx pgx.Tx, id int64, state State, by int64, note string, at time.Time) error {
+// Decide records a grant or denial of request id inside tx, if it is still pending, by a decider who
+// could or could not see the package's contact (sawContact): the loser of two supervisors deciding
+// at once, or a decision racing the sweeper's expiry, gets a Conflict.
+func Decide(ctx context.Context, tx pgx.Tx, id int64, state State, by int64, sawContact bool, note string, at time.Time) error {
 	if state != Granted && state != Denied {
 		return fmt.Errorf("decide approval %d: %q is not a decision", id, state)
 	}
 	tag, err := tx.Exec(ctx, `
-		UPDATE approvals SET state = $2, decided_by = $3, decision_note = $4, decided_at = $5
-		WHERE id = $1 AND state = 'pending'`, id, state, by, note, at)
+		UPDATE approvals SET state = $2, decided_by = $3, decision_note = $4, decided_at = $5, decider_saw_contact = $6
+		WHERE id = $1 AND state = 'pending'`, id, state, by, note, at, sawContact)
 	if err == nil && tag.RowsAffected() == 0 {
 		return desk.Errorf(desk.Conflict, "approval %d was decided by someone else a moment ago", id)
 	}

@@ -30,7 +30,7 @@ type Listed struct {
 // its queue and its holder, which the page shows beside each request.
 func PendingList(ctx context.Context, db Querier) ([]Listed, error) {
 	rows, err := db.Query(ctx, `
-		SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name, r.role,
+		SELECT a.id, a.handoff_id, h.handoff_id, a.queue_id, a.amount::text, a.currency, a.requested_by, r.display_name, a.requester_saw_contact,
 			a.note, a.requested_at, a.expires_at, a.state, a.decided_by, a.decided_at,
 			q.name, q.approval_timeout, q.pii_min_role, q.pii_entity_keys, h.assignee_id, coalesce(u.display_name, ''), h.package
 		FROM approvals a JOIN handoffs h ON h.id = a.handoff_id JOIN queues q ON q.id = h.queue_id
@@ -44,7 +44,7 @@ func PendingList(ctx context.Context, db Querier) ([]Listed, error) {
 		var l Listed
 		a := &l.Approval
 		err := row.Scan(&a.ID, &a.HandoffID, &a.PublicID, &a.QueueID, &a.Refund.Amount, &a.Refund.Currency, &a.RequestedBy, &a.Requester,
-			&a.RequesterRole, &a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.DecidedAt,
+			&a.RequesterSawContact, &a.Note, &a.RequestedAt, &a.ExpiresAt, &a.State, &a.DecidedBy, &a.DecidedAt,
 			&l.Queue, &l.ApprovalTimeout, &l.PIIMinRole, &l.PIIEntityKeys, &l.AssigneeID, &l.Assignee, &l.Package)
 		return l, err
 	})

@@ -251,7 +251,7 @@ func trailQuery(f Filter, after *Cursor, limit int) (string, []any) {
 		SELECT e.seq, e.at, e.kind, coalesce(au.email, 'bot:' || k.name, ''), coalesce(h.handoff_id, ''),
 			coalesce(q.name, ''), coalesce(su.email, ''), e.detail, coalesce(e.handoff_id, 0),
 			coalesce(hq.pii_min_role, 'agent'), coalesce(hq.pii_entity_keys, '{}'), coalesce(hq.withhold_transcript, false),
-			h.package->'contact', h.package->'structured_entities', coalesce(au.id, 0), coalesce(au.role, '')
+			h.package->'contact', h.package->'structured_entities', coalesce(au.id, 0), e.actor_saw_contact
 		FROM events e
 			LEFT JOIN handoffs h ON h.id = e.handoff_id
 			LEFT JOIN queues hq ON hq.id = h.queue_id
@@ -280,10 +280,10 @@ func each(rows pgx.Rows, reader auth.User, fn func(Entry) error) error {
 			rule              handoff.PIIRule
 			contact, entities []byte
 			actorID           int64
-			actorRole         string
+			actorSawContact   bool
 		)
 		err := rows.Scan(&e.Seq, &e.At, &e.Kind, &e.Actor, &e.Package, &e.Queue, &e.Subject, &detail, &e.HandoffID,
-			&rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript, &contact, &entities, &actorID, &actorRole)
+			&rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript, &contact, &entities, &actorID, &actorSawContact)
 		if err != nil {
 			return err
 		}
@@ -291,8 +291,7 @@ func each(rows pgx.Rows, reader auth.User, fn func(Entry) error) error {
 			return fmt.Errorf("audit: the detail of event %d: %w", e.Seq, err)
 		}
 		if e.HandoffID != 0 {
-			by := handoff.Writer{Viewer: actorID != 0 && actorID == reader.ID,
-				SawContact: actorID == 0 || handoff.VisibilityFor(auth.Role(actorRole), rule).PII}
+			by := handoff.Writer{Viewer: actorID != 0 && actorID == reader.ID, SawContact: actorSawContact}
 			if err := e.mask(reader.Role, rule, by, contact, entities); err != nil {
 				return err
 			}

@@ -107,6 +107,10 @@ type Message struct {
 	InReplyTo *int `json:"in_reply_to,omitempty"`
 	// SavedReplyID is, on an agent's reply, the saved reply it started from (internal/savedreply).
 	SavedReplyID *int64 `json:"-"`
+	// AsWritten is, on the reply of an agent who could not see the contact's values, the text as
+	// they submitted it, before its tokens were filled with the values: what readers who cannot
+	// see the values read, so that a guess they typed reads alike right or wrong. "" otherwise.
+	AsWritten string `json:"-"`
 }
 
 // Thread is where a package's thread stands, read under the package's row lock before a message
@@ -204,15 +208,18 @@ type Reply struct {
 }
 
 // AppendReply adds an agent's reply to b as the thread's next message after t, answering the
-// customer's latest message, if any; savedID is the saved reply it started from (0: none).
-func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text string, savedID int64, now time.Time) Reply {
+// customer's latest message, if any; asWritten is its text as submitted by an agent who could not
+// see the contact's values ("": one who could; Message.AsWritten), savedID the saved reply it
+// started from (0: none).
+func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text, asWritten string, savedID int64, now time.Time) Reply {
 	r := Reply{MessageID: "reply_" + rand.Text(), Seq: t.Last + 1}
 	if t.LastCustomer > 0 {
 		r.InReplyTo = &t.LastCustomer
 	}
 	b.Queue(`
-		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, author_id, in_reply_to, saved_reply_id)
-		VALUES ($1, $2, $3, 'agent', $4, $5, $5, $6, $7, NULLIF($8, 0))`, rowID, r.Seq, r.MessageID, text, now, authorID, r.InReplyTo, savedID)
+		INSERT INTO messages (handoff_id, seq, message_id, role, text, at, received_at, author_id, in_reply_to, saved_reply_id, as_written)
+		VALUES ($1, $2, $3, 'agent', $4, $5, $5, $6, $7, NULLIF($8, 0), NULLIF($9, ''))`,
+		rowID, r.Seq, r.MessageID, text, now, authorID, r.InReplyTo, savedID, asWritten)
 	return r
 }
 
@@ -220,7 +227,7 @@ func AppendReply(b *pgx.Batch, rowID int64, t Thread, authorID int64, text strin
 func Read(ctx context.Context, db querier, rowID int64, after int) ([]Message, error) {
 	rows, err := db.Query(ctx, `
 		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id, coalesce(m.as_written, '')
 		FROM messages m LEFT JOIN users u ON u.id = m.author_id
 		WHERE m.handoff_id = $1 AND m.seq > $2 ORDER BY m.seq LIMIT $3`, rowID, after, MaxMessages*2)
 	return collect(rows, err)
@@ -232,7 +239,7 @@ func collect(rows pgx.Rows, err error) ([]Message, error) {
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) {
 		var m Message
-		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo, &m.SavedReplyID)
+		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo, &m.SavedReplyID, &m.AsWritten)
 		return m, err
 	})
 }
@@ -279,7 +286,7 @@ func TurnOf(ctx context.Context, tx pgx.Tx, rowID int64, t Thread) (Turn, error)
 	rows, err := tx.Query(ctx, `
 		SELECT * FROM (
 			SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-				'', m.attachments, m.in_reply_to, m.saved_reply_id
+				'', m.attachments, m.in_reply_to, m.saved_reply_id, coalesce(m.as_written, '')
 			FROM messages m LEFT JOIN users u ON u.id = m.author_id
 			WHERE m.handoff_id = $1 AND m.seq <= $2 ORDER BY m.seq DESC LIMIT $3) last
 		ORDER BY seq`, rowID, t.LastCustomer, ContextMessages)
@@ -333,7 +340,7 @@ type querier interface {
 func ReadMarking(ctx context.Context, db querier, rowID int64, at time.Time) (msgs []Message, added int, err error) {
 	rows, err := db.Query(ctx, `
 		SELECT m.seq, m.message_id, m.role, m.text, m.at, coalesce(u.display_name, ''), m.author_id,
-			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id, m.received_at >= $2
+			coalesce(m.draft_reply, ''), m.attachments, m.in_reply_to, m.saved_reply_id, coalesce(m.as_written, ''), m.received_at >= $2
 		FROM messages m LEFT JOIN users u ON u.id = m.author_id
 		WHERE m.handoff_id = $1 ORDER BY m.seq LIMIT $3`, rowID, at, MaxMessages*2)
 	if err != nil {
@@ -344,7 +351,7 @@ func ReadMarking(ctx context.Context, db querier, rowID int64, at time.Time) (ms
 		var m Message
 		var isNew bool
 		err := row.Scan(&m.Seq, &m.MessageID, &m.Role, &m.Text, &m.At, &m.Author, &m.AuthorID, &m.DraftReply, &m.Attachments, &m.InReplyTo,
-			&m.SavedReplyID, &isNew)
+			&m.SavedReplyID, &m.AsWritten, &isNew)
 		if isNew && first < 0 {
 			first = i
 		}

@@ -189,10 +189,13 @@ func QueueOutcome(b *pgx.Batch, o Outcome) {
 
 // SentReply is a reply as the package page lists it.
 type SentReply struct {
-	ID           int64
-	Editor       string // the editor's display name
-	At           time.Time
-	Final        string
+	ID     int64
+	Editor string // the editor's display name
+	At     time.Time
+	Final  string
+	// AsWritten is the reply as an agent who could not see the contact's values submitted it,
+	// tokens and all (conversation.Message.AsWritten); "" for one who could.
+	AsWritten    string
 	Tags         []string
 	AcceptedAsIs bool
 	FromScratch  bool
@@ -200,20 +203,23 @@ type SentReply struct {
 }
 
 // Replies lists the replies sent on a package (its row id), oldest first. It reads the editors'
-// names from users, whose owner is auth, as board's joins do.
+// names from users, whose owner is auth, as board's joins do, and each reply as submitted from the
+// thread's message of the same moment (conversation owns messages; the reply's transaction wrote
+// both at one time).
 func Replies(ctx context.Context, db interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, handoffID int64) ([]SentReply, error) {
 	rows, err := db.Query(ctx, `
-		SELECT e.id, u.display_name, e.at, e.final, e.tags, e.accepted_as_is, e.draft = '', e.word_diff
+		SELECT e.id, u.display_name, e.at, e.final, coalesce(m.as_written, ''), e.tags, e.accepted_as_is, e.draft = '', e.word_diff
 		FROM evals e JOIN users u ON u.id = e.editor_id
+			LEFT JOIN messages m ON m.handoff_id = e.handoff_id AND m.role = 'agent' AND m.at = e.at AND m.author_id = e.editor_id
 		WHERE e.handoff_id = $1 AND e.kind = 'reply' ORDER BY e.at, e.id`, handoffID)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (SentReply, error) {
 		var r SentReply
-		err := row.Scan(&r.ID, &r.Editor, &r.At, &r.Final, &r.Tags, &r.AcceptedAsIs, &r.FromScratch, &r.Words)
+		err := row.Scan(&r.ID, &r.Editor, &r.At, &r.Final, &r.AsWritten, &r.Tags, &r.AcceptedAsIs, &r.FromScratch, &r.Words)
 		return r, err
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/handoffdesk/desk/internal/auth"
 	"github.com/handoffdesk/desk/internal/handoff"
 	"github.com/handoffdesk/desk/internal/webhook"
 )
@@ -95,10 +96,20 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 			})
 		}
 	}
-	b.Queue(`INSERT INTO events (at, kind, queue_id, from_queue_id, handoff_id, subject_user, actor_user, actor_bot, detail)
-		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
-			$7::bigint[], $8::bigint[], $9::text[]::jsonb[])`,
-		at, kinds, queues, fromQueues, handoffs, subjects, actorUsers, actorBots, details)
+	// actor_saw_contact says whether the person who acted could see the package's contact then: their
+	// role against the PII role of the queue they acted in (the one a move left), ranked as
+	// auth.Roles ranks them. What they wrote in the detail is masked for others by it
+	// (handoff.Writer); a bot hands the contact over, and sees it.
+	b.Queue(`INSERT INTO events (at, kind, queue_id, from_queue_id, handoff_id, subject_user, actor_user, actor_bot, detail, actor_saw_contact)
+		SELECT t.at, t.kind, t.queue_id, t.from_queue_id, t.handoff_id, t.subject_user, t.actor_user, t.actor_bot, t.detail,
+			coalesce(array_position($10::text[], u.role) >= array_position($10::text[], q.pii_min_role), true)
+		FROM unnest($1::timestamptz[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
+			$7::bigint[], $8::bigint[], $9::text[]::jsonb[])
+			WITH ORDINALITY AS t(at, kind, queue_id, from_queue_id, handoff_id, subject_user, actor_user, actor_bot, detail, n)
+		LEFT JOIN users u ON u.id = t.actor_user AND t.handoff_id IS NOT NULL
+		LEFT JOIN queues q ON q.id = coalesce(t.from_queue_id, t.queue_id) AND t.handoff_id IS NOT NULL
+		ORDER BY t.n`,
+		at, kinds, queues, fromQueues, handoffs, subjects, actorUsers, actorBots, details, roleRanks())
 	if accessChanged {
 		// Open sockets must close, and cached keys go, at once on every instance, whoever made the
 		// change: the CLI runs no notifier. Access and admin changes are rare, so NOTIFY's
@@ -109,6 +120,15 @@ func Queue(b *pgx.Batch, cs ...Change) error {
 		return nil
 	}
 	return webhook.Queue(b, hooks...)
+}
+
+// roleRanks is auth.Roles as the log's insert ranks them: by their place in the list.
+func roleRanks() []string {
+	ranks := make([]string, len(auth.Roles))
+	for i, r := range auth.Roles {
+		ranks[i] = string(r)
+	}
+	return ranks
 }
 
 // QueueRings adds the log rows of rings whose offers the batch has written before them: each at

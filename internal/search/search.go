@@ -737,9 +737,8 @@ type searched struct {
 // found is a row read, before the masked check.
 type found struct {
 	Result
-	vis  handoff.Visibility
-	rule handoff.PIIRule
-	pkg  handoff.Package
+	vis handoff.Visibility
+	pkg handoff.Package
 }
 
 // rows reads up to n rows after the cursor, without their packages.
@@ -762,7 +761,7 @@ func (st *statement) read(ctx context.Context, db *pgxpool.Pool, sql string, aft
 		var rule handoff.PIIRule
 		err := row.Scan(&f.ID, &f.PublicID, &f.Queue, &f.Status, &f.Trigger, &f.SourceAgent, &f.Outcome, &f.Repeat, &f.SLABreached,
 			&f.CreatedAt, &f.Assignee, &rule.MinRole, &rule.EntityKeys, &rule.WithholdTranscript)
-		f.vis, f.rule = handoff.VisibilityFor(st.role, rule), rule
+		f.vis = handoff.VisibilityFor(st.role, rule)
 		return f, err
 	})
 }
@@ -815,8 +814,9 @@ func (st *statement) check(ctx context.Context, db *pgxpool.Pool, all []found) (
 
 // maskedNotes reads the notes of the rows the viewer sees masked, masked for them as the package
 // page shows them (handoff.WrittenMaskFor), when the search box is used: only they are checked
-// again. A word the viewer wrote, or one whose writer could not see the contact, is found as the
-// page shows it, whether or not it names the contact.
+// again. A note by the viewer, or by a writer who could not see the contact when they wrote it, is
+// found by its words as written, whether or not they name the contact: a right guess and a wrong
+// one match alike.
 func (st *statement) maskedNotes(ctx context.Context, db *pgxpool.Pool, all []found) (map[int64][]string, error) {
 	byID := map[int64]found{}
 	var ids []int64
@@ -830,7 +830,7 @@ func (st *statement) maskedNotes(ctx context.Context, db *pgxpool.Pool, all []fo
 		return nil, nil
 	}
 	rows, err := db.Query(ctx, `
-		SELECT n.handoff_id, n.body, n.author_id, u.role FROM handoff_notes n JOIN users u ON u.id = n.author_id
+		SELECT n.handoff_id, n.body, n.author_id, n.author_saw_contact FROM handoff_notes n
 		WHERE n.handoff_id = ANY ($1) ORDER BY n.id`, ids)
 	if err != nil {
 		return nil, err
@@ -838,15 +838,16 @@ func (st *statement) maskedNotes(ctx context.Context, db *pgxpool.Pool, all []fo
 	notes := map[int64][]string{}
 	masks := map[int64]func(string, handoff.Writer) string{}
 	var id, author int64
-	var body, role string
-	_, err = pgx.ForEachRow(rows, []any{&id, &body, &author, &role}, func() error {
+	var body string
+	var saw bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &body, &author, &saw}, func() error {
 		f := byID[id]
 		mask, ok := masks[id]
 		if !ok {
 			mask = f.pkg.WrittenMaskFor(f.vis)
 			masks[id] = mask
 		}
-		by := handoff.Writer{Viewer: author == st.user, SawContact: handoff.VisibilityFor(auth.Role(role), f.rule).PII}
+		by := handoff.Writer{Viewer: author == st.user, SawContact: saw}
 		notes[id] = append(notes[id], mask(body, by))
 		return nil
 	})

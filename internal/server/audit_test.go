@@ -29,8 +29,9 @@ func TestAuditTrail(t *testing.T) {
 	app.user(t, "agent@example.com", auth.RoleAgent, q)
 	admin := app.user(t, "adm@example.com", auth.RoleAdmin)
 	app.user(t, "sup@example.com", auth.RoleSupervisor)
-	// Only admins see this queue's customers unmasked.
-	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'admin' WHERE name = $1`, q); err != nil {
+	// Agents see this queue's customers while the agent resolves: what they write names one they
+	// saw, masked below the PII role (handoff.WrittenMaskFor) by what they saw then.
+	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'agent' WHERE name = $1`, q); err != nil {
 		t.Fatal(err)
 	}
 	agent, sup, adm := app.client(t), app.client(t), app.client(t)
@@ -54,6 +55,10 @@ func TestAuditTrail(t *testing.T) {
 	note := "Refunded " + grepName + " in full"
 	if status, _, body := postForm(t, agent, app.URL+"/handoffs/"+id+"/resolve", url.Values{"code": {"refunded"}, "note": {note}}); status != http.StatusSeeOther {
 		t.Fatalf("resolve: %d %s", status, body)
+	}
+	// From now on only admins see this queue's customers unmasked.
+	if _, err := app.DB.Exec(t.Context(), `UPDATE queues SET pii_min_role = 'admin' WHERE name = $1`, q); err != nil {
+		t.Fatal(err)
 	}
 	// A roster's presence changes, which the trail leaves out unless asked for.
 	if _, err := app.DB.Exec(t.Context(), `INSERT INTO events (at, kind, detail) SELECT now(), 'presence', '{}' FROM generate_series(1, 7)`); err != nil {

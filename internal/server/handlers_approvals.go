@@ -102,7 +102,7 @@ func approvalRows(user auth.User, pending []approvals.Listed, around map[int64]a
 		}
 		r := views.ApprovalRow{ID: strconv.FormatInt(l.ID, 10), HandoffID: l.PublicID, Queue: l.Queue,
 			ProblemStatement: p.ProblemStatement, Contact: contact, Refund: l.Refund.String(), Agent: l.Requester,
-			Note: l.Package.WrittenMaskFor(vis)(l.Note, writerOf(item, user, l.RequestedBy, l.RequesterRole)), RequestedAt: l.RequestedAt, Timeout: l.ApprovalTimeout,
+			Note: l.Package.WrittenMaskFor(vis)(l.Note, writerOf(user, l.RequestedBy, l.RequesterSawContact)), RequestedAt: l.RequestedAt, Timeout: l.ApprovalTimeout,
 			NoteLimit: actions.MaxNoteChars}
 		if err := approvals.Check(user, l.Approval, l.AssigneeID, now); err != nil {
 			r.WhyNot = desk.ErrorMessage(err)
@@ -175,9 +175,9 @@ func (s *Server) approvalControls(ctx context.Context, user auth.User, item boar
 			a.Decide = strconv.FormatInt(h.ID, 10)
 		}
 		a.History = append(a.History, views.ApprovalLine{ID: strconv.FormatInt(h.ID, 10), State: string(h.State),
-			Refund: h.Refund.String(), Requester: h.Requester, Note: mask(h.Note, writerOf(item, user, h.RequestedBy, h.RequesterRole)),
+			Refund: h.Refund.String(), Requester: h.Requester, Note: mask(h.Note, writerOf(user, h.RequestedBy, h.RequesterSawContact)),
 			RequestedAt: formatTime(&h.RequestedAt), Decider: h.Decider,
-			DecisionNote: mask(h.DecisionNote, writerOf(item, user, decider, h.DeciderRole)),
+			DecisionNote: mask(h.DecisionNote, writerOf(user, decider, h.DeciderSawContact)),
 			DecidedAt:    formatTime(h.DecidedAt)})
 	}
 	// The latest request, once decided, is the agent's news: a grant is what they resolve with,

@@ -47,7 +47,7 @@ func keptText(t *testing.T, ctx context.Context) (why, kept string) {
 // TestBrowserLostPackageKeepsTypedText: the agent is writing the reply when a supervisor reassigns
 // the package, or the bot cancels it. The open page says so at once, without a reload: the
 // composer and the "it is yours now" notice go, and what they typed stays, to copy. A send the
-// desk refuses keeps the text too.
+// desk refuses keeps the text too. The sidebar a CRM frames does the same.
 func TestBrowserLostPackageKeepsTypedText(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
@@ -93,10 +93,35 @@ func TestBrowserLostPackageKeepsTypedText(t *testing.T) {
 		t.Errorf("after the bot's cancel the page says %q and keeps %q", why, kept)
 	}
 
-	// The send itself, refused: the answer keeps the text beside why.
-	refused := submit()
+	// The sidebar a CRM frames holds the same reply slot, and says so at once too.
 	dana := app.client(t)
 	app.login(t, dana, "dana@example.com")
+	framed := submit()
+	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+framed+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d %.300s", status, body)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(app.URL+"/sidebar/"+framed),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+		chromedp.WaitReady(`body[data-live="online"]`),
+		chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("#reply-text").value = ""`),
+		chromedp.SendKeys(`#reply-text`, typed),
+	); err != nil {
+		t.Fatalf("the sidebar of %s: %v", framed, err)
+	}
+	if status, _, body := postForm(t, sam, app.URL+"/handoffs/"+framed+"/reassign", url.Values{"to": {"alex@example.com"}}); status != http.StatusSeeOther {
+		t.Fatalf("reassign: %d\n%.500s", status, body)
+	}
+	if why, kept := keptText(t, ctx); kept != typed || !strings.Contains(why, "alex holds it now") {
+		t.Errorf("after the reassign the sidebar says %q and keeps %q, want alex named and %q", why, kept, typed)
+	}
+	if same, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.querySelector("[data-reply-form]") && window.sameDocument === true`)); err != nil || !same {
+		t.Errorf("the sidebar's composer is still there, or the sidebar reloaded (%v)", err)
+	}
+
+	// The send itself, refused: the answer keeps the text beside why.
+	refused := submit()
 	if status, _, body := postForm(t, dana, app.URL+"/handoffs/"+refused+"/accept", nil); status != http.StatusSeeOther {
 		t.Fatalf("accept: %d %.300s", status, body)
 	}
@@ -106,5 +131,48 @@ func TestBrowserLostPackageKeepsTypedText(t *testing.T) {
 	status, _, body := postForm(t, dana, app.URL+"/handoffs/"+refused+"/reply", url.Values{"text": {typed}})
 	if status < 400 || !strings.Contains(body, `data-testid="kept-text">`+typed+`</textarea>`) || !strings.Contains(body, "alex holds it now") {
 		t.Errorf("a refused send answers %d without the text kept:\n%.3000s", status, body)
+	}
+}
+
+// TestBrowserFailedSendKeepsTypedText: a send that fails before the desk answers with the
+// package's page (an error page: a server error, a refused request, a session that ran out) loses
+// nothing: the package's next page puts what the agent typed back in the composer and says so.
+// Once the reply is in the thread, it is not put back.
+func TestBrowserFailedSendKeepsTypedText(t *testing.T) {
+	t.Parallel()
+	app := setup(t)
+	key := app.botKey(t, "tier1", "billing_t2")
+	app.user(t, "dana@example.com", auth.RoleAgent, "billing_t2")
+	p := harbor(t, func(p map[string]any) { p["transfer_mode"] = "cold" })
+	expect(t, "submit", app.submit(t, key, p), http.StatusCreated)
+	id := p["handoff_id"].(string)
+	ctx := browser(t)
+	browserLogin(t, ctx, app.URL, "dana@example.com")
+	const typed = "Hello, I have refunded the duplicate charge of 49.99."
+	holdAndType(t, ctx, app.URL, id, typed)
+	// The send reaches a page that is not the desk's answer to it: an error page, text gone.
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("[data-reply-form]").action = "/handoffs/`+id+`/nowhere"`),
+		chromedp.Click(`[data-testid="send-reply"]`),
+		chromedp.WaitNotPresent(`[data-reply-form]`),
+		chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+	); err != nil {
+		t.Fatalf("a failed send, then the package's page: %v", err)
+	}
+	waitForJS(t, ctx, "the typed text back in the composer", `document.getElementById("reply-text").value === `+jsString(typed)+
+		` && document.getElementById("reply-status").textContent.startsWith("Your last reply was not sent")`,
+		`document.getElementById("reply-text").value + "|" + document.getElementById("reply-status").textContent`)
+
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`[data-testid="send-reply"]`),
+		chromedp.WaitVisible(`[data-testid="reply-final"]`),
+		chromedp.Navigate(app.URL+"/handoffs/"+id),
+		chromedp.WaitVisible(`[data-testid="reply-editor"]`),
+	); err != nil {
+		t.Fatalf("send, then the package's page again: %v", err)
+	}
+	if got := evalString(t, ctx, `document.getElementById("reply-text").value + "|" + document.getElementById("reply-status").textContent`); got != "|" {
+		t.Errorf("after the reply is in the thread the composer|status read %q, want both empty", got)
 	}
 }

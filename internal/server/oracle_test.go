@@ -41,16 +41,16 @@ func TestSearchNextLinkIsNoOracle(t *testing.T) {
 		return len(ids), more, body
 	}
 	for _, q := range []string{"Whitfield", "Zebulon"} {
-		if n, more, _ := answer(q); n != 0 || more != "" {
-			t.Errorf("q=%s: %d rows and next link %q, want none and none", q, n, more)
+		if n, more, body := answer(q); n != 0 || more != "" || strings.Contains(body, `data-testid="search-count"`) {
+			t.Errorf("q=%s: %d rows and next link %q, or a count line, want none, none and none", q, n, more)
 		}
 	}
 	// The agent writes the word into the notes of 50 packages they may see: page one is those 50,
 	// and the hidden packages behind them offer no page two.
 	copies(t, d, d.harbor, "ho_seen_", "A duplicate charge on the card.", 50)
 	if _, err := d.app.DB.Exec(t.Context(), `
-		INSERT INTO handoff_notes (handoff_id, author_id, body)
-		SELECT h.id, u.id, 'asked about Whitfield and Zebulon' FROM handoffs h, users u
+		INSERT INTO handoff_notes (handoff_id, author_id, body, author_saw_contact)
+		SELECT h.id, u.id, 'asked about Whitfield and Zebulon', false FROM handoffs h, users u
 		WHERE h.handoff_id LIKE 'ho_seen_%' AND u.email = 'agent@example.com'`); err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +74,19 @@ func TestSearchNextLinkIsNoOracle(t *testing.T) {
 	}
 }
 
-// TestNotesConfirmNoGuess: a note reads to its writer as they wrote it, on the page and in search,
-// so a right guess and a wrong one read alike; to another agent a right email reads as a wrong
-// one; a supervisor's note that names the contact is masked for agents.
+// TestNotesConfirmNoGuess: a note typed by an agent who cannot see the contact reads as written to
+// every reader, right guesses and wrong ones alike: to its writer, to another agent below the PII
+// role, on the page and in search. A supervisor's note naming the contact stays masked for agents,
+// by whether they saw the contact when they wrote it, even once they no longer may.
 func TestNotesConfirmNoGuess(t *testing.T) {
 	t.Parallel()
 	d := newSearchDesk(t)
 	d.app.user(t, "agent2@example.com", auth.RoleAgent, "s_billing")
 	agent2 := d.app.client(t)
 	d.app.login(t, agent2, "agent2@example.com")
-	guess := "guess1: Whitfield; guess2: Bartholomew; mail dana.whitfield@example.com or bart@example.com"
+	// Right: the name Whitfield, the account acct_9912. Wrong: Bartholomew, acct_1234, and the email
+	// (the package's is dana.w@example.org).
+	guess := "guess1: Whitfield; guess2: Bartholomew; acct_9912 or acct_1234; mail dana.whitfield@example.com or dana.w@example.org"
 	if status, _, body := postForm(t, d.agent, d.app.URL+"/handoffs/"+d.named+"/notes", url.Values{"text": {guess}}); status != http.StatusSeeOther {
 		t.Fatalf("note: %d\n%s", status, body)
 	}
@@ -95,19 +98,76 @@ func TestNotesConfirmNoGuess(t *testing.T) {
 		}
 		return out
 	}
-	if got := notes(d.agent); !slices.Contains(got, guess) || !slices.Contains(got, "W. prefers a callback on Tuesdays") {
-		t.Errorf("the writer reads %q; want their note as written and the supervisor's masked", got)
+	for _, c := range []struct {
+		who    string
+		client *http.Client
+	}{{"the writer", d.agent}, {"another agent", agent2}, {"the supervisor", d.sup}} {
+		if got := notes(c.client); !slices.Contains(got, guess) {
+			t.Errorf("%s reads %q; want the agent's note as written: a right guess reads as a wrong one", c.who, got)
+		}
 	}
-	other := "guess1: W.; guess2: Bartholomew; mail •••@example.com or •••@example.com"
-	if got := notes(agent2); !slices.Contains(got, other) {
-		t.Errorf("another agent reads %q; want %q: the contact's name masked, the right and the wrong email alike", got, other)
+	// Demoted, the supervisor's note stays masked for agents: it was written by one who saw.
+	if _, err := d.app.DB.Exec(t.Context(), `UPDATE users SET role = 'agent' WHERE email = 'sup@example.com'`); err != nil {
+		t.Fatal(err)
 	}
-	if got := notes(d.sup); !slices.Contains(got, guess) {
-		t.Errorf("the supervisor reads %q; want the note as written", got)
+	if got := notes(agent2); !slices.Contains(got, "W. prefers a callback on Tuesdays") {
+		t.Errorf("another agent reads %q; want the supervisor's note masked", got)
 	}
-	for _, q := range []string{"Whitfield", "Bartholomew"} {
-		if _, ids, _, _ := searchIDs(t, d.app, d.agent, url.Values{"q": {q}}); !slices.Equal(ids, []string{d.named}) {
-			t.Errorf("agent q=%s finds %v, want the package whose note they wrote", q, ids)
+	for _, c := range []struct {
+		who    string
+		client *http.Client
+	}{{"the writer", d.agent}, {"another agent", agent2}} {
+		for _, q := range []string{"Whitfield", "Bartholomew", "acct_9912", "acct_1234"} {
+			if _, ids, _, _ := searchIDs(t, d.app, c.client, url.Values{"q": {q}}); !slices.Equal(ids, []string{d.named}) {
+				t.Errorf("%s: q=%s finds %v, want the package of the note, whether the guess is right or wrong", c.who, q, ids)
+			}
+		}
+	}
+}
+
+// TestSentReplyConfirmsNoGuess: a reply typed by an agent who cannot see the contact reads back as
+// they submitted it, right guesses and wrong ones alike, to them and to another agent below the
+// PII role; a supervisor reads what the customer got, the token filled.
+func TestSentReplyConfirmsNoGuess(t *testing.T) {
+	t.Parallel()
+	app, _, id, _ := harborForAgent(t, "bea@example.com", "supervisor")
+	app.user(t, "cy@example.com", auth.RoleAgent, "billing_t2")
+	app.user(t, "sup@example.com", auth.RoleSupervisor)
+	bea, cy, sup := app.client(t), app.client(t), app.client(t)
+	app.login(t, bea, "bea@example.com")
+	app.login(t, cy, "cy@example.com")
+	app.login(t, sup, "sup@example.com")
+	base := app.URL + "/handoffs/" + id
+	if status, _, body := postForm(t, bea, base+"/accept", nil); status != http.StatusSeeOther {
+		t.Fatalf("accept: %d\n%s", status, body)
+	}
+	right := "Is this Dana Whitfield? Account acct_9912, mail dana.whitfield@example.com"
+	wrong := "Is this Bart Holm? Account acct_1234, mail bart.holm@example.com"
+	token := "Thanks, ⟦first name⟧."
+	for _, text := range []string{right, wrong, token} {
+		if status, _, body := postForm(t, bea, base+"/reply", url.Values{"text": {text}}); status != http.StatusSeeOther {
+			t.Fatalf("reply %q: %d\n%s", text, status, body)
+		}
+	}
+	replies := func(c *http.Client) []string {
+		_, body := get(t, c, base)
+		var out []string
+		for _, m := range regexp.MustCompile(`data-testid="reply-final">([^<]*)<`).FindAllStringSubmatch(body, -1) {
+			out = append(out, html.UnescapeString(m[1]))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		who    string
+		client *http.Client
+		want   []string
+	}{
+		{"the writer", bea, []string{right, wrong, token}},
+		{"another agent", cy, []string{right, wrong, token}},
+		{"the supervisor", sup, []string{right, wrong, "Thanks, Dana."}},
+	} {
+		if got := replies(c.client); !slices.Equal(got, c.want) {
+			t.Errorf("%s reads the replies %q, want %q", c.who, got, c.want)
 		}
 	}
 }

@@ -231,16 +231,15 @@ func timelineOf(item board.Item, user auth.User, lines []timeline.Line, canNote 
 			unmasked = []string{"note"}
 		}
 		t.Lines = append(t.Lines, views.TimelineLine{At: l.At, Kind: string(l.Kind), Text: l.Text,
-			Note: mask(l.Note, writerOf(item, user, l.NoteBy, l.NoteByRole))})
+			Note: mask(l.Note, writerOf(user, l.NoteBy, l.NoteBySawContact))})
 	}
 	return t, unmasked
 }
 
-// writerOf is who wrote a text about item for user, from the writer's user id and role (0 and ""
-// for a bot or the desk, who see the contact).
-func writerOf(item board.Item, user auth.User, by int64, role string) handoff.Writer {
-	return handoff.Writer{Viewer: by != 0 && by == user.ID,
-		SawContact: by == 0 || handoff.VisibilityFor(auth.Role(role), item.PIIRule()).PII}
+// writerOf is who wrote a text about a package for user, from the writer's user id (0 for a bot or
+// the desk) and whether they could see the contact when they wrote it.
+func writerOf(user auth.User, by int64, sawContact bool) handoff.Writer {
+	return handoff.Writer{Viewer: by != 0 && by == user.ID, SawContact: sawContact}
 }
 
 func controls(perms actions.Permissions, transferTargets []string) views.Controls {
@@ -299,14 +298,14 @@ func approvalFirst(e *views.Editor, a views.ApprovalControls) {
 	}
 }
 
-// repliesOf maps the replies sent on a package to the page, newest first, each with the tokens
-// the editor showed where the viewer may not see a value: a reply holds the contact's details
-// wherever the agent kept a token, so even its author reads it as they wrote it.
+// repliesOf maps the replies sent on a package to the page, newest first, each as the thread shows
+// it (replyText): with the tokens the editor showed where the viewer may not see a value, or as
+// submitted by an agent who could not see them either.
 func repliesOf(item board.Item, user auth.User, rs []evals.SentReply) []views.SentReply {
 	vis := visibility(user, item)
 	out := make([]views.SentReply, 0, len(rs))
 	for _, r := range slices.Backward(rs) {
-		text := item.Package.ReplyFor(vis, r.Final)
+		text := replyText(item.Package, vis, r.Final, r.AsWritten)
 		how := "edited the draft"
 		switch {
 		case r.FromScratch:

@@ -151,6 +151,21 @@ func TestSW4RMToItsSpec(t *testing.T) {
 	if msg := fmt.Sprint(malformed.Body["error"]); strings.Count(msg, "malformed JSON") != 1 {
 		t.Errorf("malformed JSON reads %q, want it said once", msg)
 	}
+	// A gzip body that is corrupt inside, or whose checksum is wrong, is a 400 naming the encoding,
+	// as on the package route (readJSON).
+	raw, err := json.Marshal(sw4rmRequest(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string][]byte{
+		"corrupt deflate in gzip": append(gzipped(t, nil)[:10], 0xff, 0xff, 0xff, 0xff),
+		"checksum wrong":          corruptCRC(gzipped(t, raw)),
+	} {
+		got := app.api(t, http.MethodPost, path, key, body, "Content-Encoding", "gzip")
+		if got.Status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(got.Body["error"]), "the gzip body is corrupt") {
+			t.Errorf("%s: %d %s, want 400 saying the gzip body is corrupt", name, got.Status, got.Raw)
+		}
+	}
 }
 
 // TestSW4RMToolSecretsReachNoPageOrExport: a connection string in the tool configurations, a
@@ -165,15 +180,19 @@ func TestSW4RMToolSecretsReachNoPageOrExport(t *testing.T) {
 	agent, admin := app.client(t), app.client(t)
 	app.login(t, agent, "agent@example.com")
 	app.login(t, admin, "adm@example.com")
-	secrets := []string{"s3cr3t-pw-4411", "sk-live-0042-meta", "tok-active-0099", "rootpw-cache-77"}
+	secrets := []string{"s3cr3t-pw-4411", "sk-live-0042-meta", "tok-active-0099", "rootpw-cache-77", "KV-SECRET-5", "eyJ-bearer-88", "pwd-member-9"}
 	req := sw4rmRequest(t, func(r map[string]any) {
 		r["metadata"].(map[string]any)["api_key"] = secrets[1]
+		// A connection string under a neutral name: its password goes, the rest stays.
+		r["metadata"].(map[string]any)["db"] = "Server=db;User Id=sa;Password=" + secrets[4] + ";"
 		r["context_snapshot"] = map[string]any{
 			"conversation_history": []any{map[string]any{"role": "user", "content": "I was charged twice"}},
 			"tool_state": map[string]any{
 				"configurations": map[string]any{"database": map[string]any{"connection_string": "postgres://app:" + secrets[0] + "@db/prod"}},
-				"active_calls":   []any{map[string]any{"call_id": "call_1", "tool": "crm", "auth_token": secrets[2]}},
-				"cached_results": map[string]any{"call_2": map[string]any{"source": "mysql://root:" + secrets[3] + "@10.0.0.1/crm", "rows": 3}},
+				"active_calls": []any{map[string]any{"call_id": "call_1", "tool": "crm", "auth_token": secrets[2],
+					"args": "Authorization: Bearer " + secrets[5]}},
+				"cached_results": map[string]any{"call_2": map[string]any{"source": "mysql://root:" + secrets[3] + "@10.0.0.1/crm", "rows": 3,
+					"pwd": secrets[6]}},
 			},
 		}
 	})

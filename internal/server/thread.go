@@ -56,8 +56,9 @@ func threadUnmasked(item board.Item, vis handoff.Visibility, msgs []conversation
 }
 
 // messagesOf maps messages of item's thread to the view, masked for vis: the customer's and the
-// bot's as notes are (conversation.MaskFor); an agent's reply with the tokens the editor showed
-// where vis may not see a value, as its author wrote it. A reply carries how it came about
+// bot's as notes are (conversation.MaskFor); an agent's reply as texts people wrote are
+// (handoff.WrittenMaskFor): for a viewer who may not see a value, the reply of an agent who could
+// not either reads as they submitted it, and one who could's with the tokens the editor showed. A reply carries how it came about
 // (matched to its eval record, written in the same transaction at the same time) and its delivery.
 func messagesOf(item board.Item, vis handoff.Visibility, msgs []conversation.Message, replies []evals.SentReply, deliveries map[string]webhook.Delivery) []views.ThreadMessage {
 	masked := conversation.MaskFor(msgs, item.Package, vis)
@@ -71,7 +72,7 @@ func messagesOf(item board.Item, vis handoff.Visibility, msgs []conversation.Mes
 		case conversation.Assistant:
 			v.Author = "Bot"
 		case conversation.Agent:
-			v.Author, v.Text = m.Author, item.Package.ReplyFor(vis, msgs[i].Text)
+			v.Author, v.Text = m.Author, replyText(item.Package, vis, msgs[i].Text, msgs[i].AsWritten)
 			if j := slices.IndexFunc(replies, func(r evals.SentReply) bool { return r.At.Equal(m.At) }); j >= 0 {
 				v.How, v.Tags = replyHow(replies[j]), replies[j].Tags
 			}
@@ -92,6 +93,17 @@ func messagesOf(item board.Item, vis handoff.Visibility, msgs []conversation.Mes
 		out = append(out, v)
 	}
 	return out
+}
+
+// replyText is a reply sent on p as vis reads it, from its text as sent and its text as an author
+// who could not see the contact's values submitted it ("": one who could). To a viewer who cannot
+// see them either, such an author's reply reads as submitted: its right guess of a value reads as
+// typed, as a wrong one does, where turning the values back into tokens would tell them apart.
+func replyText(p handoff.Package, vis handoff.Visibility, sent, asWritten string) string {
+	if !vis.PII && asWritten != "" {
+		return asWritten
+	}
+	return p.ReplyFor(vis, sent)
 }
 
 // replyHow says how a reply came about.

@@ -31,9 +31,10 @@ type Entry struct {
 	// name the package gives it (source_agent), as the package's page names it, or its key's name
 	// where no package says; both empty for the desk itself (the sweeper).
 	Actor, Bot string
-	// ActorID and ActorRole are the person's user id and role now; 0 and "" for a bot or the desk.
-	ActorID   int64
-	ActorRole string
+	// ActorID is the person's user id, 0 for a bot or the desk; ActorSawContact whether they could
+	// see the package's contact when they acted (true for a bot or the desk).
+	ActorID         int64
+	ActorSawContact bool
 	// Subject is the display name of the person a ring named.
 	Subject string
 	Detail  map[string]any
@@ -49,9 +50,10 @@ type Line struct {
 	Text string
 	// Note is what a person wrote with the change, unmasked: the caller masks it per viewer.
 	Note string
-	// NoteBy and NoteByRole are the user id and role of who wrote Note; 0 and "" for a bot.
-	NoteBy     int64
-	NoteByRole string
+	// NoteBy is the user id of who wrote Note (0 for a bot), and NoteBySawContact whether they
+	// could see the package's contact when they wrote it (true for a bot).
+	NoteBy           int64
+	NoteBySawContact bool
 }
 
 // Querier is a pool, a connection or a transaction.
@@ -64,7 +66,7 @@ type Querier interface {
 const Limit = 500
 
 const entrySelect = `
-	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(au.id, 0), coalesce(au.role, ''),
+	SELECT e.seq, e.at, e.kind, coalesce(au.display_name, ''), coalesce(au.id, 0), e.actor_saw_contact,
 		coalesce(CASE WHEN e.actor_bot IS NOT NULL THEN p.source_agent END, k.name, ''),
 		coalesce(su.display_name, ''), e.detail, e.handoff_id
 	FROM events e
@@ -117,7 +119,7 @@ func collect(rows pgx.Rows) ([]packageEntry, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (packageEntry, error) {
 		var pe packageEntry
 		var detail []byte
-		if err := row.Scan(&pe.Seq, &pe.At, &pe.Kind, &pe.Actor, &pe.ActorID, &pe.ActorRole, &pe.Bot, &pe.Subject, &detail,
+		if err := row.Scan(&pe.Seq, &pe.At, &pe.Kind, &pe.Actor, &pe.ActorID, &pe.ActorSawContact, &pe.Bot, &pe.Subject, &detail,
 			&pe.handoffID); err != nil {
 			return packageEntry{}, err
 		}
@@ -162,7 +164,7 @@ func Lines(es []Entry) []Line {
 
 // Words says what one entry means, in a sentence an agent reads at a glance.
 func Words(e Entry) Line {
-	l := Line{Seq: e.Seq, At: e.At, Kind: e.Kind, NoteBy: e.ActorID, NoteByRole: e.ActorRole}
+	l := Line{Seq: e.Seq, At: e.At, Kind: e.Kind, NoteBy: e.ActorID, NoteBySawContact: e.ActorSawContact}
 	by := func(verb string) string {
 		switch {
 		case e.Actor != "":

@@ -248,9 +248,30 @@
     });
   }
 
+  // A send that fails before the desk answers with this page (a server error, a refused request,
+  // a session that ran out and went through sign-in) would lose what the agent typed: this tab
+  // keeps it from the submit on, and the next page of the package whose thread does not hold it
+  // puts it back in the composer and says so. Found in the thread, it is forgotten.
+  const keptKey = "desk.reply:" + form.getAttribute("action");
+  const same = (a, b) => a.replace(/\s+/g, " ").trim() === b.replace(/\s+/g, " ").trim();
+  function restoreKept() {
+    const kept = sessionStorage.getItem(keptKey);
+    if (kept === null) return;
+    sessionStorage.removeItem(keptKey);
+    const status = document.getElementById("reply-status");
+    const sent = (status && (status.dataset.announce || "").startsWith("Your reply is in the conversation")) ||
+      [...document.querySelectorAll("[data-testid=reply-final]")].some((p) => same(p.textContent, kept));
+    if (sent || same(text.value, kept)) return;
+    text.value = kept;
+    if (status) status.textContent = "Your last reply was not sent: what you typed is back in the box.";
+    text.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
   form.addEventListener("submit", () => {
     if (focusedAt !== null) editing.value = String(Math.round(performance.now() - focusedAt));
+    try { sessionStorage.setItem(keptKey, text.value); } catch (e) { /* storage refused: nothing kept */ }
   });
+  restoreKept();
   render();
   renderPreview();
 })();

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/handoffdesk/desk/internal/handoff"
@@ -458,22 +459,76 @@ func truncateText(s string, n int) string {
 	return string([]rune(s)[:n-1]) + "…"
 }
 
-// secretWords mark a member whose value is a credential, whatever the tool calls it.
-var secretWords = []string{"password", "passwd", "secret", "token", "api_key", "apikey", "credential", "connection_string",
-	"dsn", "private_key", "authorization", "cookie"}
+// secretWords mark a member whose value is a credential, whatever the tool calls it, wherever in
+// its name they stand; secretNames do so only as a word of the name ("db_pwd", "userPass",
+// "auth"), where as a part of a word they would drop innocent members ("compass", "author").
+var (
+	secretWords = []string{"password", "passwd", "passphrase", "secret", "token", "api_key", "apikey", "credential", "connection_string",
+		"connectionstring", "dsn", "private_key", "privatekey", "access_key", "accesskey", "authorization", "cookie", "bearer"}
+	secretNames = []string{"pass", "pwd", "auth", "creds"}
+)
 
 // secret reports whether a member named key holds a credential.
 func secret(key string) bool {
 	k := strings.ToLower(strings.ReplaceAll(key, "-", "_"))
-	return slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(k, w) })
+	if slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(k, w) }) {
+		return true
+	}
+	return slices.ContainsFunc(nameWords(key), func(w string) bool { return slices.Contains(secretNames, w) })
 }
 
-// urlPassword is the password of a URL with credentials, as in "postgres://app:pw@db/x".
-var urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:)[^@\s]*@`)
+// nameWords splits a member's name into its lower-case words: at every character that is neither
+// a letter nor a digit, and before a capital that follows a lower-case letter ("userPwd").
+func nameWords(name string) []string {
+	var words []string
+	var word []rune
+	prev := rune(0)
+	for _, r := range name {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			words, word = appendWord(words, word), nil
+		case unicode.IsUpper(r) && unicode.IsLower(prev):
+			words, word = appendWord(words, word), []rune{unicode.ToLower(r)}
+		default:
+			word = append(word, unicode.ToLower(r))
+		}
+		prev = r
+	}
+	return appendWord(words, word)
+}
 
-// scrubText removes the passwords of URLs in s.
+func appendWord(words []string, word []rune) []string {
+	if len(word) == 0 {
+		return words
+	}
+	return append(words, string(word))
+}
+
+var (
+	// urlPassword is the password of a URL with credentials, as in "postgres://app:pw@db/x".
+	urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:)[^@\s]*@`)
+	// keyValueSecret is the value of a key=value or key: value pair whose key names a credential,
+	// as a connection string ("Server=db;User Id=sa;Password=pw;"), an environment line
+	// ("AWS_SECRET_ACCESS_KEY=…") or a header ("Authorization: Bearer …") writes it.
+	keyValueSecret = regexp.MustCompile(`(?i)\b((?:[\w.-]*(?:password|passwd|pwd|secret|token|api_?key|access_?key|private_?key|credential)[\w.-]*|` +
+		`pass|auth|authorization|proxy-authorization)["']?\s*[=:]\s*["']?)(?:(?:bearer|basic|token)\s+)?[^\s;&,"']+`)
+	// bearerToken is a bearer token wherever it stands: the word, then a run of token characters
+	// that holds a digit or punctuation, which prose after the word does not.
+	bearerToken = regexp.MustCompile(`(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]{8,}=*)`)
+)
+
+// scrubText removes from s the passwords of URLs, the values of pairs whose key names a
+// credential, and bearer tokens.
 func scrubText(s string) string {
-	return urlPassword.ReplaceAllString(s, "${1}[removed]@")
+	s = urlPassword.ReplaceAllString(s, "${1}[removed]@")
+	s = keyValueSecret.ReplaceAllString(s, "${1}[removed]")
+	return bearerToken.ReplaceAllStringFunc(s, func(m string) string {
+		sub := bearerToken.FindStringSubmatch(m)
+		if !strings.ContainsAny(sub[2], "0123456789._~+/-=") {
+			return m
+		}
+		return sub[1] + "[removed]"
+	})
 }
 
 // scrub returns v, decoded JSON, without the members secret names and with the passwords of

@@ -55,11 +55,17 @@ func TestToolSecretsNeverReachThePackage(t *testing.T) {
 	req := minimalRequest()
 	req["metadata"].(obj)["api_key"] = "sk-live-metadata-0042"
 	req["metadata"].(obj)["callback"] = "https://bot:hunter2-meta@hooks.example.com/x"
+	// A connection string under a neutral name, and an environment line in a value.
+	req["metadata"].(obj)["db"] = "Server=db;User Id=sa;Password=KV-SECRET-1;"
+	req["metadata"].(obj)["env"] = "AWS_REGION=eu-west-1 AWS_SECRET_ACCESS_KEY=wJalr-AWS-SECRET-7 DEBUG=0"
 	req["context_snapshot"] = obj{"tool_state": obj{
 		"configurations": obj{"database": obj{"connection_string": "postgres://app:s3cr3t-pw@db.internal/prod", "timeout_ms": 30000}},
-		"active_calls":   []any{obj{"call_id": "call_1", "tool": "crm", "auth_token": "tok-active-0099", "started_at": "x"}},
+		"active_calls": []any{obj{"call_id": "call_1", "tool": "crm", "auth_token": "tok-active-0099", "started_at": "x",
+			"args": "curl -H 'Authorization: Bearer eyJ-args-bearer-55' https://crm.example.com", "log": "sent bearer eyJhbGci.bare-bearer-66"}},
 		"cached_results": obj{"call_abc123": obj{"dsn": "mysql://root:rootpw-cache@10.0.0.1/crm", "total": 3,
-			"note": "fetched from redis://:redispw-note@cache:6379/0"}},
+			"note": "fetched from redis://:redispw-note@cache:6379/0",
+			"auth": "auth-member-11", "pwd": "pwd-member-12", "userPass": "pass-member-13", "creds": obj{"pass": "pass-member-14"},
+			"compass": "north", "author": "Jane"}},
 	}}
 	p := toPackage(t, encode(t, req))
 	raw, err := json.Marshal(p)
@@ -67,12 +73,16 @@ func TestToolSecretsNeverReachThePackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, secret := range []string{"s3cr3t-pw", "sk-live-metadata-0042", "hunter2-meta", "tok-active-0099", "rootpw-cache", "redispw-note",
-		"connection_string", "configurations"} {
+		"connection_string", "configurations", "KV-SECRET-1", "wJalr-AWS-SECRET-7", "eyJ-args-bearer-55", "bare-bearer-66",
+		"auth-member-11", "pwd-member-12", "pass-member-13", "pass-member-14"} {
 		if strings.Contains(string(raw), secret) {
 			t.Errorf("the package holds %q:\n%s", secret, raw)
 		}
 	}
-	if !strings.Contains(string(raw), "redis://:[removed]@cache:6379/0") || !strings.Contains(string(raw), `call_1`) {
-		t.Errorf("what is not secret is kept, its URL's password removed:\n%s", raw)
+	for _, kept := range []string{"redis://:[removed]@cache:6379/0", "call_1", "Server=db;User Id=sa;Password=[removed];",
+		"AWS_REGION=eu-west-1 AWS_SECRET_ACCESS_KEY=[removed] DEBUG=0", "Authorization: [removed]", "north", "Jane"} {
+		if !strings.Contains(string(raw), kept) {
+			t.Errorf("what is not secret is kept, the secret in it removed: no %q in\n%s", kept, raw)
+		}
 	}
 }

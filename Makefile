@@ -1,7 +1,7 @@
 # Handoff Desk. `make run` and `make test` are the two commands; the rest serve them.
 SHELL := /bin/bash
 GO ?= go
-TEST_FLAGS ?= -timeout 12m
+TEST_FLAGS ?= -timeout 20m
 GOLANGCI_LINT_VERSION := v2.15.0
 
 .PHONY: run build test test-stress lint generate check-generated check-openapi bench-intake bench-desk bench-webhook bench-export bench-warm bench-conversation bench-dashboard bench-migrate bench-search bench-events soak db-stop clean screenshots
@@ -45,7 +45,7 @@ test-stress:
 	@command -v stress-ng >/dev/null || { echo "test-stress: installing Debian's stress-ng" >&2; \
 		apt-get install -y -qq stress-ng >/dev/null || { apt-get update -qq && apt-get install -y -qq stress-ng >/dev/null; }; }
 	@stress-ng --cpu "$$(nproc)" --cpu-load "$${STRESS_LOAD:-70}" --timeout 45m --quiet & load=$$!; \
-		trap 'kill $$load 2>/dev/null' EXIT; $(MAKE) --no-print-directory test TEST_FLAGS="$(TEST_FLAGS) -count=1"
+		trap 'kill $$load 2>/dev/null' EXIT; $(MAKE) --no-print-directory test TEST_FLAGS="$(TEST_FLAGS) -count=1 -timeout 30m"
 
 ## check-dashboard: docs/grafana-dashboard.json's queries parse with Prometheus's PromQL parser,
 ## read only series the registry has, and are charted in fitting units. tools/promqlcheck is a

@@ -166,7 +166,7 @@ func TestBrowserSeesPackageArriveAndWorksIt(t *testing.T) {
 	}
 }
 
-func TestTwoInstancesShareEveryChange(t *testing.T) {
+func TestBrowserTwoInstancesShareEveryChange(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
 	other, _ := app.start(t) // a second instance on the same database, as behind a load balancer
@@ -192,7 +192,7 @@ func TestTwoInstancesShareEveryChange(t *testing.T) {
 	}
 }
 
-func TestKeyboardAndOfflineBanner(t *testing.T) {
+func TestBrowserKeyboardAndOfflineBanner(t *testing.T) {
 	t.Parallel()
 	app := setup(t)
 	key := app.botKey(t, "tier1", "billing_t2")

@@ -38,7 +38,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	chromium.close()
+	os.Exit(code)
 }
 
 // runChildInstance serves a desk instance on a free loopback port, whose URL it prints first,

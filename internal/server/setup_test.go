@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -190,10 +192,49 @@ func (a *testApp) login(t *testing.T, c *http.Client, email string) {
 // since a passing test never waits it out; a test that runs past it reports what it last saw.
 const waitDeadline = 90 * time.Second
 
-// browser starts headless Chromium for one test.
+// browser opens a tab for one test in a browser context of its own (its own cookies, storage
+// and cache, as a fresh profile has) of the package's one Chromium. Starting Chromium costs
+// about 4.5 s of CPU, most of what a short browser test spends: paid once, not once per browser.
+// A test that watches the whole browser (its popups, a frame of another site) takes ownBrowser.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+	shared, err := chromium.get()
+	if err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return openTab(t, shared, chromedp.WithNewBrowserContext())
+}
+
+// ownBrowser starts a Chromium for one test: what another test's tabs do cannot reach it.
+func ownBrowser(t *testing.T) context.Context {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumOptions(t.TempDir())...)
+	t.Cleanup(cancelAlloc)
+	return openTab(t, allocCtx)
+}
+
+// openTab opens a tab in parent's browser that the test's end closes. Every tab has the page
+// focus, as the one window of a person's browser does, whichever tab Chromium last put in front.
+func openTab(t *testing.T, parent context.Context, opts ...chromedp.ContextOption) context.Context {
+	t.Helper()
+	ctx, cancelTab := chromedp.NewContext(parent, opts...)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelTab()
+	})
+	focused := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
+		return err
+	})
+	if err := chromedp.Do(ctx, focused); err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
+	return ctx
+}
+
+func chromiumOptions(userDataDir string) []chromedp.ExecAllocatorOption {
+	return append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath("/usr/bin/chromium"),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
@@ -202,18 +243,44 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(userDataDir),
 	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancelBrowser()
-		cancelAlloc()
+}
+
+// chromium is the package's shared Chromium, started by the first test that asks for a browser
+// and stopped by TestMain once every test is done.
+var chromium sharedChromium
+
+type sharedChromium struct {
+	once sync.Once
+	ctx  context.Context
+	err  error
+	stop func()
+}
+
+func (c *sharedChromium) get() (context.Context, error) {
+	c.once.Do(func() {
+		dir, err := os.MkdirTemp("", "desk-chromium-")
+		if err != nil {
+			c.err = err
+			return
+		}
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumOptions(dir)...)
+		ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+		c.ctx, c.err = ctx, chromedp.Do(ctx)
+		c.stop = func() {
+			cancelBrowser()
+			cancelAlloc()
+			_ = os.RemoveAll(dir)
+		}
 	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	return c.ctx, c.err
+}
+
+// close stops the shared Chromium if a test started it.
+func (c *sharedChromium) close() {
+	c.once.Do(func() {})
+	if c.stop != nil {
+		c.stop()
 	}
-	return ctx
 }

@@ -80,7 +80,8 @@ func TestBrowserSSOFromTheSidebarOpensAPopup(t *testing.T) {
 	crm.Start()
 	t.Cleanup(crm.Close)
 
-	ctx := browser(t)
+	// Its popup is looked for among the browser's new targets: no other test's may be there.
+	ctx := ownBrowser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(crm.URL), chromedp.WaitReady(`#desk`)); err != nil {
 		t.Fatal(err)
 	}

@@ -240,7 +240,7 @@ func TestBrowserApprovalTwoSessions(t *testing.T) {
 		t.Fatal("the supervisor's page reloaded; the request must arrive over the socket")
 	}
 	// The count of requests that wait leads the title, live, for a tab in the background.
-	if _, err := chromedp.Run(supervisor, chromedp.Poll[bool](`document.title.startsWith("(1) ")`)); err != nil {
+	if _, err := chromedp.Run(supervisor, chromedp.Poll[bool](`document.title.startsWith("(1) ")`, pollEvery)); err != nil {
 		t.Errorf("the supervisor's title never counted the request: %q (%v)", evalString(t, supervisor, `document.title`), err)
 	}
 	for sel, want := range map[string]string{

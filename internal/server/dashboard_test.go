@@ -186,7 +186,7 @@ func TestBrowserDashboardFollowsTheDesk(t *testing.T) {
 	app.submitFor(t, key, "cust_after")
 	wait, cancel := context.WithTimeout(ctx, waitDeadline)
 	defer cancel()
-	if err := chromedp.Do(wait, chromedp.Poll[chromedp.Void](`document.querySelector('`+in+`').innerText.trim() === "2"`)); err != nil {
+	if err := chromedp.Do(wait, chromedp.Poll[chromedp.Void](`document.querySelector('`+in+`').innerText.trim() === "2"`, pollEvery)); err != nil {
 		t.Fatalf("the figures never showed the second package (now %q): %v", text(t, ctx, in), err)
 	}
 }

@@ -226,7 +226,7 @@ func TestBrowserReloadsAPageItCannotCatchUp(t *testing.T) {
 	restart()
 	// The reload may navigate while a poll runs, which ends that poll: poll again.
 	for attempt := 0; ; attempt++ {
-		err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`window.sameDocument === undefined && document.body.dataset.live === "online"`))
+		err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`window.sameDocument === undefined && document.body.dataset.live === "online"`, pollEvery))
 		if err == nil {
 			break
 		}

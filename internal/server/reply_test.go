@@ -329,7 +329,7 @@ func waitForReplyHook(t *testing.T, hooks <-chan []byte, id string) string {
 // what the expression last showed when it is not.
 func waitForJS(t *testing.T, ctx context.Context, what, js, show string) {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(90*time.Second))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](js, pollEvery, chromedp.WithPollingTimeout(waitDeadline))); err != nil {
 		last, _ := chromedp.Run(ctx, chromedp.Evaluate[string](show))
 		t.Fatalf("waiting for %s: %v; last seen: %q", what, err, last)
 	}

@@ -192,6 +192,11 @@ func (a *testApp) login(t *testing.T, c *http.Client, email string) {
 // since a passing test never waits it out; a test that runs past it reports what it last saw.
 const waitDeadline = 90 * time.Second
 
+// pollEvery is how every chromedp.Poll of a test asks: on a timer. Its default asks on each
+// animation frame, which keeps the page drawing 60 frames a second for as long as the test waits,
+// the most CPU a waiting browser test spent.
+var pollEvery = chromedp.WithPollingInterval(50 * time.Millisecond)
+
 // browser opens a tab for one test in a browser context of its own (its own cookies, storage
 // and cache, as a fresh profile has) of the package's one Chromium. Starting Chromium costs
 // about 4.5 s of CPU, most of what a short browser test spends: paid once, not once per browser.

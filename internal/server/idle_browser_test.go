@@ -16,25 +16,32 @@ func TestBrowserCustomerIdleLive(t *testing.T) {
 	t.Parallel()
 	axe := axeSource(t)
 	d := newConversation(t)
-	// Long enough that the page is loaded before the customer is idle, even on a busy machine:
-	// the badge must be shown by the page's script, not by the server's render.
+	// The badge must be shown by the page's script, not by the server's render: the page is
+	// loaded while the customer is not idle yet. On a machine too busy to load it within the
+	// window after a reply, the agent replies again, which starts the window again.
 	if _, err := d.DB.Exec(t.Context(), `UPDATE queues SET customer_idle = '8 seconds' WHERE name = 'billing_t2'`); err != nil {
 		t.Fatal(err)
 	}
 	d.act(t, "accept", nil)
-	d.act(t, "reply", url.Values{"text": {"It goes back to the card you paid with."}})
 	badge := `document.querySelector('#mine-` + d.id + ` [data-testid="customer-idle"]')`
 	ctx := browser(t)
 	browserLogin(t, ctx, d.URL, "dana@example.com")
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(d.URL+"/mine"),
-		chromedp.WaitReady(`body[data-live="online"]`),
-		chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`),
-	); err != nil {
-		t.Fatalf("open /mine: %v", err)
-	}
-	if hidden := evalString(t, ctx, `String(`+badge+`?.hidden)`); hidden != "true" {
-		t.Fatalf("the quiet customer's badge at load: hidden %s, want rendered and hidden until due", hidden)
+	for attempt := 1; ; attempt++ {
+		d.act(t, "reply", url.Values{"text": {"It goes back to the card you paid with."}})
+		if err := chromedp.Do(ctx,
+			chromedp.Navigate(d.URL+"/mine"),
+			chromedp.WaitReady(`body[data-live="online"]`),
+			chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`),
+		); err != nil {
+			t.Fatalf("open /mine: %v", err)
+		}
+		hidden := evalString(t, ctx, `String(`+badge+`?.hidden)`)
+		if hidden == "true" {
+			break
+		}
+		if hidden != "false" || attempt == 5 {
+			t.Fatalf("the quiet customer's badge at load (attempt %d): hidden %s, want rendered and hidden until due", attempt, hidden)
+		}
 	}
 	waitForJS(t, ctx, "the badge shown once the customer is idle", `window.sameDocument && `+badge+`?.hidden === false`,
 		`document.getElementById("cards").innerText`)

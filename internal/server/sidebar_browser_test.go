@@ -63,6 +63,7 @@ func inFrame[T any](t *testing.T, ctx context.Context, sel, fn string) T {
 const layout380 = `function() {
 	const doc = this.ownerDocument, win = doc.defaultView;
 	if (doc.readyState !== "complete") throw new Error("still loading");
+	if (win.left) throw new Error("still the page an action is leaving");
 	const wide = [doc.body, ...doc.querySelectorAll("section, main, [data-testid=action-bar]")]
 		.filter(el => el.scrollWidth > el.clientWidth)
 		.map(el => (el.dataset.testid || el.tagName) + ":" + el.scrollWidth + ">" + el.clientWidth);
@@ -133,6 +134,15 @@ func TestBrowserSidebarAt380InACRM(t *testing.T) {
 		t.Helper()
 		inFrame[bool](t, ctx, sel, `function() { this.ownerDocument.querySelector('`+sel+`').click(); return true }`)
 	}
+	// Each action's page is measured, not the one it leaves: a late navigation would otherwise
+	// replace the page the test went on with, and the reply typed into it.
+	// The action bar, not the body: until Chromium knows the frame's document, a body found
+	// from the frame is the CRM's.
+	leave := func() {
+		t.Helper()
+		inFrame[bool](t, ctx, `[data-testid="action-bar"]`, `function() { this.ownerDocument.defaultView.left = true; return true }`)
+	}
+	leave()
 	click(`[data-testid="accept"]`)
 	check("accepted", `[data-testid="reply-editor"]`)
 
@@ -144,9 +154,8 @@ func TestBrowserSidebarAt380InACRM(t *testing.T) {
 		box.dispatchEvent(new Event("input", {bubbles: true}));
 		this.ownerDocument.querySelector('[data-testid="tag-tone"]').click();
 		return true }`)
-	// The page being left still takes the reply's frame while the send is on its way: the
-	// sidebar the send leads to is the one measured.
-	inFrame[bool](t, ctx, `body`, `function() { this.ownerDocument.defaultView.left = true; return true }`)
+	// The page being left still takes the reply's frame while the send is on its way.
+	leave()
 	click(`[data-testid="send-reply"]`)
 	if got := inFrame[string](t, ctx, `[data-testid="reply-final"]`, `function() {
 		if (this.ownerDocument.defaultView.left) throw new Error("still the page the send left");

@@ -193,14 +193,13 @@ func (a *testApp) login(t *testing.T, c *http.Client, email string) {
 const waitDeadline = 90 * time.Second
 
 // pollEvery is how every chromedp.Poll of a test asks: on a timer. Its default asks on each
-// animation frame, which keeps the page drawing 60 frames a second for as long as the test waits,
-// the most CPU a waiting browser test spent.
+// animation frame, which keeps the page drawing 60 frames a second for as long as the test waits.
 var pollEvery = chromedp.WithPollingInterval(50 * time.Millisecond)
 
 // browser opens a tab for one test in a browser context of its own (its own cookies, storage
 // and cache, as a fresh profile has) of the package's one Chromium. Starting Chromium costs
 // about 4.5 s of CPU, most of what a short browser test spends: paid once, not once per browser.
-// A test that watches the whole browser (its popups, a frame of another site) takes ownBrowser.
+// A test that watches the whole browser (the popups it opens) takes ownBrowser.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	shared, err := chromium.get()

@@ -281,9 +281,9 @@ func (c *sharedChromium) get() (context.Context, error) {
 	return c.ctx, c.err
 }
 
-// close stops the shared Chromium if a test started it.
+// close stops the shared Chromium if a test started it. TestMain calls it once every test is
+// done, so no get runs beside it.
 func (c *sharedChromium) close() {
-	c.once.Do(func() {})
 	if c.stop != nil {
 		c.stop()
 	}

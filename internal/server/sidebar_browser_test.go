@@ -135,9 +135,9 @@ func TestBrowserSidebarAt380InACRM(t *testing.T) {
 		inFrame[bool](t, ctx, sel, `function() { this.ownerDocument.querySelector('`+sel+`').click(); return true }`)
 	}
 	// Each action's page is measured, not the one it leaves: a late navigation would otherwise
-	// replace the page the test went on with, and the reply typed into it.
-	// The action bar, not the body: until Chromium knows the frame's document, a body found
-	// from the frame is the CRM's.
+	// replace the page the test went on with, and the reply typed into it. The page is found by
+	// its action bar, not its body: until Chromium knows the frame's document, a body found from
+	// the frame is the CRM's.
 	leave := func() {
 		t.Helper()
 		inFrame[bool](t, ctx, `[data-testid="action-bar"]`, `function() { this.ownerDocument.defaultView.left = true; return true }`)
